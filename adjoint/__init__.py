@@ -1,0 +1,26 @@
+"""adjoint: source-to-source reverse-mode automatic differentiation for Python kernels.
+
+Decorate kernels and device functions, launch them on arrays, record the
+launches on a ``Tape`` and replay their generated backward passes.
+"""
+__version__ = "0.1.0"
+
+from .api import Func, Kernel, func, func_grad, kernel, source  # noqa: E402
+from .errors import AdjointError, LaunchError, StaleModuleError, TapeError, TransformError  # noqa: E402
+from .runtime import (Array, Tape, array, empty, full, launch, ones, ones_like,  # noqa: E402
+                      zeros, zeros_like)
+from .runtime.builtins import (abs, acos, asin, atan, atan2, atomic_add, atomic_sub,  # noqa: E402,A004
+                               ceil, clamp, cos, cosh, exp, floor, log, log1p, max, min, pow,
+                               sin, sinh, sqrt, tan, tanh, tid)
+from .runtime.types import float32, float64, int32, int64  # noqa: E402
+from .copies import clone, copy  # noqa: E402
+from . import autograd  # noqa: E402,F401
+from .generate import generate  # noqa: E402
+
+__all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointError",
+           "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
+           "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
+           "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",
+           "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",
+           "sqrt", "tan", "tanh", "tid", "float32", "float64", "int32", "int64", "clone", "copy",
+           "autograd", "generate"]

@@ -1,0 +1,190 @@
+"""The decorators ``@ad.kernel``, ``@ad.func``, ``@ad.func_grad`` and ``ad.source``."""
+import hashlib
+import importlib.util
+import os
+import sys
+
+from .errors import AdjointError
+
+
+def cache_dir():
+    """Where generated modules live: ``$ADJOINT_CACHE_DIR`` or ``~/.cache/adjoint``."""
+    root = os.environ.get("ADJOINT_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "adjoint")
+    return root
+
+
+class Func:
+    """A device function: callable from kernels, other funcs and plain Python."""
+
+    def __init__(self, pyfunc):
+        self.pyfunc = pyfunc
+        self.name = pyfunc.__name__
+        self.custom_grad = None
+        self._tr = None
+        self.__doc__ = pyfunc.__doc__
+        self.__wrapped__ = pyfunc
+
+    def __call__(self, *args):
+        return self.pyfunc(*args)
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        return f"<ad.func {self.name}>"
+
+    @property
+    def transformed(self):
+        if self._tr is None:
+            from .pipeline import transform
+            self._tr = transform(self.pyfunc, "func")
+        return self._tr
+
+    @property
+    def n_returns(self):
+        return len(self.transformed.return_kinds)
+
+    @property
+    def return_kinds(self):
+        return self.transformed.return_kinds
+
+
+class Kernel:
+    """A kernel: launched over a 1-, 2- or 3-D grid with ``ad.launch``."""
+
+    def __init__(self, pyfunc, enable_backward=True):
+        self.pyfunc = pyfunc
+        self.name = pyfunc.__name__
+        self.enable_backward = enable_backward
+        self._tr = None
+        self._spec = None
+        self.module = None
+        self.__doc__ = pyfunc.__doc__
+        self.__wrapped__ = pyfunc
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        return f"<ad.kernel {self.name}>"
+
+    def __call__(self, *args, **kwargs):
+        raise AdjointError(f"kernel '{self.name}' cannot be called directly; "
+                           "use ad.launch(kernel, dim, inputs=..., outputs=...)")
+
+    @property
+    def transformed(self):
+        if self._tr is None:
+            from .pipeline import transform
+            self._tr = transform(self.pyfunc, "kernel")
+        return self._tr
+
+    @property
+    def spec(self):
+        """The compiled ``KernelSpec`` (generated, written to the cache and imported once)."""
+        if self._spec is None:
+            self.module = load_generated(self)
+            self._spec = getattr(self.module, self.name)
+        return self._spec
+
+
+def func_closure(roots):
+    """Funcs called (transitively) by ``roots``, callees first."""
+    order, seen = [], set()
+
+    def visit(obj, stack):
+        for f in obj.transformed.pf.funcs:
+            if f in stack:
+                raise AdjointError(f"recursion between funcs is not supported ({f.name})")
+            if id(f) not in seen:
+                visit(f, stack + [f])
+                seen.add(id(f))
+                order.append(f)
+            if f.custom_grad is not None:
+                from .frontend.parse import parse
+                parse(f.custom_grad, "func")  # resolve names early, for the error message
+    for r in roots:
+        visit(r, [r])
+    return order
+
+
+def module_items(kernels, funcs=()):
+    """[(role, Transformed, custom grad)] for the module holding ``kernels`` and ``funcs``."""
+    from .frontend.parse import parse
+    items = []
+    all_funcs = func_closure(list(kernels) + list(funcs))
+    for f in funcs:
+        if f not in all_funcs:
+            all_funcs.append(f)
+    for f in all_funcs:
+        grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
+        items.append(("func", f.transformed, grad))
+    for k in kernels:
+        tr = k.transformed
+        if not k.enable_backward:
+            tr.rev.backward = None
+        items.append(("kernel", tr, None))
+    return items
+
+
+def load_generated(kernel):
+    from .emit.module import module_source
+    items = module_items([kernel])
+    src_path = kernel.transformed.pf.source.filename
+    with open(src_path) as fh:
+        source_text = fh.read()
+    text = module_source(items, os.path.basename(src_path), source_text)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    modname = f"adjoint_gen_{kernel.name}_{digest}"
+    path = os.path.join(cache_dir(), f"{modname}.py")
+    if not os.path.exists(path):
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    return import_path(path, modname)
+
+
+def import_path(path, modname):
+    if modname in sys.modules:
+        return sys.modules[modname]
+    spec = importlib.util.spec_from_file_location(modname, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def kernel(fn=None, *, enable_backward=True):
+    """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False)``."""
+    if fn is None:
+        return lambda f: Kernel(f, enable_backward=enable_backward)
+    return Kernel(fn, enable_backward=enable_backward)
+
+
+def func(fn):
+    """Decorator: a device function callable from kernels, funcs and plain Python."""
+    return Func(fn)
+
+
+def func_grad(f):
+    """Decorator: a hand-written adjoint ``g(<f's params>, adj_ret)`` for func ``f``."""
+    if not isinstance(f, Func):
+        raise TypeError("@ad.func_grad expects an @ad.func")
+
+    def deco(g):
+        f.custom_grad = g
+        return g
+    return deco
+
+
+def source(obj, stage="backward"):
+    """Python source of one kernel or func after ``stage``
+    (parse, normalize, ssa, forward, backward)."""
+    from .pipeline import stage_source
+    role = "kernel" if isinstance(obj, Kernel) else "func"
+    if not isinstance(obj, (Kernel, Func)):
+        raise TypeError("ad.source expects an @ad.kernel or an @ad.func")
+    return stage_source(obj.pyfunc, role, stage)

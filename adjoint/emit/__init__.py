@@ -1,0 +1,1 @@
+"""Emission: print trees as commented Python source and assemble modules."""

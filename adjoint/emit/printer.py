@@ -1,0 +1,96 @@
+"""Print gast statements as readable Python source with line comments.
+
+Each time the user line of the statements changes, a comment quotes it:
+``# line 12: y = x * x``. Loops that still carry a ``LoopInfo`` (the
+normalize and ssa stages) show their latch under a ``# latch`` comment.
+"""
+import ast
+
+import gast
+
+INDENT = "    "
+
+
+def expr_src(node):
+    return ast.unparse(gast.gast_to_ast(node))
+
+
+class Printer:
+    def __init__(self, source=None):
+        self.source = source          # SourceInfo, for quoting the user's lines
+        self.lines = []
+        self.last_line = None
+
+    def text(self):
+        return "\n".join(self.lines) + "\n"
+
+    def emit(self, depth, text):
+        self.lines.append(INDENT * depth + text)
+
+    def note_line(self, s, depth):
+        lineno = getattr(s, "lineno", None)
+        if not lineno or lineno == self.last_line or self.source is None:
+            return
+        self.last_line = lineno
+        src = self.source.line(lineno).strip()
+        self.emit(depth, f"# line {lineno}: {src}" if src else f"# line {lineno}")
+
+    def function(self, fname, params, body, depth=0, decorator=None):
+        if decorator:
+            self.emit(depth, decorator)
+        self.emit(depth, f"def {fname}({', '.join(params)}):")
+        self.block(body, depth + 1)
+
+    def block(self, stmts, depth):
+        if not stmts:
+            self.emit(depth, "pass")
+        for s in stmts:
+            self.stmt(s, depth)
+
+    def stmt(self, s, depth):
+        text = getattr(s, "comment", None)
+        if text is not None:
+            self.emit(depth, f"# {text}")
+            self.last_line = None
+            return
+        self.note_line(s, depth)
+        if isinstance(s, gast.If):
+            self.emit(depth, f"if {expr_src(s.test)}:")
+            self.block(s.body, depth + 1)
+            if s.orelse:
+                self.emit(depth, "else:")
+                self.block(s.orelse, depth + 1)
+        elif isinstance(s, gast.For):
+            self.emit(depth, f"for {expr_src(s.target)} in {expr_src(s.iter)}:")
+            self.loop_body(s, depth + 1)
+        elif isinstance(s, gast.While):
+            self.emit(depth, f"while {expr_src(s.test)}:")
+            self.loop_body(s, depth + 1)
+        else:
+            node = gast.gast_to_ast(s)
+            for n in ast.walk(node):
+                if isinstance(n, ast.stmt) and getattr(n, "lineno", None) is None:
+                    n.lineno = 0
+            self.emit(depth, ast.unparse(node))
+
+    def loop_body(self, s, depth):
+        self.block(s.body, depth)
+        info = getattr(s, "loop", None)
+        if info is None:
+            return
+        extra = list(info.latch) or list(info.cond)
+        if not info.latch and info.break_flag:
+            extra.append(gast.If(test=gast.Name(id=info.break_flag, ctx=gast.Load(), annotation=None,
+                                               type_comment=None), body=[gast.Break()], orelse=[]))
+        if extra:
+            self.emit(depth, "# latch: end of iteration")
+            saved = self.last_line
+            for x in extra:
+                self.stmt(x, depth)
+            self.last_line = saved
+
+
+def render_function(fname, params, body, source=None, decorator=None):
+    p = Printer(source)
+    p.function(fname, params, body, decorator=decorator)
+    return p.text()

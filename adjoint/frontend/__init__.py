@@ -1,0 +1,1 @@
+"""Frontend passes: read user source (parse) and reject what is unsupported (fence)."""

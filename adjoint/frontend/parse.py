@@ -1,0 +1,262 @@
+"""Pass 1, parse: user function -> gast tree with every name resolved.
+
+Expects: a plain Python function defined in a real file.
+Guarantees: a ``ParsedFunction`` whose ``node`` is a ``gast.FunctionDef`` with
+line numbers pointing into the user's file; every call carries a ``Callee``
+record (what it calls: a math function, a builtin, ``ad.tid``, an atomic, a
+device func); every global number is inlined as a constant; every other free
+name is an error naming file and line.
+"""
+import builtins
+import inspect
+import math
+import textwrap
+from dataclasses import dataclass, field
+
+import gast
+import numpy as np
+
+from ..errors import TransformError
+from ..runtime import builtins as adb
+from ..runtime.types import ArrayType, scalar_dtype
+
+# Reserved names: the generated module uses them for its imports.
+RESERVED = {"math", "rt", "np"}
+
+# Python objects callable inside kernels, mapped to (callee kind, canonical name).
+CALLABLES = {}
+for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
+              "tanh", "exp", "log", "log1p", "sqrt", "pow", "floor", "ceil"):
+    CALLABLES[id(getattr(math, _name))] = ("op", _name)
+CALLABLES[id(builtins.abs)] = ("op", "abs")
+CALLABLES[id(math.fabs)] = ("op", "abs")
+CALLABLES[id(builtins.min)] = ("op", "min")
+CALLABLES[id(builtins.max)] = ("op", "max")
+CALLABLES[id(builtins.pow)] = ("op", "pow")
+CALLABLES[id(builtins.float)] = ("op", "float")
+CALLABLES[id(builtins.int)] = ("op", "int")
+CALLABLES[id(adb.clamp)] = ("op", "clamp")
+CALLABLES[id(builtins.range)] = ("range", "range")
+CALLABLES[id(adb.tid)] = ("tid", "tid")
+CALLABLES[id(adb.atomic_add)] = ("atomic", "atomic_add")
+CALLABLES[id(adb.atomic_sub)] = ("atomic", "atomic_sub")
+
+
+@dataclass
+class SourceInfo:
+    """Where a function came from, to quote it in errors and comments."""
+    filename: str
+    first_line: int
+    lines: list
+
+    def line(self, lineno):
+        if 1 <= lineno <= len(self.lines):
+            return self.lines[lineno - 1].rstrip("\n")
+        return ""
+
+
+@dataclass
+class Callee:
+    """What a call node calls. ``kind``: op, range, tid, atomic or func."""
+    kind: str
+    name: str
+    target: object = None
+
+
+@dataclass
+class Param:
+    """A parameter: ``type`` is an ``ArrayType`` or a numpy scalar dtype."""
+    name: str
+    type: object
+
+    @property
+    def is_array(self):
+        return isinstance(self.type, ArrayType)
+
+    @property
+    def kind(self):
+        if self.is_array:
+            return self.type.kind
+        return {"f": "float", "b": "bool"}.get(self.type.kind, "int")
+
+
+@dataclass
+class ParsedFunction:
+    name: str
+    role: str                      # "kernel" or "func"
+    node: object                   # gast.FunctionDef
+    source: SourceInfo
+    params: list
+    pyfunc: object
+    funcs: list = field(default_factory=list)   # Func objects called from here
+
+    def error(self, reason, node=None, stage="parse"):
+        lineno = getattr(node, "lineno", self.node.lineno) if node is not None else self.node.lineno
+        col = getattr(node, "col_offset", 0) if node is not None else 0
+        return TransformError(reason, filename=self.source.filename, lineno=lineno, col=col,
+                              source_line=self.source.line(lineno), stage=stage,
+                              function=self.name)
+
+
+def _read_source(pyfunc):
+    try:
+        filename = inspect.getsourcefile(pyfunc) or inspect.getfile(pyfunc)
+        lines, first = inspect.getsourcelines(pyfunc)
+        all_lines = inspect.getsourcelines(inspect.getmodule(pyfunc))[0] if inspect.getmodule(pyfunc) else None
+    except (OSError, TypeError) as exc:
+        raise TransformError(
+            f"cannot read the source of '{pyfunc.__qualname__}' ({exc}); kernels and funcs "
+            "must be defined in a .py file", function=pyfunc.__name__, stage="parse") from None
+    if not all_lines:
+        all_lines = [""] * (first - 1) + lines
+    return filename, first, lines, all_lines
+
+
+def _param_type(pf_name, pyfunc, name, annotation, role, src):
+    if isinstance(annotation, ArrayType):
+        return annotation
+    if annotation is inspect.Parameter.empty:
+        if role != "kernel":
+            return np.dtype(np.float64)
+        raise TransformError(f"kernel parameter '{name}' needs an annotation "
+                             "(ad.array(dtype=...), float or int)", filename=src.filename,
+                             lineno=src.first_line, source_line=src.line(src.first_line),
+                             stage="parse", function=pf_name)
+    dt = scalar_dtype(annotation)
+    if dt is None:
+        raise TransformError(f"parameter '{name}' has unsupported annotation {annotation!r}",
+                             filename=src.filename, lineno=src.first_line,
+                             source_line=src.line(src.first_line), stage="parse",
+                             function=pf_name)
+    return dt
+
+
+def parse(pyfunc, role):
+    """Parse ``pyfunc`` (a kernel or a func) into a resolved ``ParsedFunction``."""
+    filename, first, lines, all_lines = _read_source(pyfunc)
+    src = SourceInfo(filename, first, all_lines)
+    tree = gast.parse(textwrap.dedent("".join(lines)))
+    fdef = tree.body[0]
+    if not isinstance(fdef, gast.FunctionDef):
+        raise TransformError("expected a function definition", filename=filename,
+                             lineno=first, source_line=src.line(first), stage="parse")
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    for node in gast.walk(fdef):
+        if hasattr(node, "lineno"):
+            node.lineno += first - 1
+            if hasattr(node, "col_offset"):
+                node.col_offset += indent
+    fdef.decorator_list = []
+    sig = inspect.signature(pyfunc)
+    params = [Param(p.name, _param_type(pyfunc.__name__, pyfunc, p.name, p.annotation, role, src))
+              for p in sig.parameters.values()]
+    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc)
+    resolver = _Resolver(pf, pyfunc)
+    fdef.body = [resolver.visit(s) for s in fdef.body]
+    fdef.returns = None
+    for a in fdef.args.args:
+        a.annotation = None
+    return pf
+
+
+def _closure_globals(pyfunc):
+    env = dict(pyfunc.__globals__)
+    if pyfunc.__closure__:
+        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+            try:
+                env[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return env
+
+
+class _Resolver(gast.NodeTransformer):
+    """Resolve calls and free names against the function's globals."""
+
+    def __init__(self, pf, pyfunc):
+        self.pf = pf
+        self.env = _closure_globals(pyfunc)
+        self.locals = {p.name for p in pf.params}
+        for node in gast.walk(pf.node):
+            if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
+                self.locals.add(node.id)
+        for name in sorted(self.locals):
+            if name in RESERVED or (name.startswith("adj_") and pf.role != "grad"):
+                raise pf.error(f"the name '{name}' is reserved in generated code "
+                               "(as are names starting with adj_); rename it")
+
+    def _lookup(self, expr):
+        """Python object an expression like ``math.sin`` or ``ad.tid`` names, or raise."""
+        if isinstance(expr, gast.Name):
+            if expr.id in self.locals:
+                raise self.pf.error(f"'{expr.id}' is a local variable, not a function", expr)
+            if expr.id in self.env:
+                return self.env[expr.id]
+            if hasattr(builtins, expr.id):
+                return getattr(builtins, expr.id)
+            raise self.pf.error(f"unknown name '{expr.id}'", expr)
+        if isinstance(expr, gast.Attribute):
+            base = self._lookup(expr.value)
+            if not hasattr(base, expr.attr):
+                raise self.pf.error(f"'{gast_to_text(expr.value)}' has no attribute '{expr.attr}'", expr)
+            return getattr(base, expr.attr)
+        raise self.pf.error("unsupported call target", expr)
+
+    def visit_Call(self, node):
+        node.args = [self.visit(a) for a in node.args]
+        if node.keywords:
+            raise self.pf.error("keyword arguments are not supported in kernels and funcs",
+                                node.keywords[0].value)
+        obj = self._lookup(node.func)
+        from ..api import Func  # late import: api imports the transformer
+        if isinstance(obj, Func):
+            node.callee = Callee("func", obj.name, obj)
+            node.func = _name(obj.name)
+            if obj not in self.pf.funcs:
+                self.pf.funcs.append(obj)
+        elif id(obj) in CALLABLES:
+            kind, name = CALLABLES[id(obj)]
+            node.callee = Callee(kind, name)
+            if kind == "op":
+                from ..rules import lookup
+                node.func = lookup(name).callee_expr()
+            else:
+                node.func = _name(name)
+        else:
+            name = getattr(obj, "__name__", repr(obj))
+            raise self.pf.error(f"call to unsupported function '{name}' (only math.*, ad.* "
+                                "and @ad.func functions can be called)", node)
+        return node
+
+    def visit_Attribute(self, node):
+        # arr.shape is the only attribute of a local allowed; math.pi etc. are inlined.
+        if isinstance(node.value, gast.Name) and node.value.id in self.locals:
+            if node.attr != "shape":
+                raise self.pf.error(f"attribute '.{node.attr}' is not supported (only arr.shape)", node)
+            return node
+        obj = self._lookup(node)
+        return self._constant(obj, node)
+
+    def visit_Name(self, node):
+        if not isinstance(node.ctx, gast.Load) or node.id in self.locals:
+            return node
+        obj = self._lookup(node)
+        return self._constant(obj, node)
+
+    def _constant(self, obj, node):
+        if isinstance(obj, (bool, int, float, np.integer, np.floating)) and not isinstance(obj, type):
+            value = obj.item() if isinstance(obj, np.generic) else obj
+            const = gast.Constant(value=value, kind=None)
+            return gast.copy_location(const, node)
+        raise self.pf.error(f"'{gast_to_text(node)}' ({type(obj).__name__}) cannot be used "
+                            "inside a kernel; only numbers, math.*, ad.* and funcs", node)
+
+
+def _name(id_):
+    return gast.Name(id=id_, ctx=gast.Load(), annotation=None, type_comment=None)
+
+
+def gast_to_text(node):
+    """Source text of a gast node (for messages and comments)."""
+    import ast
+    return ast.unparse(gast.gast_to_ast(node))

@@ -1,0 +1,2 @@
+def generate(path):
+    raise NotImplementedError

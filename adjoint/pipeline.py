@@ -1,0 +1,74 @@
+"""The ordered list of passes, and a way to show the code after any of them.
+
+parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> reverse.
+``transform`` runs them all; ``show`` prints one stage as Python source.
+"""
+from dataclasses import dataclass
+
+from .emit.printer import render_function
+from .frontend.fence import fence
+from .frontend.parse import parse
+from .transform import activity, hazards, normalize, reverse, ssa, types
+
+STAGES = ("parse", "normalize", "ssa", "forward", "backward")
+
+
+@dataclass
+class Transformed:
+    pf: object
+    norm: object
+    kinds: dict
+    return_kinds: list
+    ssa: object
+    active: set
+    rev: object
+    reads: set
+    writes: set
+    dims: int
+
+
+def transform(pyfunc, role):
+    pf = fence(parse(pyfunc, role))
+    norm = normalize.normalize(pf)
+    kinds, return_kinds = types.infer(norm)
+    s = ssa.ssa(norm, kinds)
+    if role == "kernel":
+        hazards.check(s)
+    act = activity.active(s)
+    rev = reverse.reverse(s, act)
+    reads, writes = hazards.arrays_used(s)
+    return Transformed(pf, norm, kinds, return_kinds, s, act, rev, reads, writes, _dims(s))
+
+
+def _dims(s):
+    import gast
+    from .transform.ir import walk_stmts
+    for st in walk_stmts(s.body):
+        if isinstance(st, gast.Assign) and isinstance(st.value, gast.Call) and \
+                getattr(st.value, "callee", None) is not None and st.value.callee.kind == "tid":
+            t = st.targets[0]
+            return len(t.elts) if isinstance(t, gast.Tuple) else 1
+    return 1
+
+
+def stage_source(pyfunc, role, stage):
+    """Python source of ``pyfunc`` after ``stage`` (one of STAGES)."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    params = [p.name for p in _params(pyfunc, role)]
+    if stage == "parse":
+        pf = fence(parse(pyfunc, role))
+        return render_function(pf.name, params, pf.node.body, pf.source)
+    if stage == "normalize":
+        pf = fence(parse(pyfunc, role))
+        norm = normalize.normalize(pf)
+        return render_function(pf.name, params, norm.body, pf.source)
+    tr = transform(pyfunc, role)
+    if stage == "ssa":
+        return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
+    from .emit.module import function_sources
+    return function_sources(tr, stage)
+
+
+def _params(pyfunc, role):
+    return parse(pyfunc, role).params

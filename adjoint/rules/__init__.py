@@ -1,0 +1,6 @@
+"""The adjoint rule registry: one small Python template per operation.
+
+Importing this package registers every family (arith, mathfns, builtins).
+"""
+from . import arith, builtins_, mathfns  # noqa: F401  (registration side effects)
+from .registry import RULES, Rule, lookup  # noqa: F401

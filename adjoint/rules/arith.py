@@ -1,0 +1,77 @@
+"""Arithmetic operators: + - * / // % ** and unary -, comparisons, not.
+
+Each function is a template: ``z`` is the result, ``adj_*`` the adjoints.
+"""
+import math
+
+from .registry import rule
+
+# The templates below are never called: their bodies are parsed as source.
+# flake8: noqa: F821
+_ = math
+
+
+@rule("Add", "+", domain=[(-2, 2), (-2, 2)])
+def add(z, x, y):
+    adj_x += adj_z
+    adj_y += adj_z
+
+
+@rule("Sub", "-", domain=[(-2, 2), (-2, 2)])
+def sub(z, x, y):
+    adj_x += adj_z
+    adj_y -= adj_z
+
+
+@rule("Mult", "*", domain=[(-2, 2), (-2, 2)])
+def mul(z, x, y):
+    adj_x += adj_z * y
+    adj_y += adj_z * x
+
+
+@rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: "float")
+def div(z, x, y):
+    adj_x += adj_z / y
+    adj_y -= adj_z * z / y
+
+
+@rule("FloorDiv", "//", domain=[(0.1, 5), (0.7, 2)], differentiable=False)
+def floordiv(z, x, y):
+    pass
+
+
+@rule("Mod", "%", domain=[(0.1, 5), (0.7, 2)])
+def mod(z, x, y):
+    adj_x += adj_z
+    adj_y -= adj_z * math.floor(x / y)
+
+
+@rule("Pow", "**", domain=[(0.5, 2), (-2, 2)])
+def power(z, x, y):
+    adj_x += adj_z * y * x ** (y - 1)
+    if x > 0.0:
+        adj_y += adj_z * z * math.log(x)
+
+
+@rule("USub", "-", domain=[(-2, 2)])
+def neg(z, x):
+    adj_x -= adj_z
+
+
+def _bool(*kinds):
+    return "bool"
+
+
+def _comparison(z, x, y):
+    pass
+
+
+for _key, _sym in (("Eq", "=="), ("NotEq", "!="), ("Lt", "<"), ("LtE", "<="),
+                   ("Gt", ">"), ("GtE", ">=")):
+    rule(_key, _sym, domain=[(-2, 2), (-2, 2)], result_kind=_bool,
+         differentiable=False)(_comparison)
+
+
+@rule("Not", "not", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
+def not_(z, x):
+    pass

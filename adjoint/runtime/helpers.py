@@ -1,0 +1,40 @@
+"""Small functions generated code calls: loop stacks, trip counts, clamp."""
+import numpy as np
+
+from .jit import jit
+
+
+@jit
+def trip_count(start, stop, step):
+    """Number of iterations of ``range(start, stop, step)``."""
+    if step > 0:
+        n = (stop - start + step - 1) // step
+    else:
+        n = (start - stop - step - 1) // (-step)
+    return n if n > 0 else 0
+
+
+@jit
+def stack_new(capacity, value):
+    """A per-thread stack for one carried value, sized for ``capacity`` iterations."""
+    return np.full(capacity if capacity > 1 else 1, value)
+
+
+@jit
+def stack_push(stack, n, value):
+    """Store ``value`` as entry ``n``, growing the stack when it is full."""
+    if n >= stack.shape[0]:
+        grown = np.full(2 * stack.shape[0], value)
+        grown[:n] = stack[:n]
+        stack = grown
+    stack[n] = value
+    return stack
+
+
+@jit
+def clamp(x, lo, hi):
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x

@@ -1,0 +1,62 @@
+"""Launchable descriptions of compiled kernels and funcs (what modules export)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """A kernel parameter: ``ndim == 0`` for a scalar."""
+    name: str
+    dtype: str
+    ndim: int
+
+    @property
+    def is_array(self):
+        return self.ndim > 0
+
+    @property
+    def np_dtype(self):
+        return np.dtype(self.dtype)
+
+    @property
+    def has_adjoint(self):
+        return self.is_array and self.np_dtype.kind == "f"
+
+    def describe(self):
+        if self.is_array:
+            return f"array(dtype={self.dtype}, ndim={self.ndim})"
+        return self.dtype
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A kernel's compiled forward/backward pair and its signature."""
+    name: str
+    params: tuple
+    dims: int
+    reads: tuple
+    writes: tuple
+    forward: object
+    backward: object
+    origin: str = ""
+
+    @property
+    def spec(self):
+        return self
+
+    def __repr__(self):
+        return f"<kernel {self.name} from {self.origin}>"
+
+
+@dataclass(frozen=True)
+class FuncSpec:
+    """A func's compiled forward and adjoint; calling it runs the forward."""
+    name: str
+    forward: object
+    adjoint: object
+    n_params: int
+    n_returns: int
+
+    def __call__(self, *args):
+        return self.forward(*args)

@@ -1,0 +1,1 @@
+"""Middle-end passes: normalize, types, ssa, activity, reverse."""

@@ -1,0 +1,160 @@
+"""Small helpers shared by the passes: node builders, loop records, the namer.
+
+The intermediate form is a gast tree. Statements made by a pass carry the
+user's line in ``lineno``; loops carry a ``LoopInfo`` record in ``node.loop``.
+"""
+from dataclasses import dataclass, field
+
+import gast
+
+
+@dataclass
+class LoopInfo:
+    """What normalize and ssa know about one loop.
+
+    ``break_flag``: name tested at the end of each iteration (``if flag: break``).
+    ``cond``: for ``while`` loops, the statements recomputing the test variable.
+    ``carried``: loop-header names (set by ssa) whose values change per iteration.
+    ``latch``: statements run at the end of each iteration (set by ssa): the
+    back-edge copies, the break test, the recomputed ``while`` condition. They
+    are not part of the body that the backward pass recomputes.
+    ``uid``: a number unique in the function, used for stack and counter names.
+    """
+    uid: int
+    break_flag: str = None
+    cond: list = field(default_factory=list)
+    carried: list = field(default_factory=list)
+    latch: list = field(default_factory=list)
+
+
+def name(id_, store=False):
+    return gast.Name(id=id_, ctx=gast.Store() if store else gast.Load(), annotation=None,
+                     type_comment=None)
+
+
+def const(value):
+    return gast.Constant(value=value, kind=None)
+
+
+def at(node, lineno):
+    """Give ``node`` (a statement) the user's line number."""
+    node.lineno = lineno
+    node.col_offset = 0
+    return node
+
+
+def assign(target, value, lineno):
+    if isinstance(target, str):
+        target = name(target, store=True)
+    return at(gast.Assign(targets=[target], value=value, type_comment=None), lineno)
+
+
+def if_(test, body, orelse, lineno):
+    return at(gast.If(test=test, body=body, orelse=orelse), lineno)
+
+
+def is_atom(e):
+    return isinstance(e, (gast.Name, gast.Constant))
+
+
+def target_names(stmt):
+    """Names a normalized statement assigns (not counting nested blocks)."""
+    if isinstance(stmt, gast.Assign):
+        t = stmt.targets[0]
+        if isinstance(t, gast.Name):
+            return [t.id]
+        if isinstance(t, gast.Tuple):
+            return [e.id for e in t.elts]
+    if isinstance(stmt, gast.For):
+        return [stmt.target.id]
+    return []
+
+
+def load_names(node):
+    """Names read by an expression or a simple statement (not nested blocks)."""
+    out = []
+    roots = [node]
+    if isinstance(node, gast.Assign):
+        roots = [node.value] + ([node.targets[0]] if isinstance(node.targets[0], gast.Subscript) else [])
+    elif isinstance(node, gast.AugAssign):
+        roots = [node.target, node.value]
+    elif isinstance(node, gast.If):
+        roots = [node.test]
+    elif isinstance(node, gast.For):
+        roots = [node.iter]
+    elif isinstance(node, gast.While):
+        roots = [node.test]
+    for r in roots:
+        out += [n.id for n in value_names(r)]
+    return out
+
+
+def value_names(node):
+    """Name nodes read as values in an expression (not the callee of a call)."""
+    out = []
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, gast.Name):
+            if isinstance(n.ctx, gast.Load):
+                out.append(n)
+            continue
+        for fld, child in gast.iter_fields(n):
+            if isinstance(n, gast.Call) and fld == "func":
+                continue
+            if isinstance(child, list):
+                todo.extend(c for c in reversed(child) if isinstance(c, gast.AST))
+            elif isinstance(child, gast.AST):
+                todo.append(child)
+    return out
+
+
+def walk_stmts(stmts):
+    """Every statement in ``stmts``, nested blocks included, in order."""
+    for s in stmts:
+        yield s
+        if isinstance(s, gast.If):
+            yield from walk_stmts(s.body)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, (gast.For, gast.While)):
+            yield from walk_stmts(s.body)
+            info = getattr(s, "loop", None)
+            if info is not None:
+                yield from walk_stmts(info.cond)
+                yield from walk_stmts(info.latch)
+
+
+class Namer:
+    """Deterministic fresh names that never clash with the user's names."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken)
+        self.counters = {}
+
+    def reserve(self, n):
+        self.taken.add(n)
+
+    def fresh(self, base):
+        if base not in self.taken:
+            self.taken.add(base)
+            return base
+        k = self.counters.get(base, 1)
+        while f"{base}_{k}" in self.taken:
+            k += 1
+        self.counters[base] = k + 1
+        out = f"{base}_{k}"
+        self.taken.add(out)
+        return out
+
+    def temp(self):
+        k = self.counters.get("#t", 0)
+        while f"t{k}" in self.taken:
+            k += 1
+        self.counters["#t"] = k + 1
+        self.taken.add(f"t{k}")
+        return f"t{k}"
+
+
+def all_names(node):
+    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} | {
+        a.id for a in gast.walk(node) if isinstance(a, gast.Name)}

@@ -1,0 +1,323 @@
+"""Pass 7, reverse: the forward and the backward (adjoint) bodies.
+
+Expects: an ``SSA`` function and its active set (pass activity).
+Guarantees: ``Reversed.forward`` is the primal body (stores kept);
+``Reversed.backward`` is a replay of the primal without stores or atomics,
+followed by the adjoint of every statement in reverse order:
+
+- ``z = op(a, b)``: the op's rule template from the registry, then
+  ``adj_z = 0.0`` where ``z`` is assigned more than once (loops, merges);
+- ``b = a`` (a copy): ``adj_a += adj_b`` -- accumulated, never overwritten;
+- ``arr[i] = v``: ``adj_v += adj_arr[i]`` then ``adj_arr[i] = 0.0``;
+  ``arr[i] += v`` and atomics: ``adj_v += adj_arr[i]`` (no clearing);
+- ``if``: the same test selects the reversed branch;
+- loops: the replay records each carried value at the start of every
+  iteration in a per-thread stack (preallocated from the trip count, grown
+  when a ``while`` needs it). The reverse walks the iterations backwards:
+  restore the carried values of iteration ``k``, recompute its body (which
+  records any inner loop), then reverse it. Values a later iteration
+  overwrote are therefore exact, never the loop's final or initial ones.
+"""
+import copy
+from dataclasses import dataclass
+
+import gast
+
+from ..rules import lookup
+from .ir import assign, at, const, if_, name
+
+ADJ_ZERO = 0.0
+
+
+@dataclass
+class Reversed:
+    forward: list
+    backward: list          # replay + adjoint (kernels); replay + adjoint + return (funcs)
+    adj_params: list        # adjoint parameter names (kernel: float arrays; func: adj_ret...)
+    active: set
+
+
+def adj(v):
+    return "adj_" + v
+
+
+def comment(text, lineno=None):
+    node = gast.Expr(value=gast.Constant(value=text, kind=None))
+    node.comment = text
+    node.lineno = lineno
+    return node
+
+
+class _Reverser:
+    def __init__(self, ssa, active_set):
+        self.ssa = ssa
+        self.pf = ssa.norm.pf
+        self.namer = ssa.norm.namer
+        self.active = active_set
+        self.adj_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
+        self.loop_depth = 0
+
+    def adj_of(self, a):
+        if isinstance(a, str):
+            return adj(a)
+        if isinstance(a, gast.Name) and a.id in self.active:
+            return adj(a.id)
+        return None
+
+    # -- replay ----------------------------------------------------------------
+    def plain(self, stmts, keep_stores=False):
+        out = []
+        for s in stmts:
+            if isinstance(s, gast.AugAssign) or (
+                    isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)):
+                if keep_stores:
+                    out.append(copy.deepcopy(s))
+                continue
+            if isinstance(s, gast.Return):
+                if keep_stores:
+                    out.append(copy.deepcopy(s))
+                continue
+            if isinstance(s, gast.If):
+                node = if_(s.test, self.plain(s.body, keep_stores) or [at(gast.Pass(), s.lineno)],
+                           self.plain(s.orelse, keep_stores), s.lineno)
+                out.append(node)
+            elif isinstance(s, (gast.For, gast.While)):
+                out.append(self.loop_node(s, self.plain(s.body, keep_stores) +
+                                          self.plain(s.loop.latch, keep_stores)))
+            else:
+                out.append(copy.deepcopy(s))
+        return out
+
+    def aug(self, stmts):
+        """Replay that records every loop needing a reverse (outermost level only)."""
+        out = []
+        for s in stmts:
+            if isinstance(s, gast.If):
+                out.append(if_(s.test, self.aug(s.body) or [at(gast.Pass(), s.lineno)],
+                               self.aug(s.orelse), s.lineno))
+            elif isinstance(s, (gast.For, gast.While)) and self.needs_reverse(s):
+                out.extend(self.recorded_loop(s))
+            else:
+                out.extend(self.plain([s]))
+        return out
+
+    @staticmethod
+    def loop_node(s, body):
+        if isinstance(s, gast.For):
+            node = gast.For(target=copy.deepcopy(s.target), iter=copy.deepcopy(s.iter), body=body,
+                            orelse=[], type_comment=None)
+        else:
+            node = gast.While(test=copy.deepcopy(s.test), body=body, orelse=[])
+        return at(node, s.lineno)
+
+    def loop_names(self, s):
+        info = s.loop
+        if not hasattr(info, "names"):
+            tag = f"loop{info.uid}"
+            info.names = {"count": self.namer.fresh(f"{tag}_count"),
+                          "it": self.namer.fresh(f"{tag}_iter"),
+                          "stacks": {v: self.namer.fresh(f"{tag}_{v}") for v in info.carried}}
+        return info.names
+
+    def recorded_loop(self, s):
+        names = self.loop_names(s)
+        line = s.lineno
+        if isinstance(s, gast.For):
+            start, stop, step = s.iter.args
+            cap = gast.Call(func=_rt("trip_count"), args=[copy.deepcopy(a) for a in (start, stop, step)],
+                            keywords=[])
+        else:
+            cap = const(8)
+        pre = [comment(f"record the carried values of each iteration of the loop on line {line}", line),
+               assign(names["count"], const(0), line)]
+        push = []
+        for v, stack in names["stacks"].items():
+            pre.append(assign(stack, gast.Call(func=_rt("stack_new"), args=[copy.deepcopy(cap), name(v)],
+                                               keywords=[]), line))
+            push.append(assign(stack, gast.Call(func=_rt("stack_push"),
+                                                args=[name(stack), name(names["count"]), name(v)],
+                                                keywords=[]), line))
+        push.append(at(gast.AugAssign(target=name(names["count"], store=True), op=gast.Add(),
+                                      value=const(1)), line))
+        body = push + self.plain(s.body) + self.plain(s.loop.latch)
+        return pre + [self.loop_node(s, body)]
+
+    # -- reverse ---------------------------------------------------------------
+    def needs_reverse(self, s):
+        if not hasattr(s.loop, "rev"):
+            self.loop_depth += 1
+            s.loop.rev = self.rev_block(s.body)
+            s.loop.rev_latch = self.rev_block([x for x in s.loop.latch if getattr(x, "phi", False)])
+            self.loop_depth -= 1
+        return bool(s.loop.rev or s.loop.rev_latch)
+
+    def rev_block(self, stmts):
+        out = []
+        for s in reversed(stmts):
+            out.extend(self.rev_stmt(s))
+        return out
+
+    def reset(self, z, s):
+        if self.loop_depth > 0 or getattr(s, "phi", False):
+            return [assign(adj(z), const(ADJ_ZERO), s.lineno)]
+        return []
+
+    def rev_stmt(self, s):
+        line = s.lineno
+        out = []
+        if isinstance(s, gast.Assign):
+            t, v = s.targets[0], s.value
+            if isinstance(t, gast.Subscript):
+                arr = t.value.id
+                if arr not in self.adj_arrays:
+                    return []
+                slot = gast.Subscript(value=name(adj(arr)), slice=copy.deepcopy(t.slice), ctx=gast.Load())
+                if self.adj_of(v):
+                    out.append(at(gast.AugAssign(target=name(adj(v.id), store=True), op=gast.Add(),
+                                                 value=slot), line))
+                store_slot = copy.deepcopy(slot)
+                store_slot.ctx = gast.Store()
+                out.append(assign(store_slot, const(ADJ_ZERO), line))
+                return out
+            if isinstance(t, gast.Tuple):
+                if isinstance(v, gast.Call) and v.callee.kind == "func" and \
+                        any(e.id in self.active for e in t.elts):
+                    seeds = [name(adj(e.id)) if e.id in self.active else const(0.0) for e in t.elts]
+                    out = self.call_adjoint(v, seeds, line)
+                    for e in t.elts:
+                        if e.id in self.active:
+                            out += self.reset(e.id, s)
+                return out
+            z = t.id
+            if z not in self.active:
+                return []
+            if isinstance(v, gast.Name):
+                if v.id in self.active:
+                    out.append(at(gast.AugAssign(target=name(adj(v.id), store=True), op=gast.Add(),
+                                                 value=name(adj(z))), line))
+            elif isinstance(v, gast.Subscript):
+                arr = v.value.id if isinstance(v.value, gast.Name) else None
+                if arr in self.adj_arrays:
+                    slot = gast.Subscript(value=name(adj(arr)), slice=copy.deepcopy(v.slice),
+                                          ctx=gast.Store())
+                    out.append(at(gast.AugAssign(target=slot, op=gast.Add(), value=name(adj(z))), line))
+            elif isinstance(v, gast.Call) and v.callee.kind == "func":
+                out += self.call_adjoint(v, [name(adj(z))], line)
+            elif isinstance(v, (gast.BinOp, gast.UnaryOp, gast.Call)):
+                if isinstance(v, gast.BinOp):
+                    key, args = type(v.op).__name__, [v.left, v.right]
+                elif isinstance(v, gast.UnaryOp):
+                    key, args = type(v.op).__name__, [v.operand]
+                else:
+                    key, args = v.callee.name, v.args
+                rule = lookup(key)
+                if rule is None:
+                    raise self.pf.error(f"no adjoint rule for '{key}'", s, stage="reverse")
+                out += [at_all(x, line) for x in rule.instantiate(z, args, self.adj_of)]
+            return out + self.reset(z, s)
+        if isinstance(s, gast.AugAssign):
+            arr = s.target.value.id
+            if arr not in self.adj_arrays or not self.adj_of(s.value):
+                return []
+            slot = gast.Subscript(value=name(adj(arr)), slice=copy.deepcopy(s.target.slice),
+                                  ctx=gast.Load())
+            op = gast.Add() if isinstance(s.op, gast.Add) else gast.Sub()
+            return [at(gast.AugAssign(target=name(adj(s.value.id), store=True), op=op, value=slot), line)]
+        if isinstance(s, gast.If):
+            body, orelse = self.rev_block(s.body), self.rev_block(s.orelse)
+            if not body and not orelse:
+                return []
+            if not body:
+                test = gast.UnaryOp(op=gast.Not(), operand=copy.deepcopy(s.test))
+                return [if_(test, orelse, [], line)]
+            return [if_(copy.deepcopy(s.test), body, orelse, line)]
+        if isinstance(s, (gast.For, gast.While)):
+            return self.rev_loop(s)
+        if isinstance(s, gast.Return):
+            vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
+            for k, a in enumerate(vals):
+                if self.adj_of(a):
+                    seed = "adj_ret" if len(vals) == 1 else f"adj_ret{k}"
+                    out.append(at(gast.AugAssign(target=name(adj(a.id), store=True), op=gast.Add(),
+                                                 value=name(seed)), line))
+            return out
+        return []
+
+    def call_adjoint(self, call, seeds, line):
+        func = call.callee.target
+        fn = gast.Call(func=name(f"{func.name}_adjoint"),
+                       args=[copy.deepcopy(a) for a in call.args] + seeds, keywords=[])
+        wanted = [(k, a) for k, a in enumerate(call.args) if self.adj_of(a)]
+        if not wanted:
+            return []
+        if len(call.args) == 1:
+            return [at(gast.AugAssign(target=name(adj(call.args[0].id), store=True), op=gast.Add(),
+                                      value=fn), line)]
+        tmp = self.namer.fresh(f"d_{func.name}")
+        out = [assign(tmp, fn, line)]
+        for k, a in wanted:
+            item = gast.Subscript(value=name(tmp), slice=const(k), ctx=gast.Load())
+            out.append(at(gast.AugAssign(target=name(adj(a.id), store=True), op=gast.Add(),
+                                         value=item), line))
+        return out
+
+    def rev_loop(self, s):
+        if not self.needs_reverse(s):
+            return []
+        names = self.loop_names(s)
+        line = s.lineno
+        it = names["it"]
+        body = [comment(f"iteration {it} of the loop on line {line}, in reverse", line)]
+        for v, stack in names["stacks"].items():
+            body.append(assign(v, gast.Subscript(value=name(stack), slice=name(it), ctx=gast.Load()), line))
+        if isinstance(s, gast.For):
+            start, _, step = s.iter.args
+            k = gast.BinOp(left=copy.deepcopy(start), op=gast.Add(),
+                           right=gast.BinOp(left=name(it), op=gast.Mult(), right=copy.deepcopy(step)))
+            body.append(assign(s.target.id, k, line))
+        self.loop_depth += 1
+        body += self.aug(s.body)
+        self.loop_depth -= 1
+        body += s.loop.rev_latch + s.loop.rev
+        rng = gast.Call(func=name("range"), args=[
+            gast.BinOp(left=name(names["count"]), op=gast.Sub(), right=const(1)), const(-1), const(-1)],
+            keywords=[])
+        node = gast.For(target=name(it, store=True), iter=rng, body=body, orelse=[], type_comment=None)
+        return [at(node, line)]
+
+
+def _rt(attr):
+    return gast.Attribute(value=name("rt"), attr=attr, ctx=gast.Load())
+
+
+def at_all(stmt, line):
+    for n in gast.walk(stmt):
+        if isinstance(n, gast.stmt):
+            n.lineno = line
+    return stmt
+
+
+def reverse(ssa, active_set):
+    r = _Reverser(ssa, active_set)
+    pf = ssa.norm.pf
+    forward = r.plain(ssa.body, keep_stores=True)
+    replay = r.aug(ssa.body)
+    rev = r.rev_block(ssa.body)
+    adj_vars = sorted(active_set - set(ssa.params))
+    if pf.role == "func":
+        float_params = [p.name for p in pf.params if p.kind == "float"]
+        adj_vars = sorted(set(adj_vars) | set(float_params))
+    line = pf.node.lineno
+    init = [assign(adj(v), const(ADJ_ZERO), None) for v in adj_vars]
+    backward = ([comment("forward replay (stores and atomics are not repeated)")] + replay +
+                [comment("reverse pass: every adjoint starts at zero, statements in reverse order")] +
+                init + rev)
+    if pf.role == "func":
+        rets = [name(adj(p.name)) if p.kind == "float" else const(0.0) for p in pf.params]
+        value = rets[0] if len(rets) == 1 else gast.Tuple(elts=rets, ctx=gast.Load())
+        backward.append(at(gast.Return(value=value), line))
+        n = ssa.norm.n_returns
+        adj_params = ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
+    else:
+        adj_params = [adj(p.name) for p in pf.params if p.is_array and p.kind == "float"]
+    return Reversed(forward, backward, adj_params, active_set)

@@ -1,0 +1,86 @@
+"""Pass 4, types: the kind (bool, int or float) of every variable.
+
+Expects: a ``Normalized`` function (pass normalize).
+Guarantees: ``infer`` returns ``{name: kind}`` for every assigned name, the
+join over all its assignments (bool < int < float), and the kinds of the
+returned values. Integers and booleans never get adjoints; precise dtypes
+(float32 vs float64) are left to numba's specialisation at launch.
+"""
+import gast
+
+from ..rules import lookup
+from ..rules.registry import join
+from .ir import walk_stmts
+
+
+def infer(norm):
+    pf = norm.pf
+    kinds = {p.name: p.kind for p in pf.params if not p.is_array}
+    arrays = {p.name: p.type for p in pf.params if p.is_array}
+    changed = True
+    while changed:
+        changed = False
+        for s in walk_stmts(norm.body):
+            for tgt, kind in _assigned_kinds(s, kinds, arrays, pf):
+                new = join(kinds.get(tgt), kind)
+                if new != kinds.get(tgt):
+                    kinds[tgt] = new
+                    changed = True
+    for s in walk_stmts(norm.body):
+        for tgt, _ in _assigned_kinds(s, kinds, arrays, pf):
+            if kinds.get(tgt) is None:
+                raise pf.error(f"cannot tell the type of '{tgt}'", s, stage="types")
+    returns = []
+    for s in walk_stmts(norm.body):
+        if isinstance(s, gast.Return):
+            vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
+            returns = [atom_kind(v, kinds) for v in vals]
+    return kinds, returns
+
+
+def atom_kind(a, kinds):
+    if isinstance(a, gast.Constant):
+        v = a.value
+        return "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"
+    return kinds.get(a.id)
+
+
+def _assigned_kinds(s, kinds, arrays, pf):
+    if isinstance(s, gast.For):
+        return [(s.target.id, "int")]
+    if not isinstance(s, gast.Assign):
+        return []
+    t = s.targets[0]
+    v = s.value
+    if isinstance(t, gast.Subscript):
+        return []
+    if isinstance(t, gast.Tuple):
+        callee = v.callee
+        if callee.kind == "tid":
+            return [(e.id, "int") for e in t.elts]
+        return list(zip([e.id for e in t.elts], callee.target.return_kinds))
+    return [(t.id, expr_kind(v, kinds, arrays, pf))]
+
+
+def expr_kind(v, kinds, arrays, pf):
+    if isinstance(v, (gast.Name, gast.Constant)):
+        return atom_kind(v, kinds)
+    if isinstance(v, gast.BinOp):
+        return lookup(type(v.op).__name__).result_kind(atom_kind(v.left, kinds),
+                                                      atom_kind(v.right, kinds))
+    if isinstance(v, gast.UnaryOp):
+        return lookup(type(v.op).__name__).result_kind(atom_kind(v.operand, kinds))
+    if isinstance(v, gast.Compare):
+        return "bool"
+    if isinstance(v, gast.Subscript):
+        if isinstance(v.value, gast.Attribute):
+            return "int"
+        return arrays[v.value.id].kind
+    if isinstance(v, gast.Call):
+        callee = v.callee
+        if callee.kind == "tid":
+            return "int"
+        if callee.kind == "func":
+            return callee.target.return_kinds[0]
+        return lookup(callee.name).result_kind(*[atom_kind(a, kinds) for a in v.args])
+    return join(None)
