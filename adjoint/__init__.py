@@ -7,8 +7,8 @@ __version__ = "0.1.0"
 
 from .api import Func, Kernel, func, func_grad, kernel, source  # noqa: E402
 from .errors import AdjointError, LaunchError, StaleModuleError, TapeError, TransformError  # noqa: E402
-from .runtime import (Array, Tape, array, empty, full, launch, ones, ones_like,  # noqa: E402
-                      zeros, zeros_like)
+from .runtime import (Array, Tape, array, backend_name, backend_scope, empty,  # noqa: E402
+                      full, launch, ones, ones_like, use_backend, zeros, zeros_like)
 from .runtime.builtins import (abs, acos, asin, atan, atan2, atomic_add, atomic_sub,  # noqa: E402,A004
                                ceil, clamp, cos, cosh, exp, floor, log, log1p, max, min, pow,
                                sin, sinh, sqrt, tan, tanh, tid)
@@ -23,4 +23,4 @@ __all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointEr
            "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",
            "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",
            "sqrt", "tan", "tanh", "tid", "float32", "float64", "int32", "int64", "clone", "copy",
-           "autograd", "generate"]
+           "autograd", "generate", "backend_name", "backend_scope", "use_backend"]

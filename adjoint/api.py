@@ -58,8 +58,8 @@ class Kernel:
         self.name = pyfunc.__name__
         self.enable_backward = enable_backward
         self._tr = None
-        self._spec = None
-        self.module = None
+        self._specs = {}
+        self.modules = {}
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 
@@ -83,10 +83,12 @@ class Kernel:
     @property
     def spec(self):
         """The compiled ``KernelSpec`` (generated, written to the cache and imported once)."""
-        if self._spec is None:
-            self.module = load_generated(self)
-            self._spec = getattr(self.module, self.name)
-        return self._spec
+        from .runtime import backend_name
+        name = backend_name()
+        if name not in self._specs:
+            self.modules[name] = load_generated(self, name)
+            self._specs[name] = getattr(self.modules[name], self.name)
+        return self._specs[name]
 
 
 def func_closure(roots):
@@ -128,7 +130,7 @@ def module_items(kernels, funcs=()):
     return items
 
 
-def load_generated(kernel):
+def load_generated(kernel, backend_name):
     from .emit.module import module_source
     items = module_items([kernel])
     src_path = kernel.transformed.pf.source.filename
@@ -144,7 +146,7 @@ def load_generated(kernel):
         with open(tmp, "w") as fh:
             fh.write(text)
         os.replace(tmp, path)
-    return import_path(path, modname)
+    return import_path(path, f"{modname}_{backend_name}")
 
 
 def import_path(path, modname):

@@ -104,15 +104,15 @@ def function_sources(tr, stage):
 def _spec_lines(kind, tr, relname):
     n = tr.pf.name
     if kind == "func":
-        return [f"{n} = rt.FuncSpec(name={n!r}, forward={n}_forward, adjoint={n}_adjoint, "
+        return [f"{n} = adjoint.runtime.FuncSpec(name={n!r}, forward={n}_forward, adjoint={n}_adjoint, "
                 f"n_params={len(tr.pf.params)}, n_returns={len(tr.return_kinds)})"]
     params = []
     for p in tr.pf.params:
         if p.is_array:
-            params.append(f"rt.ParamSpec({p.name!r}, {p.type.dtype.name!r}, {p.type.ndim})")
+            params.append(f"adjoint.runtime.ParamSpec({p.name!r}, {p.type.dtype.name!r}, {p.type.ndim})")
         else:
-            params.append(f"rt.ParamSpec({p.name!r}, {p.type.name!r}, 0)")
-    lines = [f"{n} = rt.KernelSpec(",
+            params.append(f"adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0)")
+    lines = [f"{n} = adjoint.runtime.KernelSpec(",
              f"    name={n!r},",
              f"    params=({', '.join(params)}{',' if len(params) == 1 else ''}),",
              f"    dims={tr.dims},",
@@ -142,7 +142,9 @@ def module_source(items, relname, source_text):
         f"# adjoint-source-sha256: {digest}",
         "import math",
         "",
-        "import adjoint.runtime as rt",
+        "import adjoint.runtime",
+        "",
+        "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
     ]
     specs = []
     for role, tr, grad in items:

@@ -1,10 +1,10 @@
-"""Small functions generated code calls: loop stacks, trip counts, clamp."""
+"""Small functions generated code calls: loop stacks, trip counts, clamp.
+
+Plain Python here; ``backend_numba`` compiles them with numba.
+"""
 import numpy as np
 
-from .jit import jit
 
-
-@jit
 def trip_count(start, stop, step):
     """Number of iterations of ``range(start, stop, step)``."""
     if step > 0:
@@ -14,13 +14,11 @@ def trip_count(start, stop, step):
     return n if n > 0 else 0
 
 
-@jit
 def stack_new(capacity, value):
     """A per-thread stack for one carried value, sized for ``capacity`` iterations."""
     return np.full(capacity if capacity > 1 else 1, value)
 
 
-@jit
 def stack_push(stack, n, value):
     """Store ``value`` as entry ``n``, growing the stack when it is full."""
     if n >= stack.shape[0]:
@@ -31,7 +29,6 @@ def stack_push(stack, n, value):
     return stack
 
 
-@jit
 def clamp(x, lo, hi):
     if x < lo:
         return lo

@@ -1,0 +1,70 @@
+"""Shared fixtures: every gradient test runs once per backend.
+
+``backend`` switches adjoint's backend for one test (pure Python, numba CPU).
+``kernel_module`` writes kernel source to a real file and imports it, because
+the transformer reads source files (as it does for users).
+"""
+import importlib.util
+import itertools
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import adjoint as ad
+
+BACKENDS = ["python", "numba"]
+_counter = itertools.count()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    with ad.backend_scope(request.param):
+        yield request.param
+
+
+@pytest.fixture
+def kernel_module(tmp_path):
+    """``kernel_module(source) -> module``: import kernels written as source text."""
+    def load(source):
+        name = f"adjoint_test_kernels_{next(_counter)}"
+        path = tmp_path / f"{name}.py"
+        path.write_text("import math\nimport numpy as np\nimport adjoint as ad\n\n" +
+                        textwrap.dedent(source))
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    return load
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_dir(tmp_path_factory):
+    """Generated modules of the test run go to a private cache directory."""
+    import os
+    old = os.environ.get("ADJOINT_CACHE_DIR")
+    os.environ["ADJOINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("adjoint-cache"))
+    yield
+    if old is None:
+        os.environ.pop("ADJOINT_CACHE_DIR", None)
+    else:
+        os.environ["ADJOINT_CACHE_DIR"] = old
+
+
+def central_fd(f, x, eps=1e-6):
+    """Central finite-difference gradient of scalar ``f`` at float64 ``x``."""
+    x = np.array(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    flat = x.reshape(-1)
+    gf = g.reshape(-1)
+    for k in range(flat.size):
+        old = flat[k]
+        flat[k] = old + eps
+        fp = f(x.copy())
+        flat[k] = old - eps
+        fm = f(x.copy())
+        flat[k] = old
+        gf[k] = (fp - fm) / (2 * eps)
+    return g
