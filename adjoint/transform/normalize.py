@@ -15,6 +15,7 @@ Guarantees, for the returned ``Normalized`` body:
   with ``c`` a name recomputed by ``node.loop.cond``; every loop has a
   ``LoopInfo``. Every statement carries the user's ``lineno``.
 """
+import copy
 from dataclasses import dataclass
 
 import gast
@@ -43,8 +44,29 @@ def normalize(pf):
     namer = Namer(taken)
     n_returns = _count_returns(pf)
     lowered = _ExitLowering(pf, namer, n_returns).run(pf.node.body)
-    body = _Anf(pf, namer).block(lowered)
+    body = _Unshare().block(_Anf(pf, namer).block(lowered))
     return Normalized(pf, body, namer, n_returns)
+
+
+class _Unshare(gast.NodeTransformer):
+    """Give every node one parent: atoms reused by ANF become copies, so that a
+    later pass renaming one use never renames another."""
+
+    def __init__(self):
+        self.seen = set()
+
+    def block(self, stmts):
+        return [self.visit(s) for s in stmts]
+
+    def visit(self, node):
+        if id(node) in self.seen:
+            node = copy.deepcopy(node)
+        self.seen.add(id(node))
+        node = super().visit(node)
+        info = getattr(node, "loop", None)
+        if info is not None:
+            info.cond = self.block(info.cond)
+        return node
 
 
 def _count_returns(pf):
