@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from .emit.printer import render_function
 from .frontend.fence import fence
 from .frontend.parse import parse
-from .transform import activity, hazards, normalize, reverse, ssa, types
+from .transform import activity, hazards, normalize, parallel, reverse, ssa, types
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
 
@@ -25,6 +25,7 @@ class Transformed:
     reads: set
     writes: set
     dims: int
+    plans: tuple = None     # kernels: (forward Plan, backward Plan) from pass parallel
 
 
 def transform(pyfunc, role):
@@ -37,7 +38,12 @@ def transform(pyfunc, role):
     act = activity.active(s)
     rev = reverse.reverse(s, act)
     reads, writes = hazards.arrays_used(s)
-    return Transformed(pf, norm, kinds, return_kinds, s, act, rev, reads, writes, _dims(s))
+    dims = _dims(s)
+    plans = None
+    if role == "kernel":
+        adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
+        plans = parallel.plan(s, dims, adj_arrays)
+    return Transformed(pf, norm, kinds, return_kinds, s, act, rev, reads, writes, dims, plans)
 
 
 def _dims(s):

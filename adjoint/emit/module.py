@@ -13,7 +13,8 @@ import gast
 
 from .. import __version__
 from .printer import Printer
-from ..transform.ir import name
+from ..transform.ir import assign, const, name
+from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"
 
@@ -45,27 +46,81 @@ def _lower(stmts):
 
 
 def kernel_functions(tr):
-    """[(name, params, body)] of the thread and grid functions of a kernel."""
+    """[(name, params, body, decorator)] of the thread and grid functions of a kernel."""
     k = tr.pf.name
     params = [p.name for p in tr.pf.params]
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
-    out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward)),
-           (f"{k}_backward_thread", tids + params + tr.rev.adj_params, _lower(tr.rev.backward))]
-    out.insert(1, (f"{k}_forward", dims + params,
-                   _grid(f"{k}_forward_thread", tids, dims, params)))
-    out.append((f"{k}_backward", dims + params + tr.rev.adj_params,
-                _grid(f"{k}_backward_thread", tids, dims, params + tr.rev.adj_params)))
+    adj_params = tr.rev.adj_params
+    out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward), DECORATOR),
+           (f"{k}_forward", dims + params,
+            *_grid(f"{k}_forward_thread", tids, dims, params, tr.plans[0], backward=False))]
+    if tr.rev.backward is not None:
+        out += [(f"{k}_backward_thread", tids + params + adj_params, _lower(tr.rev.backward),
+                 DECORATOR),
+                (f"{k}_backward", dims + params + adj_params,
+                 *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
+                        backward=True))]
     return out
 
 
-def _grid(thread_fn, tids, dims, args):
-    call = gast.Expr(value=gast.Call(func=name(thread_fn), args=[name(a) for a in tids + args],
-                                     keywords=[]))
-    body = [call]
-    for t, d in reversed(list(zip(tids, dims))):
-        rng = gast.Call(func=name("range"), args=[name(d)], keywords=[])
-        body = [gast.For(target=name(t, store=True), iter=rng, body=body, orelse=[],
+def _rt_call(fn, *args):
+    return gast.Call(func=gast.Attribute(value=name("rt"), attr=fn, ctx=gast.Load()),
+                     args=list(args), keywords=[])
+
+
+def _grid(thread_fn, tids, dims, args, plan, backward):
+    """Body and decorator of a grid function running ``thread_fn`` for every thread."""
+    taken = set(args) | set(tids) | set(dims)
+
+    def fresh(base):
+        while base in taken:
+            base = "_" + base
+        taken.add(base)
+        return base
+
+    call_args = [name(a) for a in tids + args]
+    if plan.mode == "serial":
+        note = comment(f"threads run one after another{' in reverse order' if backward else ''}: "
+                       f"{plan.reason}")
+        loops = []
+        for t, d in zip(tids, dims):
+            rng = [gast.BinOp(left=name(d), op=gast.Sub(), right=const(1)), const(-1), const(-1)] \
+                if backward else [name(d)]
+            loops.append((t, gast.Call(func=name("range"), args=rng, keywords=[])))
+        return [note] + _nest(loops, thread_fn, call_args), DECORATOR
+    if plan.mode == "parallel":
+        note = comment("each thread writes only its own elements: threads run in parallel")
+        loops = [(tids[0], _rt_call("prange", name(dims[0])))] + [
+            (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
+            for t, d in zip(tids[1:], dims[1:])]
+        return [note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
+    n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
+    copies = {a: fresh(f"{a}_chunks") for a in plan.private}
+    what = ", ".join(repr(a) for a in plan.private)
+    body = [comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
+                    "into its own zeroed copy, and the copies are summed at the end (no races)"),
+            assign(n_chunks, _rt_call("chunk_count", name(dims[0])), None)]
+    body += [assign(c, _rt_call("private_copies", name(a), name(n_chunks)), None)
+             for a, c in copies.items()]
+    call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
+                 if isinstance(a, gast.Name) and a.id in copies else a for a in call_args]
+    start = _rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
+    stop = _rt_call("chunk_start", name(dims[0]), name(n_chunks),
+                    gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
+    loops = [(chunk, _rt_call("prange", name(n_chunks))),
+             (tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
+        (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
+        for t, d in zip(tids[1:], dims[1:])]
+    body += _nest(loops, thread_fn, call_args)
+    body += [gast.Expr(value=_rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
+    return body, "@rt.jit_grid"
+
+
+def _nest(loops, thread_fn, call_args):
+    body = [gast.Expr(value=gast.Call(func=name(thread_fn), args=call_args, keywords=[]))]
+    for target, it in reversed(loops):
+        body = [gast.For(target=name(target, store=True), iter=it, body=body, orelse=[],
                          type_comment=None)]
     return body
 
@@ -73,13 +128,13 @@ def _grid(thread_fn, tids, dims, args):
 def func_functions(tr, custom_grad=None):
     f = tr.pf.name
     params = [p.name for p in tr.pf.params]
-    out = [(f"{f}_forward", params, _lower(tr.rev.forward))]
+    out = [(f"{f}_forward", params, _lower(tr.rev.forward), DECORATOR)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
-        out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), gpf.source))
+        out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), DECORATOR, gpf.source))
     else:
-        out.append((f"{f}_adjoint", params + tr.rev.adj_params, _lower(tr.rev.backward)))
+        out.append((f"{f}_adjoint", params + tr.rev.adj_params, _lower(tr.rev.backward), DECORATOR))
     return out
 
 
@@ -92,7 +147,7 @@ def function_sources(tr, stage):
         fns = func_functions(tr)
         picked = [fns[0]] if stage == "forward" else [fns[1]]
     p = Printer(tr.pf.source)
-    for i, (fname, params, body, *src) in enumerate(picked):
+    for i, (fname, params, body, _deco, *src) in enumerate(picked):
         if i:
             p.emit(0, "")
         p.source = src[0] if src else tr.pf.source
@@ -119,7 +174,7 @@ def _spec_lines(kind, tr, relname):
              f"    reads={tuple(sorted(tr.reads))!r},",
              f"    writes={tuple(sorted(tr.writes))!r},",
              f"    forward={n}_forward,",
-             f"    backward={n}_backward,",
+             f"    backward={n + '_backward' if tr.rev.backward is not None else None},",
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},",
              ")"]
     return lines
@@ -149,11 +204,11 @@ def module_source(items, relname, source_text):
     specs = []
     for role, tr, grad in items:
         fns = kernel_functions(tr) if role == "kernel" else func_functions(tr, grad)
-        for fname, params, body, *src in fns:
+        for fname, params, body, decorator, *src in fns:
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
-            p.function(fname, params, body, decorator=DECORATOR)
+            p.function(fname, params, body, decorator=decorator)
         specs += _spec_lines(role, tr, relname)
     p.lines += ["", ""] + specs
     return p.text()

@@ -1,16 +1,36 @@
-"""The numba CPU backend: ``numba.njit`` with on-disk caching."""
+"""The numba CPU backend: ``numba.njit`` with on-disk caching.
+
+Thread functions are compiled with ``njit``; grid functions with
+``njit(parallel=True)`` so their ``prange`` loops run on all cores.
+"""
 import numba
 
 from . import helpers
 
 NAME = "numba"
+prange = numba.prange
 
 
 def jit(fn):
     return numba.njit(cache=True)(fn)
 
 
+def jit_grid(fn):
+    return numba.njit(cache=True, parallel=True)(fn)
+
+
+MAX_CHUNKS = numba.config.NUMBA_NUM_THREADS   # a constant, so grid functions stay cacheable
+
+
+@numba.njit(cache=True)
+def chunk_count(n):
+    return max(1, min(MAX_CHUNKS, n))
+
+
 trip_count = jit(helpers.trip_count)
 stack_new = jit(helpers.stack_new)
 stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
+chunk_start = jit(helpers.chunk_start)
+private_copies = jit(helpers.private_copies)
+add_chunks = jit(helpers.add_chunks)

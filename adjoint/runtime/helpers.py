@@ -35,3 +35,19 @@ def clamp(x, lo, hi):
     if x > hi:
         return hi
     return x
+
+
+def chunk_start(n, chunks, c):
+    """First index of chunk ``c`` when ``n`` threads are split into ``chunks`` runs."""
+    return (n * c) // chunks
+
+
+def private_copies(arr, chunks):
+    """``chunks`` zeroed copies of ``arr``, one per chunk of threads."""
+    return np.zeros((chunks,) + arr.shape, arr.dtype)
+
+
+def add_chunks(arr, copies):
+    """``arr += sum(copies)``: fold the per-chunk accumulations back."""
+    for c in range(copies.shape[0]):
+        arr += copies[c]
