@@ -66,13 +66,17 @@ class CopyStep:
         return [self.dest]
 
     def backward(self):
+        """``adj_src += adj_dest`` over the copied region, then ``adj_dest = 0`` there.
+
+        The destination's adjoint is taken and cleared *before* it is added, so a
+        copy within one array (overlapping regions, or ``copy(a, a)``) is exact."""
         if self.dest.grad is None:
             return
-        g = self.dest.grad.numpy().reshape(-1)[self.dest_offset:self.dest_offset + self.count]
+        region = self.dest.grad.numpy().reshape(-1)[self.dest_offset:self.dest_offset + self.count]
+        g = region.copy()
+        region[...] = 0
         if hasattr(self.src, "numpy") and self.src.grad is not None:
-            s = self.src.grad.numpy().reshape(-1)[self.src_offset:self.src_offset + self.count]
-            s += g
-        g[...] = 0
+            self.src.grad.numpy().reshape(-1)[self.src_offset:self.src_offset + self.count] += g
 
 
 @dataclass
@@ -95,6 +99,15 @@ class FuncStep:
         self.fn()
 
 
+@dataclass(frozen=True)
+class KeptCopy:
+    """A buffer the tape copied because ``writer`` overwrote what ``reader`` read."""
+    reader: str
+    writer: str
+    shape: tuple
+    nbytes: int
+
+
 def adjoint_buffer(a):
     """The buffer a backward pass accumulates into for ``a`` (scratch when it has no grad)."""
     if hasattr(a, "grad") and a.grad is not None:
@@ -108,8 +121,7 @@ class Tape:
     overwrite: str = "copy"
     steps: list = field(default_factory=list)
     seeded: list = field(default_factory=list)
-    kept_bytes: int = 0
-    kept_arrays: int = 0
+    kept: list = field(default_factory=list)
 
     def __post_init__(self):
         if self.overwrite not in ("copy", "error"):
@@ -125,21 +137,35 @@ class Tape:
 
     # -- recording -------------------------------------------------------------
     def before_write(self, array, label):
-        """Keep what earlier steps read from ``array`` before ``label`` overwrites it."""
+        """Keep what earlier steps read from ``array`` before ``label`` overwrites it.
+
+        Only steps that still hold the live buffer need it; after one copy they
+        all share the kept buffer, so an array is kept at most once per overwrite."""
         readers = [(s, k) for s in self.steps for k, a in s.reads()
                    if a is array and s.values[k] is array.numpy()]
         if not readers:
             return
         if self.overwrite == "error":
-            first = readers[0][0]
-            raise TapeError(f"{label} overwrites array '{first.kernel.params[readers[0][1]].name}' "
-                            f"that {first.label} read; its backward would see the new values. "
-                            "Write to a new array, or use Tape(overwrite='copy')")
+            step, k = readers[0]
+            others = "".join(f"\n  also read by {s.label} (parameter '{s.kernel.params[j].name}')"
+                             for s, j in readers[1:])
+            raise TapeError(f"{label} overwrites an array of shape {tuple(array.shape)} that "
+                            f"{step.label} read as parameter '{step.kernel.params[k].name}'; "
+                            f"the backward of that launch would see the new values.{others}\n"
+                            "Write to a new array, or record with ad.Tape(overwrite='copy') "
+                            "(the default), which keeps a copy of the values read")
         kept = array.numpy().copy()
-        self.kept_bytes += kept.nbytes
-        self.kept_arrays += 1
+        self.kept.append(KeptCopy(readers[0][0].label, label, tuple(array.shape), kept.nbytes))
         for s, k in readers:
             s.values[k] = kept
+
+    @property
+    def kept_bytes(self):
+        return sum(k.nbytes for k in self.kept)
+
+    @property
+    def kept_arrays(self):
+        return len(self.kept)
 
     def record(self, step):
         self.steps.append(step)
@@ -149,8 +175,10 @@ class Tape:
         self.steps.append(FuncStep(fn, list(arrays), f"record_func #{len(self.steps)}"))
 
     def memory_report(self):
+        """What copy-on-write kept: ``{"kept_arrays", "kept_bytes", "steps", "kept"}``,
+        ``kept`` listing one ``KeptCopy`` (reader, writer, shape, nbytes) per copy."""
         return {"kept_arrays": self.kept_arrays, "kept_bytes": self.kept_bytes,
-                "steps": len(self.steps)}
+                "steps": len(self.steps), "kept": list(self.kept)}
 
     # -- replay ------------------------------------------------------------------
     def backward(self, loss=None, grads=None):
@@ -166,9 +194,15 @@ class Tape:
             step.backward()
 
     def _seed(self, arr, seed):
+        """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
         if arr.grad is None:
             arr.requires_grad = True
-        arr.grad.numpy()[...] = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
+        value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
+        try:
+            arr.grad.numpy()[...] = value
+        except ValueError:
+            raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
+                            f"{tuple(arr.shape)}") from None
         if not any(a is arr for a in self.seeded):
             self.seeded.append(arr)
 
@@ -183,7 +217,7 @@ class Tape:
         self.zero()
         self.steps.clear()
         self.seeded.clear()
-        self.kept_bytes = self.kept_arrays = 0
+        self.kept.clear()
 
     def _touched(self):
         seen, out = set(), []
@@ -202,21 +236,27 @@ class Tape:
         return text
 
 
-def record_copy(dest, src, dest_offset=0, src_offset=0, count=None):
-    """Copy ``src`` into ``dest`` (flattened, with offsets); recorded on the active tape."""
+def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy"):
+    """``dest[dest_offset:+count] = src[src_offset:+count]`` over flattened arrays,
+    recorded on the active tape as a ``CopyStep`` (``kind`` names it: copy/clone/assign).
+
+    Without offsets and count the sizes must match; with an offset, ``count``
+    defaults to what fits in both arrays."""
     src_data = src.numpy() if hasattr(src, "numpy") else np.asarray(src, dtype=dest.dtype)
+    if dest_offset < 0 or src_offset < 0 or (count is not None and count < 0):
+        raise ValueError(f"{kind}: offsets and count must not be negative")
     if count is None:
-        count = min(dest.size - dest_offset, src_data.size - src_offset) if (dest_offset or src_offset) \
-            else dest.size
         if not (dest_offset or src_offset) and src_data.size != dest.size:
-            raise ValueError(f"copy: source has {src_data.size} elements, destination {dest.size}")
+            raise ValueError(f"{kind}: source has {src_data.size} elements, destination {dest.size}")
+        count = min(dest.size - dest_offset, src_data.size - src_offset)
     if dest_offset + count > dest.size or src_offset + count > src_data.size:
-        raise ValueError("copy: offsets and count run past the end of an array")
+        raise ValueError(f"{kind}: dest_offset={dest_offset}, src_offset={src_offset}, count={count} "
+                         f"run past the end of an array (sizes {dest.size} and {src_data.size})")
     tape = active_tape()
-    label = f"copy #{len(tape.steps)} into an array of shape {dest.shape}" if tape else "copy"
+    label = f"{kind} #{len(tape.steps) if tape else 0} into an array of shape {tuple(dest.shape)}"
     if tape is not None:
         tape.before_write(dest, label)
-        if hasattr(src, "requires_grad") and src.requires_grad and not dest.requires_grad:
+        if getattr(src, "requires_grad", False) and not dest.requires_grad:
             dest.requires_grad = True
     dest.numpy().reshape(-1)[dest_offset:dest_offset + count] = \
         src_data.reshape(-1)[src_offset:src_offset + count]
