@@ -25,6 +25,7 @@ import gast
 
 from ..rules import lookup
 from .ir import assign, at, const, if_, name
+from .prune import prune
 
 ADJ_ZERO = 0.0
 
@@ -128,7 +129,7 @@ class _Reverser:
                             keywords=[])
         else:
             cap = const(8)
-        pre = [comment(f"record the carried values of each iteration of the loop on line {line}", line),
+        pre = [comment(f"count the iterations of the loop on line {line} and record its carried values", line),
                assign(names["count"], const(0), line)]
         push = []
         for v, stack in names["stacks"].items():
@@ -316,8 +317,10 @@ def reverse(ssa, active_set):
         rets = [name(adj(p.name)) if p.kind == "float" else const(0.0) for p in pf.params]
         value = rets[0] if len(rets) == 1 else gast.Tuple(elts=rets, ctx=gast.Load())
         backward.append(at(gast.Return(value=value), line))
+        backward = prune(backward)
         n = ssa.norm.n_returns
         adj_params = ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
     else:
+        backward = prune(backward)
         adj_params = [adj(p.name) for p in pf.params if p.is_array and p.kind == "float"]
     return Reversed(forward, backward, adj_params, active_set)
