@@ -1,0 +1,169 @@
+"""The ``adjoint`` command (also ``python -m adjoint``).
+
+    adjoint generate SRC.py [-o OUT.py]        one module for a source file
+    adjoint generate A.py B.py src/ -o gen/    several files and folders
+    adjoint show SRC.py:NAME [--stage S|all] [--diff]
+    adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
+
+Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
+2 wrong usage (missing files, unknown names).
+"""
+import argparse
+import difflib
+import inspect
+import sys
+import textwrap
+
+from . import __version__
+from .errors import AdjointError, TransformError
+
+STAGES = ("parse", "normalize", "ssa", "forward", "backward")
+
+
+def cmd_generate(args):
+    from .generate import generate, plan, write_if_changed
+    pairs = plan(args.sources, args.output)
+    if not pairs:
+        raise UsageError("no source file with an @ad.kernel or @ad.func found")
+    for src, out in pairs:
+        text = generate(src, out)
+        if out is None:
+            sys.stdout.write(text)
+        elif write_if_changed(out, text):
+            print(f"wrote {out}", file=sys.stderr)
+        elif not args.quiet:
+            print(f"unchanged {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args):
+    from .generate import check, generated_files
+    files = generated_files(args.modules)
+    if not files:
+        raise UsageError("no generated module found in " + " ".join(args.modules))
+    stale = 0
+    for path in files:
+        result = check(path)
+        if result.ok:
+            if not args.quiet:
+                print(f"up to date: {path}", file=sys.stderr)
+            continue
+        stale += 1
+        print(f"stale: {path}: {result.reason}", file=sys.stderr)
+        if args.diff and result.diff:
+            sys.stdout.write(result.diff)
+    if stale:
+        print(f"{stale} of {len(files)} generated module(s) stale; "
+              "run `adjoint generate` to update", file=sys.stderr)
+        return 1
+    return 0
+
+
+def find_object(target):
+    """The kernel or func named by ``FILE.py:NAME``."""
+    from .api import Func, Kernel
+    from .generate import import_source
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise UsageError(f"expected FILE.py:NAME, got {target!r}")
+    module = import_source(path)
+    obj = getattr(module, name, None)
+    if not isinstance(obj, (Kernel, Func)):
+        known = sorted(k for k, v in vars(module).items() if isinstance(v, (Kernel, Func)))
+        raise UsageError(f"{path} has no kernel or func named {name!r}; "
+                         f"it has: {', '.join(known) or 'none'}")
+    return obj
+
+
+def stage_texts(obj, stages):
+    """{stage: source} for ``stages`` of ``obj``; 'source' is the user's code."""
+    from .api import source
+    texts = {"source": textwrap.dedent(inspect.getsource(obj.pyfunc))}
+    for s in stages:
+        texts[s] = source(obj, s)
+    return texts
+
+
+def cmd_show(args):
+    obj = find_object(args.target)
+    stages = STAGES if args.stage == "all" else (args.stage,)
+    needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
+    texts = stage_texts(obj, needed)
+    order = ["source"] + list(STAGES)
+    out = []
+    for stage in stages:
+        if args.diff:
+            before = order[order.index(stage) - 1]
+            body = "".join(difflib.unified_diff(
+                texts[before].splitlines(True), texts[stage].splitlines(True),
+                fromfile=f"{obj.name} after {before}", tofile=f"{obj.name} after {stage}"))
+            body = body or f"# {stage} changed nothing\n"
+        else:
+            body = texts[stage]
+        if len(stages) > 1:
+            out.append(f"# {'=' * 20} stage: {stage} {'=' * 20}\n")
+        out.append(body)
+        if len(stages) > 1 and stage != stages[-1]:
+            out.append("\n")
+    sys.stdout.write("".join(out))
+    return 0
+
+
+class UsageError(AdjointError):
+    """A command line that names missing files or objects."""
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="adjoint", description="Source-to-source reverse-mode AD for Python kernels.")
+    p.add_argument("--version", action="version", version=f"adjoint {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    g = sub.add_parser("generate", help="write the forward/backward module of source files",
+                       description="Write one module holding the forward/backward pair of "
+                       "every kernel and func defined in each source file.")
+    g.add_argument("sources", nargs="+", metavar="SRC",
+                   help="source files or folders (folders need -o FOLDER)")
+    g.add_argument("-o", "--output", metavar="OUT",
+                   help="output file (OUT.py, one source) or folder; "
+                        "standard output when omitted and there is one source file")
+    g.add_argument("-q", "--quiet", action="store_true", help="do not list unchanged files")
+    g.set_defaults(run=cmd_generate)
+
+    s = sub.add_parser("show", help="print one stage of one kernel or func as Python",
+                       description="Print a kernel or func after a pass of the pipeline.")
+    s.add_argument("target", metavar="SRC.py:NAME")
+    s.add_argument("--stage", choices=STAGES + ("all",), default="backward",
+                   help="which stage (default: backward); 'all' prints each in turn")
+    s.add_argument("--diff", action="store_true",
+                   help="show what each stage changed, as a unified diff from the one before")
+    s.set_defaults(run=cmd_show)
+
+    c = sub.add_parser("check", help="exit non-zero if generated modules are stale",
+                       description="Check that generated modules are up to date with their "
+                       "sources (exit 0), or name each stale one and why (exit 1).")
+    c.add_argument("modules", nargs="+", metavar="OUT",
+                   help="generated modules, or folders holding them")
+    c.add_argument("--diff", action="store_true", help="print what regenerating would change")
+    c.add_argument("-q", "--quiet", action="store_true", help="print only stale modules")
+    c.set_defaults(run=cmd_check)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as e:
+        print(f"adjoint {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except TransformError as e:
+        print(f"adjoint {args.command}: {e}", file=sys.stderr)
+        return 1
+    except AdjointError as e:
+        print(f"adjoint {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
