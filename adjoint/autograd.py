@@ -1,1 +1,251 @@
+"""Jacobians and gradient checks: the kernel's backward against finite differences.
 
+``jacobian`` builds each block row by row from backward launches (one-hot
+output adjoint); ``jacobian_fd`` builds it column by column from central
+differences of forward launches. Neither touches the caller's arrays: every
+launch runs on private copies, and nothing is recorded on an active tape.
+
+Keys are ``(input index, output index)``: positions in ``inputs`` and in
+``outputs``. A block has shape (output size, input size), over flattened
+arrays. Only float arrays have blocks; scalars and integer arrays are passed
+through unchanged.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import AdjointError
+from .runtime.launch import launch
+from .runtime.tape import LaunchStep
+
+__all__ = ["jacobian", "jacobian_fd", "gradcheck", "gradcheck_tape", "GradcheckError"]
+
+
+class GradcheckError(AdjointError, AssertionError):
+    """The backward pass disagrees with finite differences; the message is the report."""
+
+
+@dataclass
+class Problem:
+    """One launch to differentiate: which argument positions are inputs and outputs."""
+    kernel: object          # Kernel or KernelSpec (anything with ``.spec``)
+    dims: object
+    args: list              # numpy arrays and scalars, the launch's values (never mutated)
+    n_inputs: int
+    in_params: list         # argument positions of differentiable inputs
+    out_params: list        # argument positions of differentiable outputs
+
+    @property
+    def spec(self):
+        return self.kernel.spec
+
+    def name(self, pos):
+        return self.spec.params[pos].name
+
+    def fresh_args(self):
+        return [a.copy() if isinstance(a, np.ndarray) else a for a in self.args]
+
+    def run(self, args):
+        launch(self.kernel, self.dims, inputs=args[:self.n_inputs], outputs=args[self.n_inputs:],
+               record_tape=False)
+
+    def adjoint(self, args, adjs):
+        n = self.n_inputs
+        launch(self.kernel, self.dims, inputs=args[:n], outputs=args[n:], adjoint=True,
+               adj_inputs=adjs[:n], adj_outputs=adjs[n:], record_tape=False)
+
+
+def _values(args):
+    return [a.numpy() if hasattr(a, "numpy") else a for a in args]
+
+
+def _differentiable(spec, args, positions):
+    return [k for k in positions if spec.params[k].has_adjoint and isinstance(args[k], np.ndarray)]
+
+
+def _problem(kernel, dim, inputs, outputs):
+    spec = kernel.spec
+    args = _values(list(inputs) + list(outputs))
+    if len(args) != len(spec.params):
+        launch(kernel, dim, inputs=inputs, outputs=outputs, record_tape=False)  # raises the error
+    n = len(inputs)
+    return Problem(kernel, dim, args, n, _differentiable(spec, args, range(n)),
+                   _differentiable(spec, args, range(n, len(args))))
+
+
+def _resolve(problem, entry, which):
+    """A mask entry (name or index into inputs/outputs) -> argument position."""
+    spec = problem.spec
+    first, count = (0, problem.n_inputs) if which == "input" else \
+        (problem.n_inputs, len(problem.args) - problem.n_inputs)
+    names = [spec.params[k].name for k in range(first, first + count)]
+    if isinstance(entry, str):
+        if entry not in names:
+            raise ValueError(f"kernel '{spec.name}' has no {which} named '{entry}' "
+                             f"({which}s: {', '.join(names)})")
+        pos = first + names.index(entry)
+    elif isinstance(entry, (int, np.integer)) and not isinstance(entry, bool):
+        if not 0 <= entry < count:
+            raise ValueError(f"{which} index {entry} is out of range: kernel '{spec.name}' "
+                             f"was given {count} {which}s ({', '.join(names)})")
+        pos = first + int(entry)
+    else:
+        raise TypeError(f"input_output_mask entries are names or integer indices, not {entry!r}")
+    if pos not in (problem.in_params if which == "input" else problem.out_params):
+        raise ValueError(f"{which} '{spec.params[pos].name}' of kernel '{spec.name}' has no "
+                         "gradient (only float arrays do)")
+    return pos
+
+
+def _pairs(problem, mask):
+    """``[(key, in_pos, out_pos)]`` with key = (input index, output index)."""
+    n = problem.n_inputs
+    if mask is None:
+        pairs = [(i, o) for i in problem.in_params for o in problem.out_params]
+    else:
+        pairs = [(_resolve(problem, a, "input"), _resolve(problem, b, "output")) for a, b in mask]
+    seen, out = set(), []
+    for i, o in pairs:
+        if (i, o) not in seen:
+            seen.add((i, o))
+            out.append(((i, o - n), i, o))
+    return out
+
+
+def _ad_blocks(problem, pairs):
+    args = problem.fresh_args()
+    problem.run(args)          # the primal state a recorded launch's backward would see
+    blocks = {key: np.zeros((args[o].size, args[i].size)) for key, i, o in pairs}
+    for o in sorted({o for _, _, o in pairs}):
+        for row in range(args[o].size):
+            adjs = [np.zeros_like(a) if k in problem.in_params or k in problem.out_params else None
+                    for k, a in enumerate(args)]
+            adjs[o].reshape(-1)[row] = 1.0
+            problem.adjoint(args, adjs)
+            for key, i, oo in pairs:
+                if oo == o:
+                    blocks[key][row] = adjs[i].reshape(-1)
+    return blocks
+
+
+def _fd_blocks(problem, pairs, eps):
+    blocks = {key: np.zeros((problem.args[o].size, problem.args[i].size)) for key, i, o in pairs}
+    for i in sorted({i for _, i, _ in pairs}):
+        for col in range(problem.args[i].size):
+            sides = []
+            for step in (eps, -eps):
+                args = problem.fresh_args()
+                args[i].reshape(-1)[col] += step
+                problem.run(args)
+                sides.append(args)
+            for key, ii, o in pairs:
+                if ii == i:
+                    diff = sides[0][o].reshape(-1).astype(np.float64) - sides[1][o].reshape(-1)
+                    blocks[key][:, col] = diff / (2.0 * eps)
+    return blocks
+
+
+def jacobian(kernel, dim, inputs, outputs, input_output_mask=None):
+    """``{(input index, output index): d output / d input}`` from the kernel's backward.
+
+    ``input_output_mask``: pairs ``(input, output)``, each a parameter name or an
+    index into ``inputs``/``outputs`` (mixed freely); default: every float array pair."""
+    problem = _problem(kernel, dim, inputs, outputs)
+    return _ad_blocks(problem, _pairs(problem, input_output_mask))
+
+
+def jacobian_fd(kernel, dim, inputs, outputs, input_output_mask=None, eps=1e-6):
+    """The same blocks as ``jacobian``, by central finite differences of the forward."""
+    problem = _problem(kernel, dim, inputs, outputs)
+    return _fd_blocks(problem, _pairs(problem, input_output_mask), eps)
+
+
+@dataclass
+class Mismatch:
+    """One Jacobian entry where AD and FD disagree."""
+    input: str
+    output: str
+    out_index: tuple
+    in_index: tuple
+    ad: float
+    fd: float
+    excess: float         # |ad - fd| - (atol + rtol * |fd|), > 0 (inf for NaN)
+
+    def row(self):
+        err = abs(self.ad - self.fd)
+        def at(index):
+            return "[" + ", ".join(str(int(i)) for i in index) + "]"
+        return (f"  {self.output}{at(self.out_index)} / {self.input}{at(self.in_index)}: "
+                f"AD {self.ad:.10g}  FD {self.fd:.10g}  |error| {err:.3g}")
+
+
+def _compare(problem, pairs, ad, fd, atol, rtol):
+    bad = []
+    for key, i, o in pairs:
+        a, f = ad[key], fd[key]
+        excess = np.abs(a - f) - (atol + rtol * np.abs(f))
+        excess = np.where(np.isfinite(a) & np.isfinite(f), excess, np.inf)
+        for r, c in zip(*np.nonzero(excess > 0)):
+            bad.append(Mismatch(problem.name(i), problem.name(o),
+                                np.unravel_index(r, problem.args[o].shape),
+                                np.unravel_index(c, problem.args[i].shape),
+                                float(a[r, c]), float(f[r, c]), float(excess[r, c])))
+    bad.sort(key=lambda m: -m.excess)
+    return bad
+
+
+def _report(title, problem, pairs, bad, atol, rtol, worst=10):
+    total = sum(problem.args[o].size * problem.args[i].size for _, i, o in pairs)
+    lines = [f"{title}: {len(bad)} of {total} Jacobian entries differ from finite differences "
+             f"(atol={atol:g}, rtol={rtol:g}); worst {min(worst, len(bad))}:",
+             "  output[index] / input[index]: AD, FD, error"]
+    lines += [m.row() for m in bad[:worst]]
+    return "\n".join(lines)
+
+
+def _check(problem, mask, eps, atol, rtol, title):
+    pairs = _pairs(problem, mask)
+    ad = _ad_blocks(problem, pairs)
+    fd = _fd_blocks(problem, pairs, eps)
+    bad = _compare(problem, pairs, ad, fd, atol, rtol)
+    return None if not bad else _report(title, problem, pairs, bad, atol, rtol)
+
+
+def _fail(report, raise_exception):
+    if raise_exception:
+        raise GradcheckError(report)
+    print(report)
+    return False
+
+
+def gradcheck(kernel, dim, inputs, outputs, eps=1e-6, atol=1e-5, rtol=1e-3,
+              input_output_mask=None, raise_exception=True):
+    """Whether every Jacobian entry from the backward matches central finite differences
+    (``|AD - FD| <= atol + rtol * |FD|``). On a mismatch, report the worst entries:
+    raise ``GradcheckError`` or, with ``raise_exception=False``, print and return False."""
+    problem = _problem(kernel, dim, inputs, outputs)
+    report = _check(problem, input_output_mask, eps, atol, rtol,
+                    f"gradcheck of kernel '{problem.spec.name}'")
+    return True if report is None else _fail(report, raise_exception)
+
+
+def gradcheck_tape(tape, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """Check every recorded launch on ``tape`` against finite differences, in order,
+    at the values it read (kept copies included); name the first that disagrees.
+
+    A launch's inputs are the float arrays it reads, its outputs those it writes.
+    Copies are exact by construction and ``record_func`` steps are opaque: both skipped."""
+    for step in tape.steps:
+        if not isinstance(step, LaunchStep) or step.kernel.backward is None:
+            continue
+        spec, n = step.kernel, len(step.values)
+        args = [np.array(v) if isinstance(v, np.ndarray) else v for v in step.values]
+        reads = [k for k in range(n) if spec.params[k].name in spec.reads]
+        writes = [k for k in range(n) if spec.params[k].name in spec.writes]
+        # Every argument goes in ``inputs`` (the split only matters for the launch call).
+        problem = Problem(spec, step.dims, args, n, _differentiable(spec, args, reads),
+                          _differentiable(spec, args, writes))
+        report = _check(problem, None, eps, atol, rtol, f"{step.label} disagrees")
+        if report is not None:
+            return _fail(report, raise_exception)
+    return True
