@@ -1,0 +1,153 @@
+"""The ``adjoint`` command: generate, show, check and their exit statuses."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import adjoint as ad
+from adjoint.cli import main
+from adjoint.generate import Header
+from test_generate import ROOT, SOURCE
+
+STAGES = ("parse", "normalize", "ssa", "forward", "backward")
+
+
+@pytest.fixture
+def src(tmp_path):
+    p = tmp_path / "kernels.py"
+    p.write_text(SOURCE)
+    return p
+
+
+def run_cli(*args, cwd=None, module=True):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "adjoint"] if module else [shutil.which("adjoint")]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=300)
+
+
+def test_generate_to_a_file(src, tmp_path, capsys):
+    out = tmp_path / "gen" / "kernels_grad.py"
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    assert out.read_text() == ad.generate(str(src), str(out))
+    assert Header.parse(out.read_text()).source == "../kernels.py"
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    assert f"unchanged {out}" in capsys.readouterr().err
+
+
+def test_generate_to_stdout(src, capsys):
+    assert main(["generate", str(src)]) == 0
+    assert capsys.readouterr().out == ad.generate(str(src))
+
+
+def test_python_dash_m_and_console_script(src, tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    r = run_cli("generate", str(src), "-o", str(a))
+    assert r.returncode == 0, r.stderr
+    if shutil.which("adjoint") is None:
+        pytest.skip("the adjoint console script is not installed (pip install -e .)")
+    r = run_cli("generate", str(src), "-o", str(b), module=False)
+    assert r.returncode == 0, r.stderr
+    assert a.read_text() == b.read_text()
+
+
+def test_generate_several_files_and_a_folder(tmp_path, capsys):
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "a.py").write_text(SOURCE)
+    (tmp_path / "src" / "sub" / "b.py").write_text(SOURCE.replace("s * 0.5", "s * 0.3"))
+    (tmp_path / "src" / "notes.py").write_text("raise SystemExit('never imported')\n")
+    gen = tmp_path / "gen"
+    assert main(["generate", str(tmp_path / "src"), "-o", str(gen)]) == 0
+    assert sorted(str(p.relative_to(gen)) for p in gen.rglob("*.py")) == \
+        ["a.py", os.path.join("sub", "b.py")]
+    assert Header.parse((gen / "sub" / "b.py").read_text()).source == "../../src/sub/b.py"
+    assert main(["check", str(gen)]) == 0
+    two = tmp_path / "two"
+    assert main(["generate", str(tmp_path / "src" / "a.py"),
+                 str(tmp_path / "src" / "sub" / "b.py"), "-o", str(two)]) == 0
+    assert sorted(p.name for p in two.iterdir()) == ["a.py", "b.py"]
+    capsys.readouterr()
+    assert main(["generate", str(tmp_path / "src" / "a.py"), str(tmp_path / "src" / "a.py")]) == 2
+    assert "need -o FOLDER" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_show_one_stage_is_ad_source(src, stage, capsys):
+    assert main(["show", f"{src}:energy", "--stage", stage]) == 0
+    from adjoint.generate import import_source
+    module = import_source(str(src))
+    assert capsys.readouterr().out == ad.source(module.energy, stage)
+
+
+def test_show_defaults_to_backward_and_handles_funcs(src, capsys):
+    assert main(["show", f"{src}:soft_abs"]) == 0
+    assert "def soft_abs_adjoint(x, adj_ret):" in capsys.readouterr().out
+
+
+def test_show_all_prints_every_stage_in_order(src, capsys):
+    assert main(["show", f"{src}:energy", "--stage", "all"]) == 0
+    out = capsys.readouterr().out
+    positions = [out.index(f"stage: {s} ") for s in STAGES]
+    assert positions == sorted(positions)
+    assert "def energy(n, x, out):" in out and "def energy_backward_thread(" in out
+
+
+def test_show_diff(src, capsys):
+    assert main(["show", f"{src}:energy", "--stage", "ssa", "--diff"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("--- energy after normalize\n+++ energy after ssa\n")
+    assert any(line.startswith("+") and "_1 = " in line for line in out.splitlines())
+    assert main(["show", f"{src}:energy", "--stage", "all", "--diff"]) == 0
+    out = capsys.readouterr().out
+    assert "+++ energy after parse" in out and "+++ energy after backward" in out
+
+
+def test_show_errors(src, capsys):
+    assert main(["show", f"{src}:nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no kernel or func named 'nope'" in err and "energy, soft_abs" in err
+    assert main(["show", str(src)]) == 2
+    assert "expected FILE.py:NAME" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["show", f"{src}:energy", "--stage", "bogus"])
+
+
+def test_check_exit_status_and_message(src, tmp_path, capsys):
+    out = tmp_path / "kernels_grad.py"
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    assert main(["check", str(out)]) == 0
+    src.write_text(SOURCE.replace("b * b", "b * b * b"))
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert f"stale: {out}: kernels.py changed since generation" in err
+    assert main(["check", "--diff", str(out)]) == 1
+    assert "+++ " in capsys.readouterr().out
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    assert main(["check", str(out)]) == 0
+
+
+def test_check_in_a_subprocess_like_ci(src, tmp_path):
+    out = tmp_path / "kernels_grad.py"
+    assert run_cli("generate", str(src), "-o", str(out)).returncode == 0
+    assert run_cli("check", str(out)).returncode == 0
+    out.write_text(out.read_text() + "# edited\n")
+    r = run_cli("check", str(out))
+    assert r.returncode == 1 and str(out) in r.stderr and "edited by hand" in r.stderr
+
+
+def test_check_nothing_to_check(tmp_path, capsys):
+    assert main(["check", str(tmp_path)]) == 2
+    assert "no generated module found" in capsys.readouterr().err
+
+
+def test_untransformable_source_names_file_and_line(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import adjoint as ad\n\n\n@ad.kernel\ndef k(x: ad.array(dtype=float)):\n"
+                   "    i = ad.tid()\n    x[i] = open('f')\n")
+    assert main(["generate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:7:" in err
