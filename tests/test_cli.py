@@ -151,3 +151,15 @@ def test_untransformable_source_names_file_and_line(tmp_path, capsys):
     assert main(["generate", str(bad)]) == 1
     err = capsys.readouterr().err
     assert f"{bad}:7:" in err
+
+
+def test_docs_stage_markers_expand_to_real_show_output():
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    try:
+        import gen_stages
+    finally:
+        sys.path.remove(os.path.join(ROOT, "docs"))
+    page = open(os.path.join(ROOT, "docs", "reverse-mode.md"), encoding="utf-8").read()
+    text = gen_stages.expand(page)
+    assert "<!-- adjoint show" not in text and "<!-- include" not in text
+    assert "def capped_sum_backward_thread(" in text and "--- capped_sum after normalize" in text
