@@ -15,21 +15,23 @@ class _Namer:
     """Stable node ids and labels for the arrays of a tape."""
 
     def __init__(self):
-        self.ids, self.names, self.arrays = {}, {}, []
+        self.ids, self.names, self.roles, self.arrays = {}, {}, {}, []
 
-    def node(self, a, name):
+    def node(self, a, name, is_param):
+        """``is_param``: ``name`` is a kernel parameter (preferred over a copy's src/dest)."""
         if id(a) not in self.ids:
             self.ids[id(a)] = f"a{len(self.ids)}"
-            self.names[id(a)] = []
+            self.names[id(a)], self.roles[id(a)] = [], []
             self.arrays.append(a)
-        if name and name not in self.names[id(a)]:
-            self.names[id(a)].append(name)
+        names = self.names[id(a)] if is_param else self.roles[id(a)]
+        if name and name not in names:
+            names.append(name)
         return self.ids[id(a)]
 
     def declarations(self):
         out = []
         for a in self.arrays:
-            names = " / ".join(self.names[id(a)]) or "array"
+            names = " / ".join(self.names[id(a)] or self.roles[id(a)]) or "array"
             grad = "\\nrequires_grad" if getattr(a, "requires_grad", False) else ""
             fill = "#fdf1d6" if grad else "#eeeeee"
             label = f"{_quote(names)}\\n{tuple(a.shape)} {a.dtype}{grad}"
@@ -77,7 +79,7 @@ def tape_to_dot(tape):
         body.append(f'  {sid} [shape=box, style=filled, fillcolor="#dde8f7", '
                     f'label="{_step_label(k, step)}"];')
         for a, name, is_write, kept in _edges(step):
-            node = namer.node(a, name)
+            node = namer.node(a, name, getattr(step, "kernel", None) is not None)
             if is_write:
                 body.append(f'  {sid} -> {node} [label="{name}"];')
             elif kept is None:
