@@ -1,0 +1,205 @@
+"""Timing, gradient verification and reporting shared by every workload.
+
+A workload module (``benchmarks/workloads/*.py``) provides:
+
+``NAME``, ``TITLE``
+    short name (for ``--only``) and a one-line description;
+``SIZES``
+    ``{"full": {...}, "quick": {...}, "tiny": {...}}`` keyword arguments of ``make``;
+``make(rng, **size) -> Problem``
+    float32 inputs, the output cotangent used for timing (``seed``) and a random one
+    used for the gradient check (``check_seed``);
+``reference(problem, seed) -> (outputs, grads)``
+    float64 numpy: forward outputs and the gradients of ``sum(seed * output)``;
+``ref_forward(inputs) -> outputs``
+    float64 numpy forward, used to check ``reference`` by finite differences;
+``SYSTEMS``
+    ``{system name: class}``; a class is built from a ``Problem`` and has
+    ``forward()``, ``fwd_bwd(seed)`` and ``result() -> (outputs, grads)``
+    (numpy arrays), each system computing the same gradients.
+
+Every system of a workload runs in this process. After warm-up its gradient is
+checked against the float64 reference, then rounds alternate between systems
+(the order rotates every round) and each round times forward and
+forward+backward once per system; medians are reported, and a system's ratio
+to the baseline is the median of its per-round ratios (pair by pair).
+"""
+import dataclasses
+import statistics
+import time
+
+import numpy as np
+
+BASELINE = "numba-par"
+
+
+class GradientMismatch(RuntimeError):
+    """A system's forward value or gradient disagrees with the float64 reference."""
+
+
+@dataclasses.dataclass
+class Problem:
+    inputs: dict           # name -> float32/int32 numpy array or scalar
+    diff: tuple            # names of the inputs we differentiate with respect to
+    outputs: tuple         # names of the outputs (keys of the outputs dict)
+    seed: dict             # output name -> cotangent used for timing
+    check_seed: dict       # output name -> random cotangent used for the check
+    meta: dict = dataclasses.field(default_factory=dict)
+
+
+def now():
+    return time.perf_counter()
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
+
+
+def rel_errors(got, ref):
+    """(relative L2 error, max abs error / max |ref|) of ``got`` against ``ref``."""
+    got = np.asarray(got, dtype=np.float64).reshape(-1)
+    ref = np.asarray(ref, dtype=np.float64).reshape(-1)
+    if got.shape != ref.shape:
+        return float("inf"), float("inf")
+    if not np.all(np.isfinite(got)):
+        return float("inf"), float("inf")
+    scale2 = np.linalg.norm(ref) or 1.0
+    scalem = np.max(np.abs(ref)) if ref.size else 1.0
+    scalem = scalem or 1.0
+    return (float(np.linalg.norm(got - ref) / scale2),
+            float(np.max(np.abs(got - ref)) / scalem) if ref.size else 0.0)
+
+
+# float32 kernels against a float64 reference: a relative L2 error of 1e-3 and a
+# worst entry within 1% of the largest are far below what a wrong gradient gives
+# (a missing term, a race or a dropped overwrite is O(1)).
+TOL_L2 = 1e-3
+TOL_MAX = 1e-2
+
+
+def verify(workload, system_name, system, problem, ref_cache):
+    """Run ``fwd_bwd(check_seed)`` and compare outputs and gradients with float64."""
+    if "ref" not in ref_cache:
+        ref_cache["ref"] = workload.reference(problem, problem.check_seed)
+    ref_out, ref_grads = ref_cache["ref"]
+    system.fwd_bwd(problem.check_seed)
+    outs, grads = system.result()
+    report, bad = [], []
+    for name in problem.outputs:
+        l2, mx = rel_errors(outs[name], ref_out[name])
+        report.append((f"out {name}", l2, mx))
+        if not (l2 <= TOL_L2 and mx <= TOL_MAX):
+            bad.append(f"output '{name}'")
+    for name in problem.diff:
+        l2, mx = rel_errors(grads[name], ref_grads[name])
+        report.append((f"d/d{name}", l2, mx))
+        if not (l2 <= TOL_L2 and mx <= TOL_MAX):
+            bad.append(f"gradient w.r.t. '{name}'")
+    worst = max((r[1] for r in report), default=0.0)
+    if bad:
+        lines = "\n".join(f"    {what:<12} rel L2 {l2:.2e}  rel max {mx:.2e}" for what, l2, mx in report)
+        raise GradientMismatch(
+            f"GRADIENT CHECK FAILED: workload '{workload.NAME}', system '{system_name}': "
+            f"{', '.join(bad)} disagree(s) with the float64 reference "
+            f"(tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}")
+    return worst
+
+
+def fd_check_reference(workload, rng):
+    """Check the workload's analytic float64 reference against central finite
+    differences of its float64 forward on the ``tiny`` instance (random directions)."""
+    problem = workload.make(np.random.default_rng(1234), **workload.SIZES["tiny"])
+    inputs64 = {k: (np.asarray(v, np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                    else v) for k, v in problem.inputs.items()}
+    seed = {k: np.asarray(v, np.float64) for k, v in problem.check_seed.items()}
+    _, grads = workload.reference(problem, problem.check_seed)
+
+    def loss(inp):
+        outs = workload.ref_forward(inp)
+        return sum(float(np.sum(seed[k] * outs[k])) for k in problem.outputs)
+
+    worst = 0.0
+    for name in problem.diff:
+        for _ in range(2):
+            v = rng.standard_normal(np.shape(inputs64[name]))
+            h = 1e-6 * max(1.0, float(np.max(np.abs(inputs64[name]))))
+            plus = dict(inputs64, **{name: inputs64[name] + h * v})
+            minus = dict(inputs64, **{name: inputs64[name] - h * v})
+            fd = (loss(plus) - loss(minus)) / (2 * h)
+            ad_ = float(np.sum(np.asarray(grads[name], np.float64) * v))
+            err = abs(fd - ad_) / max(abs(fd), abs(ad_), 1e-12)
+            worst = max(worst, err)
+            if err > 1e-5:
+                raise GradientMismatch(
+                    f"REFERENCE CHECK FAILED: workload '{workload.NAME}': the float64 reference "
+                    f"gradient w.r.t. '{name}' gives {ad_:.9g} along a random direction, "
+                    f"finite differences give {fd:.9g} (rel. error {err:.2e})")
+    return worst
+
+
+@dataclasses.dataclass
+class Result:
+    workload: str
+    system: str
+    fwd: list
+    fb: list
+    worst_err: float
+    note: str = ""
+
+    @property
+    def fwd_ms(self):
+        return 1e3 * statistics.median(self.fwd)
+
+    @property
+    def fb_ms(self):
+        return 1e3 * statistics.median(self.fb)
+
+
+def paired_ratio(a, b):
+    """Median over rounds of a[r] / b[r] (pair by pair)."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def run_workload(workload, problem, systems, repeat, warmup, log):
+    """Build, warm up, verify and time ``systems`` ({name: class}) on ``problem``."""
+    built, results, ref_cache = {}, {}, {}
+    for name, cls in systems.items():
+        t0 = now()
+        sysobj = cls(problem)
+        for _ in range(warmup):
+            sysobj.forward()
+            sysobj.fwd_bwd(problem.seed)
+        t_warm = now() - t0
+        worst = verify(workload, name, sysobj, problem, ref_cache)
+        log(f"    {name:<11} built+warm-up {t_warm:6.2f} s, gradient check OK "
+            f"(worst rel L2 error {worst:.1e})")
+        built[name] = sysobj
+        results[name] = Result(workload.NAME, name, [], [], worst, getattr(sysobj, "note", ""))
+    names = list(built)
+    for r in range(repeat):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            s = built[name]
+            results[name].fwd.append(timed(s.forward))
+            results[name].fb.append(timed(s.fwd_bwd, problem.seed))
+    return results
+
+
+def format_table(rows, baseline=BASELINE):
+    """rows: list of Result for all workloads; returns a markdown table."""
+    by_wl = {}
+    for r in rows:
+        by_wl.setdefault(r.workload, {})[r.system] = r
+    head = ("| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | "
+            f"fwd+bwd vs {baseline} |")
+    lines = [head, "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for wl, systems in by_wl.items():
+        base = systems.get(baseline)
+        for name, r in systems.items():
+            ratio = f"{paired_ratio(r.fb, base.fb):.2f}x" if base is not None else "n/a"
+            fb_over_f = paired_ratio(r.fb, r.fwd)
+            lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.fb_ms:.2f} | "
+                         f"{fb_over_f:.2f} | {ratio} |")
+    return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Render a ``run.py --json`` file as the markdown used in docs/benchmarks.md.
+
+    python benchmarks/run.py --json bench.json && python benchmarks/report.py bench.json
+"""
+import json
+import statistics
+import sys
+
+BASELINE = "numba-par"
+
+
+def paired(a, b):
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def render(rep):
+    m, rev = rep["machine"], rep["adjoint"]
+    lines = [
+        f"Measured {rep['date'][:10]} at adjoint commit `{rev['commit'].split()[0][:12]}`"
+        + (" (with uncommitted changes)" if rev.get("dirty") else "") + ".",
+        f"Machine: {m['cpu']}, {m['logical_cores']} logical cores, numba {m['numba']} "
+        f"({m['numba_threads']} threads), numpy {m['numpy']}, Python {m['python']}; "
+        + ", ".join(f"{k} {v}" for k, v in rep["versions"].items()
+                    if k != "adjoint" and not str(v).startswith(("jax not", "warp not")))
+        + f". Load average {m.get('loadavg_start', 0):.1f} at start, "
+        f"{m.get('loadavg_end', 0):.1f} at end. float32, {rep['size']} sizes, medians of "
+        f"{rep['repeat']} rounds after {rep['warmup']} warm-up runs.",
+        "",
+        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | fwd+bwd vs {BASELINE} |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for wl, d in rep["workloads"].items():
+        systems = d["systems"]
+        base = systems.get(BASELINE)
+        for name, s in systems.items():
+            ratio = f"{paired(s['fwd_bwd_s'], base['fwd_bwd_s']):.2f}x" if base else "n/a"
+            bold = "**" if name == "adjoint" else ""
+            lines.append(f"| {wl} | {bold}{name}{bold} | {s['fwd_ms_median']:.2f} | "
+                         f"{s['fwd_bwd_ms_median']:.2f} | {paired(s['fwd_bwd_s'], s['fwd_s']):.2f} | "
+                         f"{ratio} |")
+    notes = [(wl, n, s["note"]) for wl, d in rep["workloads"].items()
+             for n, s in d["systems"].items() if s.get("note")]
+    if notes:
+        lines.append("")
+        lines += [f"- {wl} / {n}: {note}" for wl, n, note in notes]
+    lo = rep.get("launch_overhead")
+    if lo:
+        lines += ["", f"Launch overhead (tape of {lo['n_launches']} launches of a "
+                  f"{lo['elements_per_launch']}-element kernel, µs per launch):", "",
+                  "| | launch | on a tape | backward |", "| --- | ---: | ---: | ---: |",
+                  f"| adjoint | {lo['adjoint_launch_no_tape_us']:.1f} | "
+                  f"{lo['adjoint_launch_on_tape_us']:.1f} | {lo['adjoint_backward_per_launch_us']:.1f} |",
+                  f"| numba (direct call of a compiled serial function) | {lo['numba_direct_call_us']:.1f} | | |"]
+        if lo.get("adjoint_compiled_forward_call_us") is not None:
+            lines.append(f"| adjoint's compiled forward called directly (no launch, no tape) | "
+                         f"{lo['adjoint_compiled_forward_call_us']:.1f} | | |")
+        if "warp_launch_on_tape_us" in lo:
+            lines.append(f"| warp | | {lo['warp_launch_on_tape_us']:.1f} | "
+                         f"{lo['warp_backward_per_launch_us']:.1f} |")
+    cw = rep.get("cold_warm")
+    if cw:
+        lines += ["", "Time to the first gradient in a fresh process (tiny instance; process "
+                  "wall time, interpreter start and imports included):", "",
+                  "| workload | cold (empty caches) | warm (generated module + numba cache on disk) |",
+                  "| --- | ---: | ---: |"]
+        lines += [f"| {wl if wl != 'numba-floor' else 'floor: one cached hand-written njit function'} "
+                  f"| {r['cold']['process_wall_s']:.2f} s | {r['warm']['process_wall_s']:.2f} s |"
+                  for wl, r in cw.items()]
+    skipped = {k: v for k, v in rep.get("skipped", {}).items()}
+    if skipped:
+        lines += [""] + [f"Skipped: {k} ({v})." for k, v in skipped.items()]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python benchmarks/report.py RESULTS.json")
+    with open(argv[0]) as fh:
+        print(render(json.load(fh)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Benchmark adjoint against hand-written numba, Warp (CPU) and JAX (CPU).
+
+    python benchmarks/run.py                 # five workloads, full sizes
+    python benchmarks/run.py --quick         # small sizes (about a minute)
+    python benchmarks/run.py --only springs --repeat 20 --json out.json
+
+Systems: ``adjoint`` (@ad.kernel + ad.Tape, numba backend), ``numba-ser`` and
+``numba-par`` (a hand-written numba forward/adjoint pair, serial ``njit`` and
+``njit(parallel=True)`` with ``prange``, race-free), ``warp`` (NVIDIA Warp, CPU
+device) and ``jax`` (jax.jit on CPU) when importable. Every system's outputs and
+gradients are checked against a float64 reference before timing; a mismatch
+aborts the run (exit status 2). See docs/benchmarks.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.append(ROOT)  # after PYTHONPATH, so PYTHONPATH can select another adjoint tree
+
+import numpy as np  # noqa: E402
+
+import adjoint as ad  # noqa: E402
+from benchmarks import harness, startup  # noqa: E402
+from benchmarks.workloads import ORDER, load, optional  # noqa: E402
+
+ALL_SYSTEMS = ["adjoint", "numba-ser", "numba-par", "warp", "jax"]
+
+
+def adjoint_revision():
+    """Where adjoint was imported from, and the git commit (+ dirty flag) of that tree."""
+    pkg = os.path.dirname(os.path.abspath(ad.__file__))
+    info = {"path": pkg, "commit": "unknown (not a git checkout)", "dirty": None}
+    stamp = os.path.join(os.path.dirname(pkg), "COMMIT")   # written next to a `git archive` export
+    if os.path.exists(stamp):
+        with open(stamp) as fh:
+            info["commit"] = fh.read().strip() + " (exported tree)"
+        info["dirty"] = False
+    try:
+        top = subprocess.run(["git", "-C", pkg, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        info["commit"] = subprocess.run(["git", "-C", top, "rev-parse", "HEAD"], capture_output=True,
+                                        text=True, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", top, "status", "--porcelain", "--", pkg],
+                                capture_output=True, text=True, check=True).stdout
+        info["dirty"] = bool(status.strip())
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return info
+
+
+def versions(selected):
+    out = {"adjoint": ad.__version__}
+    for name, probe in (("jax", optional.jax), ("warp", optional.warp)):
+        if name in selected:
+            mod = probe()
+            out[name] = mod if isinstance(mod, str) else mod.__version__
+    return out
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
+    p.add_argument("--tiny", action="store_true",
+                   help="tiny sizes (smoke test); implies --quick")
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help=f"run only this workload (repeatable or comma-separated): {', '.join(ORDER)}")
+    p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
+                   help="comma-separated systems to run (default: all; numba-par is the baseline)")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="timed rounds per workload (default 15, 5 with --quick)")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed forward+backward runs per system before the check (default 2, 1 with --quick)")
+    p.add_argument("--json", metavar="OUT.json", help="write every measurement to this file")
+    p.add_argument("--no-startup", action="store_true",
+                   help="skip the launch-overhead and cold/warm-start measurements")
+    a = p.parse_args(argv)
+    a.quick = a.quick or a.tiny
+    a.size = "tiny" if a.tiny else ("quick" if a.quick else "full")
+    a.repeat = a.repeat or (5 if a.quick else 15)
+    a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
+    names = []
+    for item in a.only or []:
+        names += [n.strip() for n in item.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ORDER]
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(ORDER)}")
+    a.workloads = [n for n in ORDER if n in names] if names else list(ORDER)
+    a.system_list = [s.strip() for s in a.systems.split(",") if s.strip()]
+    bad = [s for s in a.system_list if s not in ALL_SYSTEMS]
+    if bad:
+        p.error(f"unknown system(s) {', '.join(bad)}; choose from {', '.join(ALL_SYSTEMS)}")
+    return a
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    t_start = time.perf_counter()
+
+    def log(msg=""):
+        print(msg, flush=True)
+
+    mach = startup.machine()
+    rev = adjoint_revision()
+    vers = versions(args.system_list)
+    date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    log(f"adjoint benchmarks ({args.size} sizes, {args.repeat} timed rounds, "
+        f"{args.warmup} warm-up) -- {date}")
+    log(f"machine: {mach['cpu']}, {mach['logical_cores']} logical cores "
+        f"({mach['usable_cores']} usable), numba {mach['numba']} "
+        f"({mach['numba_threads']} threads, layer {mach['numba_threading_layer']}), "
+        f"numpy {mach['numpy']}, python {mach['python']}")
+    loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    log(f"load average at start: {loadavg:.2f} on {mach['usable_cores']} cores")
+    if loadavg > 0.5 * mach["usable_cores"]:
+        log("WARNING: the machine is busy; parallel timings suffer most (a thread that loses "
+            "its core stalls the whole parallel region). Re-run on a quiet machine.")
+    mach["loadavg_start"] = loadavg
+    dirty = {True: " + uncommitted changes", False: "", None: ""}[rev["dirty"]]
+    log(f"adjoint {vers['adjoint']} from {rev['path']} at commit {rev['commit']}{dirty}")
+
+    skipped = {}
+    systems = []
+    for s in args.system_list:
+        need = {"warp": optional.warp, "jax": optional.jax}.get(s)
+        if need is not None and isinstance(need(), str):
+            skipped[s] = need()
+            continue
+        systems.append(s)
+    for s in ALL_SYSTEMS:
+        if s not in args.system_list:
+            skipped.setdefault(s, "not selected (--systems)")
+    for s in ("warp", "jax"):
+        if s in systems:
+            log(f"{s} {vers[s]}: included")
+    for s, why in skipped.items():
+        log(f"SKIPPED {s}: {why}")
+    if "numba-par" not in systems:
+        log("note: numba-par (the baseline of the ratio column) is not selected; ratios are n/a")
+
+    rng = np.random.default_rng(7)
+    log("\nfloat64 references checked against central finite differences (tiny instances):")
+    for name in args.workloads:
+        wl = load(name)
+        err = harness.fd_check_reference(wl, rng)
+        log(f"    {name:<12} OK (worst rel. error {err:.1e})")
+
+    rows, details = [], {}
+    for name in args.workloads:
+        wl = load(name)
+        problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
+        log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
+        chosen = {s: wl.SYSTEMS[s] for s in systems if s in wl.SYSTEMS}
+        try:
+            res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log)
+        except harness.GradientMismatch as exc:
+            log(f"\n{exc}\nAborting: no timings are reported for systems with wrong gradients.")
+            return 2
+        for s, r in res.items():
+            base = res.get(harness.BASELINE)
+            ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {harness.BASELINE}" if base else ""
+            log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   fwd+bwd {r.fb_ms:9.2f} ms   "
+                f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {ratio}"
+                + (f"   [{r.note}]" if r.note else ""))
+            rows.append(r)
+        details[name] = {"size": problem.meta.get("size", ""), "title": wl.TITLE,
+                         "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb,
+                                         "fwd_ms_median": r.fwd_ms, "fwd_bwd_ms_median": r.fb_ms,
+                                         "check_worst_rel_l2": r.worst_err, "note": r.note}
+                                     for s, r in res.items()}}
+
+    table = harness.format_table(rows)
+    log("\n" + table)
+
+    extra = {}
+    if not args.no_startup and "adjoint" in systems:
+        log("\nlaunch overhead (tape of 50 launches of a 16-element kernel, medians):")
+        lo = startup.launch_overhead(repeat=20 if args.quick else 200)
+        extra["launch_overhead"] = lo
+        log(f"    adjoint: launch without tape {lo['adjoint_launch_no_tape_us']:.1f} us, "
+            f"recorded on a tape {lo['adjoint_launch_on_tape_us']:.1f} us, "
+            f"backward {lo['adjoint_backward_per_launch_us']:.1f} us per launch")
+        if lo["adjoint_compiled_forward_call_us"] is not None:
+            log(f"    adjoint: its compiled forward called directly (no launch, no tape) "
+                f"{lo['adjoint_compiled_forward_call_us']:.1f} us")
+        log(f"    numba:   direct call of a compiled serial function {lo['numba_direct_call_us']:.1f} us")
+        if "warp_launch_on_tape_us" in lo:
+            log(f"    warp:    recorded on a tape {lo['warp_launch_on_tape_us']:.1f} us, "
+                f"backward {lo['warp_backward_per_launch_us']:.1f} us per launch")
+        else:
+            log(f"    warp:    {lo['warp']}")
+        st = details.get("stencil", {}).get("systems", {}).get("adjoint")
+        if st:
+            per = (lo["adjoint_launch_on_tape_us"] + lo["adjoint_backward_per_launch_us"]) * 50e-3
+            log(f"    in the stencil workload: 50 launches x (record + backward) overhead "
+                f"= {per:.2f} ms of its {st['fwd_bwd_ms_median']:.2f} ms forward+backward "
+                f"({100 * per / st['fwd_bwd_ms_median']:.0f}%)")
+        log("\ncold vs warm start (time to first gradient in a fresh process, tiny instance; "
+            "the second run reuses the generated module and numba's on-disk cache"
+            + ("; --quick: first workload only" if args.quick else "") + "):")
+        cold_wls = args.workloads[:1] if args.quick else args.workloads
+        cw = startup.cold_warm(cold_wls + ["numba-floor"])
+        extra["cold_warm"] = cw
+        for name, r in cw.items():
+            if name == "numba-floor":
+                log(f"    {'(floor: one cached hand-written njit function, no adjoint)':<12}\n"
+                    f"    {'':<12} cold {r['cold']['process_wall_s']:6.2f} s   "
+                    f"warm {r['warm']['process_wall_s']:6.2f} s")
+                continue
+            if os.path.dirname(r["warm"]["adjoint"]) != rev["path"]:
+                log(f"WARNING: the subprocess imported adjoint from {r['warm']['adjoint']}")
+            log(f"    {name:<12} cold {r['cold']['process_wall_s']:6.2f} s   "
+                f"warm {r['warm']['process_wall_s']:6.2f} s   "
+                f"(process wall time; imports {r['warm']['import_s']:.2f} s of the warm run)")
+
+    mach["loadavg_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    log(f"\nload average at end: {mach['loadavg_end']:.2f}")
+    log(f"total benchmark time {time.perf_counter() - t_start:.0f} s")
+    for s, why in skipped.items():
+        log(f"SKIPPED {s}: {why}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"date": date, "machine": mach, "adjoint": rev, "versions": vers,
+                       "size": args.size, "repeat": args.repeat, "warmup": args.warmup,
+                       "skipped": skipped, "workloads": details, "table": table, **extra},
+                      fh, indent=2)
+        log(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
