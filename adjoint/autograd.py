@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import AdjointError
+from .runtime import array as _array
+from .runtime.array import Array
 from .runtime.launch import launch
 from .runtime.tape import LaunchStep
 
@@ -27,13 +29,17 @@ class GradcheckError(AdjointError, AssertionError):
 
 @dataclass
 class Problem:
-    """One launch to differentiate: which argument positions are inputs and outputs."""
+    """One launch to differentiate: which argument positions are inputs and outputs.
+
+    ``args`` are host copies (numpy arrays and scalars); each launch runs on
+    fresh ``Array``s on ``device`` and its results are read back to the host."""
     kernel: object          # Kernel or KernelSpec (anything with ``.spec``)
     dims: object
     args: list              # numpy arrays and scalars, the launch's values (never mutated)
     n_inputs: int
     in_params: list         # argument positions of differentiable inputs
     out_params: list        # argument positions of differentiable outputs
+    device: str = "cpu"
 
     @property
     def spec(self):
@@ -45,18 +51,52 @@ class Problem:
     def fresh_args(self):
         return [a.copy() if isinstance(a, np.ndarray) else a for a in self.args]
 
+    def _launch(self, host_args, host_adjs=None):
+        """Launch on ``device``; copy every array back into the host lists."""
+        dev = [_on_device(a, self.device) for a in host_args]
+        adj = None if host_adjs is None else [_on_device(a, self.device) for a in host_adjs]
+        n = self.n_inputs
+        if adj is None:
+            launch(self.kernel, self.dims, inputs=dev[:n], outputs=dev[n:], device=self.device,
+                   record_tape=False)
+        else:
+            launch(self.kernel, self.dims, inputs=dev[:n], outputs=dev[n:], device=self.device,
+                   adjoint=True, adj_inputs=adj[:n], adj_outputs=adj[n:], record_tape=False)
+        for hosts, devs in ((host_args, dev), (host_adjs or [], adj or [])):
+            for h, d in zip(hosts, devs):
+                if isinstance(d, Array) and d.device != "cpu":
+                    h[...] = d.numpy()
+
     def run(self, args):
-        launch(self.kernel, self.dims, inputs=args[:self.n_inputs], outputs=args[self.n_inputs:],
-               record_tape=False)
+        self._launch(args)
 
     def adjoint(self, args, adjs):
-        n = self.n_inputs
-        launch(self.kernel, self.dims, inputs=args[:n], outputs=args[n:], adjoint=True,
-               adj_inputs=adjs[:n], adj_outputs=adjs[n:], record_tape=False)
+        self._launch(args, adjs)
 
 
-def _values(args):
-    return [a.numpy() if hasattr(a, "numpy") else a for a in args]
+def _on_device(value, device):
+    """An ``Array`` on ``device`` for a host array (sharing it on the CPU); scalars as they are."""
+    if not isinstance(value, np.ndarray):
+        return value
+    return Array(value, device=device, _owned=True)
+
+
+def _host(value):
+    """A host copy of an array argument or buffer; scalars as they are."""
+    if isinstance(value, Array):
+        return np.array(value.numpy())
+    if isinstance(value, np.ndarray):
+        return np.array(value)
+    if hasattr(value, "copy_to_host"):
+        return value.copy_to_host()
+    return value
+
+
+def _device(args):
+    for a in args:
+        if isinstance(a, Array):
+            return a.device
+    return getattr(_array, "default_device", lambda: "cpu")()
 
 
 def _differentiable(spec, args, positions):
@@ -65,12 +105,13 @@ def _differentiable(spec, args, positions):
 
 def _problem(kernel, dim, inputs, outputs):
     spec = kernel.spec
-    args = _values(list(inputs) + list(outputs))
+    args = [_host(a) for a in list(inputs) + list(outputs)]
     if len(args) != len(spec.params):
         launch(kernel, dim, inputs=inputs, outputs=outputs, record_tape=False)  # raises the error
     n = len(inputs)
     return Problem(kernel, dim, args, n, _differentiable(spec, args, range(n)),
-                   _differentiable(spec, args, range(n, len(args))))
+                   _differentiable(spec, args, range(n, len(args))),
+                   _device(list(inputs) + list(outputs)))
 
 
 def _resolve(problem, entry, which):
@@ -239,12 +280,12 @@ def gradcheck_tape(tape, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
         if not isinstance(step, LaunchStep) or step.kernel.backward is None:
             continue
         spec, n = step.kernel, len(step.values)
-        args = [np.array(v) if isinstance(v, np.ndarray) else v for v in step.values]
+        args = [_host(v) for v in step.values]
         reads = [k for k in range(n) if spec.params[k].name in spec.reads]
         writes = [k for k in range(n) if spec.params[k].name in spec.writes]
         # Every argument goes in ``inputs`` (the split only matters for the launch call).
         problem = Problem(spec, step.dims, args, n, _differentiable(spec, args, reads),
-                          _differentiable(spec, args, writes))
+                          _differentiable(spec, args, writes), _device(step.args))
         report = _check(problem, None, eps, atol, rtol, f"{step.label} disagrees")
         if report is not None:
             return _fail(report, raise_exception)

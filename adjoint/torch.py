@@ -83,7 +83,8 @@ class KernelFunction(torch.autograd.Function):
         inputs = [_argument(p, a, spec.name) for p, a in zip(params, args[:n_inputs])]
         outs = [init.detach().clone(memory_format=torch.contiguous_format)
                 for init in args[n_inputs:]]
-        launch(kernel, dim, inputs=inputs, outputs=[o.numpy() for o in outs], record_tape=False)
+        launch(kernel, dim, inputs=inputs, outputs=[o.numpy() for o in outs], device="cpu",
+               record_tape=False)
         ctx.kernel, ctx.dim, ctx.n_inputs = kernel, dim, n_inputs
         ctx.constants = [None if isinstance(a, torch.Tensor) else a for a in args[:n_inputs]]
         ctx.save_for_backward(*[a if isinstance(a, torch.Tensor) else None
@@ -111,7 +112,7 @@ class KernelFunction(torch.autograd.Function):
         adj_out = [None if not p.has_adjoint else
                    np.zeros_like(v) if g is None else g.detach().cpu().numpy().astype(v.dtype, copy=True)
                    for p, v, g in zip(params[n:], outputs, grad_outputs)]
-        launch(ctx.kernel, ctx.dim, inputs=inputs, outputs=outputs, adjoint=True,
+        launch(ctx.kernel, ctx.dim, inputs=inputs, outputs=outputs, device="cpu", adjoint=True,
                adj_inputs=adj_in, adj_outputs=adj_out)
         grads_in = [None if a is None else torch.from_numpy(a) for a in adj_in]
         grads_init = [None if a is None or not needs[n + j] else torch.from_numpy(a)
