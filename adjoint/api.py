@@ -53,10 +53,11 @@ class Func:
 class Kernel:
     """A kernel: launched over a 1-, 2- or 3-D grid with ``ad.launch``."""
 
-    def __init__(self, pyfunc, enable_backward=True):
+    def __init__(self, pyfunc, enable_backward=True, loop_capacity=256):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
         self.enable_backward = enable_backward
+        self.loop_capacity = loop_capacity
         self._tr = None
         self._specs = {}
         self.modules = {}
@@ -82,9 +83,13 @@ class Kernel:
 
     @property
     def spec(self):
-        """The compiled ``KernelSpec`` (generated, written to the cache and imported once)."""
-        from .runtime import backend_name
-        name = backend_name()
+        """The compiled CPU ``KernelSpec`` for the active backend."""
+        return self.spec_for("cpu")
+
+    def spec_for(self, device):
+        """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported once)."""
+        from .runtime.jit import cpu_backend_name
+        name = "cuda" if device == "cuda" else cpu_backend_name()
         if name not in self._specs:
             self.modules[name] = load_generated(self, name)
             self._specs[name] = getattr(self.modules[name], self.name)
@@ -105,7 +110,7 @@ def func_closure(roots):
                 order.append(f)
             if f.custom_grad is not None:
                 from .frontend.parse import parse
-                parse(f.custom_grad, "func")  # resolve names early, for the error message
+                parse(f.custom_grad, "grad")  # resolve names early, for the error message
     for r in roots:
         visit(r, [r])
     return order
@@ -126,6 +131,7 @@ def module_items(kernels, funcs=()):
         tr = k.transformed
         if not k.enable_backward:
             tr.rev.backward = None
+        tr.loop_capacity = k.loop_capacity
         items.append(("kernel", tr, None))
     return items
 
@@ -136,7 +142,8 @@ def load_generated(kernel, backend_name):
     src_path = kernel.transformed.pf.source.filename
     with open(src_path) as fh:
         source_text = fh.read()
-    text = module_source(items, os.path.basename(src_path), source_text)
+    target = "cuda" if backend_name == "cuda" else "cpu"
+    text = module_source(items, os.path.basename(src_path), source_text, target)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     modname = f"adjoint_gen_{kernel.name}_{digest}"
     path = os.path.join(cache_dir(), f"{modname}.py")
@@ -159,11 +166,14 @@ def import_path(path, modname):
     return module
 
 
-def kernel(fn=None, *, enable_backward=True):
-    """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False)``."""
+def kernel(fn=None, *, enable_backward=True, loop_capacity=256):
+    """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False, loop_capacity=N)``.
+
+    ``loop_capacity`` bounds the iterations one GPU thread may record per loop
+    (CUDA only: CPU stacks grow as needed)."""
     if fn is None:
-        return lambda f: Kernel(f, enable_backward=enable_backward)
-    return Kernel(fn, enable_backward=enable_backward)
+        return lambda f: Kernel(f, enable_backward=enable_backward, loop_capacity=loop_capacity)
+    return Kernel(fn, enable_backward=enable_backward, loop_capacity=loop_capacity)
 
 
 def func(fn):

@@ -6,7 +6,7 @@ from .runtime.tape import record_copy
 def clone(a, requires_grad=None):
     """A new array holding a copy of ``a``; recorded on an active tape."""
     rg = a.requires_grad if requires_grad is None else requires_grad
-    out = Array(a.numpy().copy(), requires_grad=rg, device=a.device, _owned=True)
+    out = Array(a.numpy().copy() if a.device == "cpu" else a.numpy(), requires_grad=rg, device=a.device, _owned=True)
     record_copy(out, a, kind="clone")
     return out
 

@@ -14,16 +14,16 @@ rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=
 
 @rt.jit
 def spring_force_forward(dx, dy, rest, stiffness):
-    # line 17: length = math.sqrt(dx * dx + dy * dy)
+    # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
     t1 = dx * dx
     t2 = dy * dy
     t0 = t1 + t2
     length = math.sqrt(t0)
-    # line 18: scale = stiffness * (length - rest) / length
+    # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     t3 = stiffness * t4
     scale = t3 / length
-    # line 19: return scale * dx, scale * dy
+    # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     t6 = scale * dy
     return (t5, t6)
@@ -32,12 +32,12 @@ def spring_force_forward(dx, dy, rest, stiffness):
 @rt.jit
 def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     # forward replay (stores and atomics are not repeated)
-    # line 17: length = math.sqrt(dx * dx + dy * dy)
+    # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
     t1 = dx * dx
     t2 = dy * dy
     t0 = t1 + t2
     length = math.sqrt(t0)
-    # line 18: scale = stiffness * (length - rest) / length
+    # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     t3 = stiffness * t4
     scale = t3 / length
@@ -55,21 +55,21 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_t4 = 0.0
     adj_t5 = 0.0
     adj_t6 = 0.0
-    # line 19: return scale * dx, scale * dy
+    # springs_kernels.py:19: return scale * dx, scale * dy
     adj_t5 += adj_ret0
     adj_t6 += adj_ret1
     adj_scale += adj_t6 * dy
     adj_dy += adj_t6 * scale
     adj_scale += adj_t5 * dx
     adj_dx += adj_t5 * scale
-    # line 18: scale = stiffness * (length - rest) / length
+    # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     adj_t3 += adj_scale / length
     adj_length -= adj_scale * scale / length
     adj_stiffness += adj_t3 * t4
     adj_t4 += adj_t3 * stiffness
     adj_length += adj_t4
     adj_rest -= adj_t4
-    # line 17: length = math.sqrt(dx * dx + dy * dy)
+    # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
     adj_t0 += adj_length * 0.5 / length
     adj_t1 += adj_t0
     adj_t2 += adj_t0
@@ -77,19 +77,20 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_dy += adj_t2 * dy
     adj_dx += adj_t1 * dx
     adj_dx += adj_t1 * dx
-    # line 15: def spring_force(dx: float, dy: float, rest: float, stiffness: float):
+    # springs_kernels.py:15: def spring_force(dx: float, dy: float, rest: float, stiffness: float):
     return (adj_dx, adj_dy, adj_rest, adj_stiffness)
 
 
 @rt.jit
 def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
-    # line 29: s = ad.tid()
+    # springs_kernels.py:29: s = ad.tid()
     s = tid0
-    # line 30: i = ends[s, 0]
+    # springs_kernels.py:30: i = ends[s, 0]
     i = ends[s, 0]
-    # line 31: j = ends[s, 1]
+    # springs_kernels.py:31: j = ends[s, 1]
     j = ends[s, 1]
-    # line 32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1], rest[s], stiffness)
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
     t1 = x[j, 0]
     t2 = x[i, 0]
     t0 = t1 - t2
@@ -98,23 +99,30 @@ def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
     t3 = t4 - t5
     t6 = rest[s]
     fx, fy = spring_force_forward(t0, t3, t6, stiffness)
-    # line 33: ad.atomic_add(f, i, 0, fx)
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
     f[i, 0] += fx
-    # line 34: ad.atomic_add(f, i, 1, fy)
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
     f[i, 1] += fy
-    # line 35: ad.atomic_sub(f, j, 0, fx)
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
     f[j, 0] -= fx
-    # line 36: ad.atomic_sub(f, j, 1, fy)
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
     f[j, 1] -= fy
 
 
 @rt.jit_grid
 def spring_forces_forward(dim0, x, ends, rest, stiffness, f):
-    # 'f' may be accumulated by several threads: each chunk of threads adds into its own zeroed copy, and the copies are summed at the end (no races)
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f)
+        return
+    # 'f' may be accumulated by several threads: each chunk of threads adds into its own
+    # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
     f_chunks = rt.private_copies(f, n_chunks)
     for chunk in rt.prange(n_chunks):
-        for tid0 in range(rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f_chunks[chunk])
     rt.add_chunks(f, f_chunks)
 
@@ -122,13 +130,14 @@ def spring_forces_forward(dim0, x, ends, rest, stiffness, f):
 @rt.jit
 def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f):
     # forward replay (stores and atomics are not repeated)
-    # line 29: s = ad.tid()
+    # springs_kernels.py:29: s = ad.tid()
     s = tid0
-    # line 30: i = ends[s, 0]
+    # springs_kernels.py:30: i = ends[s, 0]
     i = ends[s, 0]
-    # line 31: j = ends[s, 1]
+    # springs_kernels.py:31: j = ends[s, 1]
     j = ends[s, 1]
-    # line 32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1], rest[s], stiffness)
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
     t1 = x[j, 0]
     t2 = x[i, 0]
     t0 = t1 - t2
@@ -146,15 +155,16 @@ def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_
     adj_t4 = 0.0
     adj_t5 = 0.0
     adj_t6 = 0.0
-    # line 36: ad.atomic_sub(f, j, 1, fy)
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
     adj_fy -= adj_f[j, 1]
-    # line 35: ad.atomic_sub(f, j, 0, fx)
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
     adj_fx -= adj_f[j, 0]
-    # line 34: ad.atomic_add(f, i, 1, fy)
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
     adj_fy += adj_f[i, 1]
-    # line 33: ad.atomic_add(f, i, 0, fx)
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
     adj_fx += adj_f[i, 0]
-    # line 32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1], rest[s], stiffness)
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
     d_spring_force = spring_force_adjoint(t0, t3, t6, stiffness, adj_fx, adj_fy)
     adj_t0 += d_spring_force[0]
     adj_t3 += d_spring_force[1]
@@ -172,76 +182,92 @@ def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_
 
 @rt.jit_grid
 def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f):
-    # 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own zeroed copy, and the copies are summed at the end (no races)
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            spring_forces_backward_thread(
+                    tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f)
+        return
+    # 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own
+    # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
     adj_x_chunks = rt.private_copies(adj_x, n_chunks)
     for chunk in rt.prange(n_chunks):
-        for tid0 in range(rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f)
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+            spring_forces_backward_thread(
+                    tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f)
     rt.add_chunks(adj_x, adj_x_chunks)
 
 
 @rt.jit
 def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new):
-    # line 48: p = ad.tid()
+    # springs_kernels.py:48: p = ad.tid()
     p = tid0
-    # line 49: if pinned[p] == 1:
+    # springs_kernels.py:49: if pinned[p] == 1:
     t1 = pinned[p]
     t0 = t1 == 1
     if t0:
-        # line 50: vx = 0.0
+        # springs_kernels.py:50: vx = 0.0
         vx = 0.0
-        # line 51: vy = 0.0
+        # springs_kernels.py:51: vy = 0.0
         vy = 0.0
-        # line 49: if pinned[p] == 1:
+        # springs_kernels.py:49: if pinned[p] == 1:
         vx_2 = vx
         vy_2 = vy
     else:
-        # line 53: vx = damping * (v[p, 0] + dt * f[p, 0])
+        # springs_kernels.py:53: vx = damping * (v[p, 0] + dt * f[p, 0])
         t3 = v[p, 0]
         t5 = f[p, 0]
         t4 = dt * t5
         t2 = t3 + t4
         vx_1 = damping * t2
-        # line 54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
+        # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
         t7 = v[p, 1]
         t10 = f[p, 1]
         t9 = t10 - gravity
         t8 = dt * t9
         t6 = t7 + t8
         vy_1 = damping * t6
-        # line 49: if pinned[p] == 1:
+        # springs_kernels.py:49: if pinned[p] == 1:
         vx_2 = vx_1
         vy_2 = vy_1
-    # line 55: v_new[p, 0] = vx
+    # springs_kernels.py:55: v_new[p, 0] = vx
     v_new[p, 0] = vx_2
-    # line 56: v_new[p, 1] = vy
+    # springs_kernels.py:56: v_new[p, 1] = vy
     v_new[p, 1] = vy_2
-    # line 57: x_new[p, 0] = x[p, 0] + dt * vx
+    # springs_kernels.py:57: x_new[p, 0] = x[p, 0] + dt * vx
     t12 = x[p, 0]
     t13 = dt * vx_2
     t11 = t12 + t13
     x_new[p, 0] = t11
-    # line 58: x_new[p, 1] = x[p, 1] + dt * vy
+    # springs_kernels.py:58: x_new[p, 1] = x[p, 1] + dt * vy
     t15 = x[p, 1]
     t16 = dt * vy_2
     t14 = t15 + t16
     x_new[p, 1] = t14
 
 
-@rt.jit
+@rt.jit_grid
 def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new):
-    # threads run one after another: 'v_new' is stored at an index other threads may also store to
-    for tid0 in range(dim0):
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
+        return
+    # each thread writes only its own elements: threads run in parallel
+    for tid0 in rt.prange(dim0):
         integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
 
 
 @rt.jit
-def integrate_backward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new, adj_v_new):
+def integrate_backward_thread(
+        tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
+        adj_v_new):
     # forward replay (stores and atomics are not repeated)
-    # line 48: p = ad.tid()
+    # springs_kernels.py:48: p = ad.tid()
     p = tid0
-    # line 49: if pinned[p] == 1:
+    # springs_kernels.py:49: if pinned[p] == 1:
     t1 = pinned[p]
     t0 = t1 == 1
     # reverse pass: every adjoint starts at zero, statements in reverse order
@@ -264,33 +290,33 @@ def integrate_backward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new
     adj_vx_2 = 0.0
     adj_vy_1 = 0.0
     adj_vy_2 = 0.0
-    # line 58: x_new[p, 1] = x[p, 1] + dt * vy
+    # springs_kernels.py:58: x_new[p, 1] = x[p, 1] + dt * vy
     adj_t14 += adj_x_new[p, 1]
     adj_x_new[p, 1] = 0.0
     adj_t15 += adj_t14
     adj_t16 += adj_t14
     adj_vy_2 += adj_t16 * dt
     adj_x[p, 1] += adj_t15
-    # line 57: x_new[p, 0] = x[p, 0] + dt * vx
+    # springs_kernels.py:57: x_new[p, 0] = x[p, 0] + dt * vx
     adj_t11 += adj_x_new[p, 0]
     adj_x_new[p, 0] = 0.0
     adj_t12 += adj_t11
     adj_t13 += adj_t11
     adj_vx_2 += adj_t13 * dt
     adj_x[p, 0] += adj_t12
-    # line 56: v_new[p, 1] = vy
+    # springs_kernels.py:56: v_new[p, 1] = vy
     adj_vy_2 += adj_v_new[p, 1]
     adj_v_new[p, 1] = 0.0
-    # line 55: v_new[p, 0] = vx
+    # springs_kernels.py:55: v_new[p, 0] = vx
     adj_vx_2 += adj_v_new[p, 0]
     adj_v_new[p, 0] = 0.0
-    # line 49: if pinned[p] == 1:
+    # springs_kernels.py:49: if pinned[p] == 1:
     if t0:
         pass
     else:
         adj_vy_1 += adj_vy_2
         adj_vx_1 += adj_vx_2
-        # line 54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
+        # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
         adj_t6 += adj_vy_1 * damping
         adj_t7 += adj_t6
         adj_t8 += adj_t6
@@ -298,7 +324,7 @@ def integrate_backward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new
         adj_t10 += adj_t9
         adj_f[p, 1] += adj_t10
         adj_v[p, 1] += adj_t7
-        # line 53: vx = damping * (v[p, 0] + dt * f[p, 0])
+        # springs_kernels.py:53: vx = damping * (v[p, 0] + dt * f[p, 0])
         adj_t2 += adj_vx_1 * damping
         adj_t3 += adj_t2
         adj_t4 += adj_t2
@@ -307,26 +333,37 @@ def integrate_backward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new
         adj_v[p, 0] += adj_t3
 
 
-@rt.jit
-def integrate_backward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new, adj_v_new):
-    # threads run one after another in reverse order: 'v_new' is stored at an index other threads may also store to
-    for tid0 in range(dim0 - 1, -1, -1):
-        integrate_backward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new, adj_v_new)
+@rt.jit_grid
+def integrate_backward(
+        dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
+        adj_v_new):
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            integrate_backward_thread(
+                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
+                    adj_x_new, adj_v_new)
+        return
+    # each thread writes only its own elements: threads run in parallel
+    for tid0 in rt.prange(dim0):
+        integrate_backward_thread(
+                tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
+                adj_x_new, adj_v_new)
 
 
 @rt.jit
 def shape_loss_forward_thread(tid0, x, target, loss):
-    # line 66: p = ad.tid()
+    # springs_kernels.py:66: p = ad.tid()
     p = tid0
-    # line 67: dx = x[p, 0] - target[p, 0]
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
     t0 = x[p, 0]
     t1 = target[p, 0]
     dx = t0 - t1
-    # line 68: dy = x[p, 1] - target[p, 1]
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
     t2 = x[p, 1]
     t3 = target[p, 1]
     dy = t2 - t3
-    # line 69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
+    # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
     t5 = dx * dx
     t6 = dy * dy
     t4 = t5 + t6
@@ -335,11 +372,18 @@ def shape_loss_forward_thread(tid0, x, target, loss):
 
 @rt.jit_grid
 def shape_loss_forward(dim0, x, target, loss):
-    # 'loss' may be accumulated by several threads: each chunk of threads adds into its own zeroed copy, and the copies are summed at the end (no races)
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            shape_loss_forward_thread(tid0, x, target, loss)
+        return
+    # 'loss' may be accumulated by several threads: each chunk of threads adds into its own
+    # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
     loss_chunks = rt.private_copies(loss, n_chunks)
     for chunk in rt.prange(n_chunks):
-        for tid0 in range(rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             shape_loss_forward_thread(tid0, x, target, loss_chunks[chunk])
     rt.add_chunks(loss, loss_chunks)
 
@@ -347,13 +391,13 @@ def shape_loss_forward(dim0, x, target, loss):
 @rt.jit
 def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss):
     # forward replay (stores and atomics are not repeated)
-    # line 66: p = ad.tid()
+    # springs_kernels.py:66: p = ad.tid()
     p = tid0
-    # line 67: dx = x[p, 0] - target[p, 0]
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
     t0 = x[p, 0]
     t1 = target[p, 0]
     dx = t0 - t1
-    # line 68: dy = x[p, 1] - target[p, 1]
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
     t2 = x[p, 1]
     t3 = target[p, 1]
     dy = t2 - t3
@@ -367,7 +411,7 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     adj_t4 = 0.0
     adj_t5 = 0.0
     adj_t6 = 0.0
-    # line 69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
+    # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
     adj_t4 += adj_loss[0]
     adj_t5 += adj_t4
     adj_t6 += adj_t4
@@ -375,12 +419,12 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     adj_dy += adj_t6 * dy
     adj_dx += adj_t5 * dx
     adj_dx += adj_t5 * dx
-    # line 68: dy = x[p, 1] - target[p, 1]
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
     adj_t2 += adj_dy
     adj_t3 -= adj_dy
     adj_target[p, 1] += adj_t3
     adj_x[p, 1] += adj_t2
-    # line 67: dx = x[p, 0] - target[p, 0]
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
     adj_t0 += adj_dx
     adj_t1 -= adj_dx
     adj_target[p, 0] += adj_t1
@@ -389,21 +433,33 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
 
 @rt.jit_grid
 def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
-    # 'adj_target', 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own zeroed copy, and the copies are summed at the end (no races)
-    n_chunks = rt.chunk_count(dim0)
-    adj_target_chunks = rt.private_copies(adj_target, n_chunks)
-    adj_x_chunks = rt.private_copies(adj_x, n_chunks)
-    for chunk in rt.prange(n_chunks):
-        for tid0 in range(rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            shape_loss_backward_thread(tid0, x, target, loss, adj_x_chunks[chunk], adj_target_chunks[chunk], adj_loss)
-    rt.add_chunks(adj_target, adj_target_chunks)
-    rt.add_chunks(adj_x, adj_x_chunks)
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
+        return
+    # each thread writes only its own elements: threads run in parallel
+    for tid0 in rt.prange(dim0):
+        shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
 
 
-spring_force = adjoint.runtime.FuncSpec(name='spring_force', forward=spring_force_forward, adjoint=spring_force_adjoint, n_params=4, n_returns=2)
+spring_force = adjoint.runtime.FuncSpec(
+    name='spring_force',
+    forward=spring_force_forward,
+    adjoint=spring_force_adjoint,
+    n_params=4,
+    n_returns=2,
+)
+
 spring_forces = adjoint.runtime.KernelSpec(
     name='spring_forces',
-    params=(adjoint.runtime.ParamSpec('x', 'float64', 2), adjoint.runtime.ParamSpec('ends', 'int64', 2), adjoint.runtime.ParamSpec('rest', 'float64', 1), adjoint.runtime.ParamSpec('stiffness', 'float64', 0), adjoint.runtime.ParamSpec('f', 'float64', 2)),
+    params=(
+        adjoint.runtime.ParamSpec('x', 'float64', 2),
+        adjoint.runtime.ParamSpec('ends', 'int64', 2),
+        adjoint.runtime.ParamSpec('rest', 'float64', 1),
+        adjoint.runtime.ParamSpec('stiffness', 'float64', 0),
+        adjoint.runtime.ParamSpec('f', 'float64', 2),
+    ),
     dims=1,
     reads=('ends', 'rest', 'x'),
     writes=('f',),
@@ -411,9 +467,20 @@ spring_forces = adjoint.runtime.KernelSpec(
     backward=spring_forces_backward,
     origin='springs_kernels.py:23',
 )
+
 integrate = adjoint.runtime.KernelSpec(
     name='integrate',
-    params=(adjoint.runtime.ParamSpec('x', 'float64', 2), adjoint.runtime.ParamSpec('v', 'float64', 2), adjoint.runtime.ParamSpec('f', 'float64', 2), adjoint.runtime.ParamSpec('pinned', 'int64', 1), adjoint.runtime.ParamSpec('gravity', 'float64', 0), adjoint.runtime.ParamSpec('damping', 'float64', 0), adjoint.runtime.ParamSpec('dt', 'float64', 0), adjoint.runtime.ParamSpec('x_new', 'float64', 2), adjoint.runtime.ParamSpec('v_new', 'float64', 2)),
+    params=(
+        adjoint.runtime.ParamSpec('x', 'float64', 2),
+        adjoint.runtime.ParamSpec('v', 'float64', 2),
+        adjoint.runtime.ParamSpec('f', 'float64', 2),
+        adjoint.runtime.ParamSpec('pinned', 'int64', 1),
+        adjoint.runtime.ParamSpec('gravity', 'float64', 0),
+        adjoint.runtime.ParamSpec('damping', 'float64', 0),
+        adjoint.runtime.ParamSpec('dt', 'float64', 0),
+        adjoint.runtime.ParamSpec('x_new', 'float64', 2),
+        adjoint.runtime.ParamSpec('v_new', 'float64', 2),
+    ),
     dims=1,
     reads=('f', 'pinned', 'v', 'x'),
     writes=('v_new', 'x_new'),
@@ -421,9 +488,14 @@ integrate = adjoint.runtime.KernelSpec(
     backward=integrate_backward,
     origin='springs_kernels.py:40',
 )
+
 shape_loss = adjoint.runtime.KernelSpec(
     name='shape_loss',
-    params=(adjoint.runtime.ParamSpec('x', 'float64', 2), adjoint.runtime.ParamSpec('target', 'float64', 2), adjoint.runtime.ParamSpec('loss', 'float64', 1)),
+    params=(
+        adjoint.runtime.ParamSpec('x', 'float64', 2),
+        adjoint.runtime.ParamSpec('target', 'float64', 2),
+        adjoint.runtime.ParamSpec('loss', 'float64', 1),
+    ),
     dims=1,
     reads=('target', 'x'),
     writes=('loss',),

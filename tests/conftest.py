@@ -1,20 +1,27 @@
 """Shared fixtures: every gradient test runs once per backend.
 
-``backend`` switches adjoint's backend for one test (pure Python, numba CPU).
+``backend`` switches adjoint's backend for one test: pure Python, numba CPU,
+and CUDA (numba's simulator unless NUMBA_ENABLE_CUDASIM=0), where new
+arrays default to device="cuda".
 ``kernel_module`` writes kernel source to a real file and imports it, because
 the transformer reads source files (as it does for users).
 """
 import importlib.util
 import itertools
+import os
 import sys
 import textwrap
+
+# The CUDA backend runs in numba's simulator unless the caller chose otherwise
+# (NUMBA_ENABLE_CUDASIM=0 on a machine with a GPU runs the same tests for real).
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 import numpy as np
 import pytest
 
 import adjoint as ad
 
-BACKENDS = ["python", "numba"]
+BACKENDS = ["python", "numba", "cuda"]
 _counter = itertools.count()
 
 

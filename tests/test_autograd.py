@@ -176,8 +176,6 @@ def test_gradcheck_tape_passes_and_checks_the_values_each_launch_read(backend, k
     np.testing.assert_array_equal(x.numpy(), c.numpy())      # the tape's arrays untouched
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: parse refuses 'adj_ret', the parameter name "
-                   "DESIGN.md gives for a func_grad (def g(<f's params>, adj_ret))")
 def test_func_grad_with_the_documented_adj_ret_name(backend, kernel_module):
     m = kernel_module('''
         @ad.func

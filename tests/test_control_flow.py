@@ -587,9 +587,7 @@ def test_funcs_callable_from_plain_python(kernel_module):
 
 @pytest.mark.parametrize("adj_name", [
     "g",
-    pytest.param("adj_ret", marks=pytest.mark.xfail(
-        strict=True, reason="core bug: parse rejects the documented adj_ret parameter name "
-                            "of an @ad.func_grad rule as reserved")),
+    "adj_ret",
 ])
 def test_func_grad_hand_written_adjoint_is_used(backend, kernel_module, adj_name):
     """DESIGN.md: ``def g(<f's params>, adj_ret)``; each rule here is twice the truth."""

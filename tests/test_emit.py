@@ -102,7 +102,7 @@ def test_generated_code_is_byte_identical_across_hash_seeds(kfile, tmp_path):
 
 
 def _comments(text):
-    return [(int(n), src) for n, src in re.findall(r"# line (\d+): (.*)$", text, re.M)]
+    return [(int(n), src) for n, src in re.findall(r"# [\w.]+\.py:(\d+): (.*)$", text, re.M)]
 
 
 def test_line_comments_quote_the_users_real_lines(km, kfile):

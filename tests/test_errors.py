@@ -29,20 +29,15 @@ UNSUPPORTED = [
     ("lambda", ["f = lambda v: v * 2.0", "out[i] = x[i]"], "f = lambda v: v * 2.0"),
     ("try_finally", ["y = 0.0", "try:", "    y = x[i]", "finally:", "    y = 1.0",
                      "out[i] = y"], "try:"),
-    pytest.param("try_except", ["y = 0.0", "try:", "    y = x[i]", "except Exception:",
-                                "    y = 1.0", "out[i] = y"], "try:",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "core bug: parse resolves names before fence rejects try, so the error "
-                     "is \"'Exception' (type) cannot be used\" on the except line"))),
+    ("try_except", ["y = 0.0", "try:", "    y = x[i]", "except Exception:",
+                    "    y = 1.0", "out[i] = y"], "try:"),
     ("with", ["with open('f') as fh:", "    out[i] = x[i]"], "with open('f') as fh:"),
     ("listcomp", ["ys = [x[i] for k in range(3)]", "out[i] = x[i]"],
      "ys = [x[i] for k in range(3)]"),
     ("class", ["class C:", "    pass", "out[i] = x[i]"], "class C:"),
     ("nested_def", ["def inner():", "    return 1.0", "out[i] = x[i]"], "def inner():"),
-    pytest.param("nested_def_with_param", ["def inner(v):", "    return v", "out[i] = x[i]"],
-                 "def inner(v):", marks=pytest.mark.xfail(strict=True, reason=(
-                     "core bug: parse resolves names before fence rejects a nested def, so "
-                     "the error is \"unknown name 'v'\" on its return line"))),
+    ("nested_def_with_param", ["def inner(v):", "    return v", "out[i] = x[i]"],
+     "def inner(v):"),
     ("global", ["global G", "out[i] = x[i]"], "global G"),
     ("unknown_call", ["y = helper(x[i])", "out[i] = y"], "y = helper(x[i])"),
     ("unknown_name", ["y = x[i] * not_defined_anywhere", "out[i] = y"],
@@ -252,8 +247,6 @@ def test_device_cuda_without_gpu_is_refused(cuda_refusal):
         assert "cuda" in out, out
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: launch(device='cuda') without a GPU raises "
-                                       "an error that does not name the kernel")
 def test_device_cuda_error_names_the_kernel(cuda_refusal):
     assert "scaled" in cuda_refusal["launch"]
 

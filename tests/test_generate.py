@@ -187,15 +187,13 @@ def test_every_block_comments_the_original_line(project):
     body = text.split("def energy_backward_thread(", 1)[1].split("\n@rt.", 1)[0]
     src_lines = SOURCE.splitlines()
     for lineno in (18, 22, 23, 25, 26):     # a = x[i]; the loop body; the store
-        assert f"# line {lineno}: {src_lines[lineno - 1].strip()}" in body
+        assert f".py:{lineno}: {src_lines[lineno - 1].strip()}" in body
 
 
-@pytest.mark.xfail(strict=True, reason="core: emit/module.py writes spec lines and signatures "
-                   "longer than 99 characters (FuncSpec(...), params=(...), def ...(...))")
 def test_lines_are_readable_length(project):
     _, out = project
     long = [line for line in out.read_text().splitlines()
-            if len(line) > 99 and not line.lstrip().startswith("# line ")]
+            if len(line) > 99 and not line.lstrip().startswith("# ")]
     assert long == []
 
 

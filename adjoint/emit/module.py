@@ -12,6 +12,7 @@ import hashlib
 import gast
 
 from .. import __version__
+from . import cuda
 from .printer import Printer
 from ..transform.ir import assign, const, name
 from ..transform.reverse import comment
@@ -45,13 +46,26 @@ def _lower(stmts):
     return [_Lower().visit(copy.deepcopy(s)) for s in stmts]
 
 
-def kernel_functions(tr):
+def kernel_functions(tr, target="cpu", custom_grads=()):
     """[(name, params, body, decorator)] of the thread and grid functions of a kernel."""
     k = tr.pf.name
     params = [p.name for p in tr.pf.params]
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
     adj_params = tr.rev.adj_params
+    if target == "cuda":
+        cap = getattr(tr, "loop_capacity", 256)
+        out = [(f"{k}_forward_thread", tids + params,
+                cuda.lower_body(_lower(tr.rev.forward), tr, cap, custom_grads), cuda.DEVICE),
+               (f"{k}_forward", dims + params,
+                cuda.grid(f"{k}_forward_thread", tids, dims, params), cuda.KERNEL)]
+        if tr.rev.backward is not None:
+            bparams = params + adj_params + [cuda.STATUS]
+            out += [(f"{k}_backward_thread", tids + bparams,
+                     cuda.lower_body(_lower(tr.rev.backward), tr, cap, custom_grads), cuda.DEVICE),
+                    (f"{k}_backward", dims + bparams,
+                     cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
+        return out
     out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward), DECORATOR),
            (f"{k}_forward", dims + params,
             *_grid(f"{k}_forward_thread", tids, dims, params, tr.plans[0], backward=False))]
@@ -62,6 +76,10 @@ def kernel_functions(tr):
                  *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
                         backward=True))]
     return out
+
+
+def _rt_attr(attr):
+    return gast.Attribute(value=name("rt"), attr=attr, ctx=gast.Load())
 
 
 def _rt_call(fn, *args):
@@ -80,6 +98,17 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         return base
 
     call_args = [name(a) for a in tids + args]
+    serial_loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
+                    for t, d in zip(tids, dims)]
+    if plan.mode != "serial":
+        size = name(dims[0])
+        for d in dims[1:]:
+            size = gast.BinOp(left=size, op=gast.Mult(), right=name(d))
+        small = gast.If(test=gast.Compare(left=size, ops=[gast.Lt()],
+                                          comparators=[_rt_attr("PARALLEL_MIN_THREADS")]),
+                        body=_nest(serial_loops, thread_fn, call_args) + [gast.Return(value=None)],
+                        orelse=[])
+        small_note = comment("a small launch runs serially: starting threads would cost more")
     if plan.mode == "serial":
         note = comment(f"threads run one after another{' in reverse order' if backward else ''}: "
                        f"{plan.reason}")
@@ -94,11 +123,12 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         loops = [(tids[0], _rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
-        return [note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
+        return [small_note, small, note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
     n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
     copies = {a: fresh(f"{a}_chunks") for a in plan.private}
     what = ", ".join(repr(a) for a in plan.private)
-    body = [comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
+    body = [small_note, small,
+            comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
                     "into its own zeroed copy, and the copies are summed at the end (no races)"),
             assign(n_chunks, _rt_call("chunk_count", name(dims[0])), None)]
     body += [assign(c, _rt_call("private_copies", name(a), name(n_chunks)), None)
@@ -125,16 +155,23 @@ def _nest(loops, thread_fn, call_args):
     return body
 
 
-def func_functions(tr, custom_grad=None):
+def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
     f = tr.pf.name
     params = [p.name for p in tr.pf.params]
-    out = [(f"{f}_forward", params, _lower(tr.rev.forward), DECORATOR)]
+    deco = cuda.DEVICE if target == "cuda" else DECORATOR
+
+    def lower(body):
+        body = _lower(body)
+        return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
+    out = [(f"{f}_forward", params, lower(tr.rev.forward), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
-        out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), DECORATOR, gpf.source))
+        out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), deco, gpf.source))
     else:
-        out.append((f"{f}_adjoint", params + tr.rev.adj_params, _lower(tr.rev.backward), DECORATOR))
+        status = [cuda.STATUS] if target == "cuda" else []
+        out.append((f"{f}_adjoint", params + tr.rev.adj_params + status, lower(tr.rev.backward),
+                    deco))
     return out
 
 
@@ -156,31 +193,46 @@ def function_sources(tr, stage):
     return p.text()
 
 
-def _spec_lines(kind, tr, relname):
+def _spec_lines(kind, tr, relname, target="cpu"):
     n = tr.pf.name
     if kind == "func":
-        return [f"{n} = adjoint.runtime.FuncSpec(name={n!r}, forward={n}_forward, adjoint={n}_adjoint, "
-                f"n_params={len(tr.pf.params)}, n_returns={len(tr.return_kinds)})"]
+        return [f"{n} = adjoint.runtime.FuncSpec(",
+                f"    name={n!r},",
+                f"    forward={n}_forward,",
+                f"    adjoint={n}_adjoint,",
+                f"    n_params={len(tr.pf.params)},",
+                f"    n_returns={len(tr.return_kinds)},",
+                ")"]
     params = []
     for p in tr.pf.params:
         if p.is_array:
-            params.append(f"adjoint.runtime.ParamSpec({p.name!r}, {p.type.dtype.name!r}, {p.type.ndim})")
+            params.append(f"        adjoint.runtime.ParamSpec({p.name!r}, {p.type.dtype.name!r}, "
+                          f"{p.type.ndim}),")
         else:
-            params.append(f"adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0)")
+            params.append(f"        adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0),")
+    forward, backward = f"{n}_forward", f"{n}_backward" if tr.rev.backward is not None else None
+    if target == "cuda":
+        forward = f"rt.launcher({n}_forward, {tr.dims})"
+        if backward is not None:
+            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True)"
+            if tr.plans[1].mode == "serial":
+                backward = f"rt.refused({tr.plans[1].reason!r})"
     lines = [f"{n} = adjoint.runtime.KernelSpec(",
              f"    name={n!r},",
-             f"    params=({', '.join(params)}{',' if len(params) == 1 else ''}),",
+             "    params=(", *params, "    ),",
              f"    dims={tr.dims},",
              f"    reads={tuple(sorted(tr.reads))!r},",
              f"    writes={tuple(sorted(tr.writes))!r},",
-             f"    forward={n}_forward,",
-             f"    backward={n + '_backward' if tr.rev.backward is not None else None},",
-             f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},",
-             ")"]
+             f"    forward={forward},",
+             f"    backward={backward},",
+             f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
+    if target != "cpu":
+        lines.append(f"    target={target!r},")
+    lines.append(")")
     return lines
 
 
-def module_source(items, relname, source_text):
+def module_source(items, relname, source_text, target="cpu"):
     """Text of a module for ``items``: [(role, Transformed, custom_grad_pf or None)].
 
     Funcs must come before the kernels and funcs that call them.
@@ -195,20 +247,26 @@ def module_source(items, relname, source_text):
         f"# adjoint-version: {__version__}",
         f"# adjoint-source: {relname}",
         f"# adjoint-source-sha256: {digest}",
+    ] + (cuda.HEADER if target == "cuda" else [
         "import math",
         "",
         "import adjoint.runtime",
         "",
         "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
-    ]
+    ])
     specs = []
+    custom = {tr.pf.name for role, tr, grad in items if grad is not None}
     for role, tr, grad in items:
-        fns = kernel_functions(tr) if role == "kernel" else func_functions(tr, grad)
+        fns = kernel_functions(tr, target, custom) if role == "kernel" else \
+            func_functions(tr, grad, target, custom)
         for fname, params, body, decorator, *src in fns:
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
             p.function(fname, params, body, decorator=decorator)
-        specs += _spec_lines(role, tr, relname)
-    p.lines += ["", ""] + specs
+        specs += _spec_lines(role, tr, relname, target)
+    p.lines += [""]
+    for line in specs:
+        p.lines += [""] if line.startswith(tuple(f"{tr.pf.name} =" for _, tr, _ in items)) else []
+        p.emit(0, line)
     return p.text()

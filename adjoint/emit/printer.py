@@ -5,10 +5,42 @@ Each time the user line of the statements changes, a comment quotes it:
 normalize and ssa stages) show their latch under a ``# latch`` comment.
 """
 import ast
+import os
+import textwrap
 
 import gast
 
 INDENT = "    "
+WIDTH = 99
+
+
+def wrap(line, width=WIDTH):
+    """Split a generated line longer than ``width`` at ', ' inside its first
+    parenthesis (a comment is re-filled instead). Generated code has no string
+    literals, so breaking inside parentheses is always valid Python."""
+    if len(line) <= width:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip())]
+    body = line.lstrip()
+    if body.startswith("#"):
+        return textwrap.wrap(body[1:].strip(), width=width - len(indent) - 2,
+                             initial_indent=indent + "# ", subsequent_indent=indent + "# ",
+                             break_long_words=False) or [line]
+    cut = body.find("(")
+    if cut < 0:
+        return [line]
+    head, rest = indent + body[:cut + 1], body[cut + 1:]
+    cont = indent + " " * 8
+    parts = rest.split(", ")
+    out, cur = [head], cont
+    for k, part in enumerate(parts):
+        piece = part + (", " if k < len(parts) - 1 else "")
+        if len(cur) + len(piece.rstrip()) > width and cur.strip():
+            out.append(cur.rstrip())
+            cur = cont
+        cur += piece
+    out.append(cur.rstrip())
+    return out
 
 
 def expr_src(node):
@@ -25,7 +57,7 @@ class Printer:
         return "\n".join(self.lines) + "\n"
 
     def emit(self, depth, text):
-        self.lines.append(INDENT * depth + text)
+        self.lines.extend(wrap(INDENT * depth + text))
 
     def note_line(self, s, depth):
         lineno = getattr(s, "lineno", None)
@@ -33,7 +65,8 @@ class Printer:
             return
         self.last_line = lineno
         src = self.source.line(lineno).strip()
-        self.emit(depth, f"# line {lineno}: {src}" if src else f"# line {lineno}")
+        where = f"{os.path.basename(self.source.filename)}:{lineno}"
+        self.emit(depth, f"# {where}: {src}" if src else f"# {where}")
 
     def function(self, fname, params, body, depth=0, decorator=None):
         if decorator:

@@ -36,6 +36,20 @@ def fence(pf):
     return pf
 
 
+def reject_syntax(pf):
+    """The part of fence that needs no name resolution: statement and expression
+    kinds that are never supported. Parse runs it first, so that (for example)
+    ``except Exception:`` is reported as try/except, not as an unknown name."""
+    f = _Fence(pf)
+    for node in gast.walk(pf.node):
+        if node is pf.node:
+            continue
+        for bad, what in UNSUPPORTED.items():
+            if isinstance(node, bad):
+                raise f.err(f"{what} are not supported" if what.endswith("s") else
+                            f"'{what}' is not supported", node)
+
+
 class _Fence:
     def __init__(self, pf):
         self.pf = pf

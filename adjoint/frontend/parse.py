@@ -151,6 +151,9 @@ def parse(pyfunc, role):
     params = [Param(p.name, _param_type(pyfunc.__name__, pyfunc, p.name, p.annotation, role, src))
               for p in sig.parameters.values()]
     pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc)
+    if role != "grad":
+        from .fence import reject_syntax
+        reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
     fdef.body = [resolver.visit(s) for s in fdef.body]
     fdef.returns = None

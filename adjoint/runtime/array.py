@@ -1,38 +1,67 @@
-"""``Array``: a numpy array with an optional gradient, plus constructors."""
+"""``Array``: a dense array on a device with an optional gradient, plus constructors.
+
+On ``device="cpu"`` the buffer is a numpy array and ``numpy()`` returns it
+(no copy: writing to it writes to the array). On ``device="cuda"`` the buffer
+is a numba device array (anything exposing ``__cuda_array_interface__``, a
+PyTorch CUDA tensor for instance, is wrapped without a copy) and ``numpy()``
+returns a host copy. The ``_region_*`` methods are what the tape uses, so the
+tape works the same on both devices.
+"""
 import numbers
 
 import numpy as np
 
 from .types import ArrayType, as_dtype
 
-DEVICES = ("cpu",)
+_default_device = ["cpu"]
 
 
-def _check_device(device):
-    if device in (None, "cpu"):
+def default_device():
+    return _default_device[0]
+
+
+def check_device(device):
+    """'cpu' or 'cuda' for ``device`` (None -> the default device)."""
+    if device is None:
+        device = _default_device[0]
+    device = str(device)
+    if device == "cpu":
         return "cpu"
-    if device == "cuda" or str(device).startswith("cuda"):
-        raise RuntimeError("device='cuda' needs the CUDA backend, which is not available in "
-                           "this installation; use device='cpu'")
-    raise ValueError(f"unknown device {device!r}; use 'cpu'")
+    if device == "cuda" or device.startswith("cuda:"):
+        from .backend_cuda import require_cuda
+        require_cuda()
+        return "cuda"
+    raise ValueError(f"unknown device {device!r}; use 'cpu' or 'cuda'")
+
+
+_check_device = check_device
+
+
+def _to_device(host, device):
+    if device == "cpu":
+        return host
+    from numba import cuda
+    return cuda.to_device(np.ascontiguousarray(host))
 
 
 class Array:
-    """A dense array on a device, with ``.grad`` when ``requires_grad`` is set.
+    """A dense array on a device, with ``.grad`` when ``requires_grad`` is set."""
 
-    ``numpy()`` returns the underlying buffer (no copy on CPU): writing to it
-    writes to the array.
-    """
-
-    def __init__(self, data, requires_grad=False, device="cpu", _owned=False):
-        self.device = _check_device(device)
-        arr = np.asarray(data)
-        if not _owned:
-            arr = np.array(arr, copy=True)
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        as_dtype(arr.dtype)
-        self._data = np.ascontiguousarray(arr)
+    def __init__(self, data, requires_grad=False, device=None, _owned=False):
+        self.device = check_device(device)
+        if self.device == "cuda" and hasattr(data, "__cuda_array_interface__"):
+            from numba import cuda
+            self._data = data if cuda.is_cuda_array(data) and hasattr(data, "copy_to_host") \
+                else cuda.as_cuda_array(data)
+            as_dtype(self._data.dtype)
+        else:
+            arr = np.asarray(data)
+            if not _owned:
+                arr = np.array(arr, copy=True)
+            if arr.ndim == 0:
+                arr = arr.reshape(1)
+            as_dtype(arr.dtype)
+            self._data = _to_device(np.ascontiguousarray(arr), self.device)
         self.grad = None
         self.requires_grad = requires_grad
 
@@ -44,55 +73,102 @@ class Array:
     def requires_grad(self, value):
         self._requires_grad = bool(value)
         if self._requires_grad and self.grad is None:
-            if self._data.dtype.kind != "f":
-                raise TypeError(f"only float arrays can require gradients, not {self._data.dtype}")
-            self.grad = Array(np.zeros_like(self._data), device=self.device, _owned=True)
+            if np.dtype(self.dtype).kind != "f":
+                raise TypeError(f"only float arrays can require gradients, not {self.dtype}")
+            self.grad = Array(np.zeros(self.shape, self.dtype), device=self.device, _owned=True)
 
-    def numpy(self):
+    @property
+    def data(self):
+        """The buffer kernels receive: a numpy array (cpu) or a device array (cuda)."""
         return self._data
 
+    def numpy(self):
+        """The values as a numpy array: the buffer itself on cpu, a copy on cuda."""
+        if self.device == "cpu":
+            return self._data
+        return self._data.copy_to_host()
+
     def __array__(self, dtype=None, copy=None):
-        return self._data if dtype is None else self._data.astype(dtype)
+        data = self.numpy()
+        return data if dtype is None else data.astype(dtype)
 
     @property
     def shape(self):
-        return self._data.shape
+        return tuple(self._data.shape)
 
     @property
     def dtype(self):
-        return self._data.dtype
+        return np.dtype(self._data.dtype)
 
     @property
     def ndim(self):
-        return self._data.ndim
+        return len(self._data.shape)
 
     @property
     def size(self):
-        return self._data.size
+        return int(np.prod(self.shape))
 
     def __len__(self):
-        return self._data.shape[0]
+        return self.shape[0]
 
     def __repr__(self):
         grad = ", requires_grad=True" if self.requires_grad else ""
-        return f"Array({self._data!r}{grad}, device={self.device!r})"
+        return f"Array({self.numpy()!r}{grad}, device={self.device!r})"
 
     def assign(self, src):
         """Copy ``src`` (an Array or array-like) into this array; recorded on an active tape."""
         from .tape import record_copy
-        record_copy(self, src)
+        record_copy(self, src, kind="assign")
         return self
 
     def zero_(self):
-        self._data[...] = 0
-        return self
+        return self.fill_(0)
 
     def fill_(self, value):
-        self._data[...] = value
+        if self.device == "cpu":
+            self._data[...] = value
+        else:
+            self._data.copy_to_device(np.full(self.shape, value, self.dtype))
         return self
 
+    # -- device-neutral pieces the tape and copies use ---------------------------------
+    def _snapshot(self):
+        """A copy of the buffer on the same device."""
+        if self.device == "cpu":
+            return self._data.copy()
+        from numba import cuda
+        out = cuda.device_array_like(self._data)
+        out.copy_to_device(self._data)
+        return out
 
-def array(data=None, dtype=None, ndim=None, requires_grad=False, device="cpu", shape=None):
+    def zeros_buffer(self):
+        """A zeroed buffer shaped like this array, on its device (scratch adjoints)."""
+        return _to_device(np.zeros(self.shape, self.dtype), self.device)
+
+    def _region(self, offset, count):
+        """Host copy of elements ``[offset, offset + count)`` of the flattened array."""
+        return np.array(self.numpy().reshape(-1)[offset:offset + count])
+
+    def _region_set(self, offset, values):
+        values = np.asarray(values, dtype=self.dtype).reshape(-1)
+        if self.device == "cpu":
+            self._data.reshape(-1)[offset:offset + values.size] = values
+            return
+        host = self.numpy()
+        host.reshape(-1)[offset:offset + values.size] = values
+        self._data.copy_to_device(host)
+
+    def _region_add(self, offset, values):
+        values = np.asarray(values, dtype=self.dtype).reshape(-1)
+        if self.device == "cpu":
+            self._data.reshape(-1)[offset:offset + values.size] += values
+            return
+        host = self.numpy()
+        host.reshape(-1)[offset:offset + values.size] += values
+        self._data.copy_to_device(host)
+
+
+def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, shape=None):
     """``ad.array(dtype=float, ndim=1)`` annotates a kernel parameter;
     ``ad.array(data, ...)`` makes an ``Array`` holding a copy of ``data``."""
     if data is None and shape is None:
@@ -115,19 +191,19 @@ def _shape(shape):
     return tuple(int(s) for s in shape)
 
 
-def zeros(shape, dtype=float, requires_grad=False, device="cpu"):
+def zeros(shape, dtype=float, requires_grad=False, device=None):
     return Array(np.zeros(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
-def ones(shape, dtype=float, requires_grad=False, device="cpu"):
+def ones(shape, dtype=float, requires_grad=False, device=None):
     return Array(np.ones(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
-def empty(shape, dtype=float, requires_grad=False, device="cpu"):
+def empty(shape, dtype=float, requires_grad=False, device=None):
     return Array(np.empty(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
-def full(shape, value, dtype=float, requires_grad=False, device="cpu"):
+def full(shape, value, dtype=float, requires_grad=False, device=None):
     return Array(np.full(_shape(shape), value, as_dtype(dtype)), requires_grad, device, _owned=True)
 
 

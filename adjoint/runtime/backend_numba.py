@@ -7,6 +7,7 @@ import numba
 
 from . import helpers
 
+PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
 prange = numba.prange
 

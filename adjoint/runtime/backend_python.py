@@ -2,6 +2,7 @@
 from .helpers import (add_chunks, chunk_start, clamp, private_copies, stack_new,  # noqa: F401
                       stack_push, trip_count)
 
+PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "python"
 prange = range
 

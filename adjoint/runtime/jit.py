@@ -9,24 +9,40 @@ import contextlib
 import importlib
 import os
 
-BACKENDS = {"python": "adjoint.runtime.backend_python", "numba": "adjoint.runtime.backend_numba"}
+BACKENDS = {"python": "adjoint.runtime.backend_python", "numba": "adjoint.runtime.backend_numba",
+            "cuda": "adjoint.runtime.backend_cuda"}
 _current = ["python" if os.environ.get("ADJOINT_JIT", "1").strip().lower()
             in ("0", "false", "no", "off") else "numba"]
 
 
-def backend():
-    """The active backend module (``jit``, ``clamp``, ``stack_new``, ...)."""
-    return importlib.import_module(BACKENDS[_current[0]])
+def backend(name=None):
+    """The backend module generated code binds to ``rt``: ``backend("cuda")`` for CUDA
+    modules; otherwise the active CPU backend (python or numba)."""
+    if name is None:
+        name = cpu_backend_name()
+    return importlib.import_module(BACKENDS[name])
 
 
 def backend_name():
+    """The active backend: python, numba or cuda (cuda: arrays default to the GPU)."""
     return _current[0]
 
 
+def cpu_backend_name():
+    """The backend CPU launches use: python, or numba (also while cuda is active)."""
+    return "python" if _current[0] == "python" else "numba"
+
+
 def use_backend(name):
+    """Switch backend: 'python', 'numba', or 'cuda' (new arrays default to device='cuda')."""
+    from .array import _default_device
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
+    if name == "cuda":
+        from .backend_cuda import require_cuda
+        require_cuda()
     _current[0] = name
+    _default_device[0] = "cuda" if name == "cuda" else "cpu"
 
 
 @contextlib.contextmanager
@@ -36,4 +52,4 @@ def backend_scope(name):
     try:
         yield
     finally:
-        _current[0] = old
+        use_backend(old)

@@ -3,8 +3,8 @@ import numbers
 
 import numpy as np
 
-from ..errors import LaunchError
-from .array import Array, _check_device
+from ..errors import AdjointError, LaunchError
+from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
 
@@ -16,8 +16,12 @@ def _dims(spec, dim):
     return tuple(int(d) for d in dims)
 
 
+def _device_of(buffer):
+    return "cpu" if isinstance(buffer, np.ndarray) else "cuda"
+
+
 def _describe(value):
-    if isinstance(value, (Array, np.ndarray)):
+    if isinstance(value, (Array, np.ndarray)) or hasattr(value, "__cuda_array_interface__"):
         return f"array(dtype={value.dtype}, ndim={value.ndim})"
     return type(value).__name__
 
@@ -28,8 +32,8 @@ def _convert(spec, param, value, device):
         if isinstance(value, Array):
             if value.device != device:
                 raise LaunchError(f"{where}: array is on {value.device!r}, launch is on {device!r}")
-            data = value.numpy()
-        elif isinstance(value, np.ndarray):
+            data = value.data
+        elif isinstance(value, np.ndarray) and device == "cpu":
             data = value
         else:
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(value)}")
@@ -54,9 +58,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     accumulated into, and the output adjoint of every element the kernel
     stores is handed back and then cleared (``+=`` and atomics leave it).
     """
-    spec = kernel.spec
-    device = _check_device(device)
     args = list(inputs) + list(outputs)
+    try:
+        device = _launch_device(device, args)
+    except (ValueError, AdjointError) as exc:
+        name = getattr(kernel, "name", "?")
+        raise LaunchError(f"launch of kernel '{name}': {exc}") from None
+    spec = kernel.spec_for(device) if hasattr(kernel, "spec_for") else kernel.spec
+    if getattr(spec, "target", "cpu") != device:
+        raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) was generated for "
+                          f"device={spec.target!r}, not {device!r}")
     if len(args) != len(spec.params):
         names = ", ".join(p.name for p in spec.params)
         raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) takes {len(spec.params)} "
@@ -71,11 +82,21 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if tape is not None:
         _propagate_requires_grad(spec, args)
         for p, a in zip(spec.params, args):
-            if p.is_array and p.name in spec.writes and isinstance(a, Array):
+            if p.is_array and p.name in spec.writes:
                 tape.before_write(a, label)
     spec.forward(*dims, *values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
+
+
+def _launch_device(device, args):
+    """The launch's device: as given, else the first array argument's, else the default."""
+    if device is not None:
+        return check_device(device)
+    for a in args:
+        if isinstance(a, Array):
+            return a.device
+    return check_device(default_device())
 
 
 def _propagate_requires_grad(spec, args):
@@ -104,10 +125,10 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
                                   "pass None for it")
             continue
         if a is None:
-            adjs.append(np.zeros_like(v))
+            adjs.append(Array(np.zeros(v.shape, v.dtype), device=_device_of(v), _owned=True).data)
             continue
-        data = a.numpy() if isinstance(a, Array) else a
-        if not isinstance(data, np.ndarray) or data.shape != v.shape or data.dtype != v.dtype:
+        data = a.data if isinstance(a, Array) else a
+        if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or data.dtype != v.dtype:
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)

@@ -40,6 +40,7 @@ class KernelSpec:
     forward: object
     backward: object
     origin: str = ""
+    target: str = "cpu"
 
     @property
     def spec(self):

@@ -31,8 +31,9 @@ class LaunchStep:
         return [a for a in self.args if hasattr(a, "numpy")]
 
     def reads(self):
+        """(argument index, argument) of every array the backward reads (Array or ndarray)."""
         return [(k, a) for k, (p, a) in enumerate(zip(self.kernel.params, self.args))
-                if p.is_array and p.name in self.kernel.reads and hasattr(a, "numpy")]
+                if p.is_array and p.name in self.kernel.reads]
 
     def writes(self):
         return [a for p, a in zip(self.kernel.params, self.args)
@@ -72,11 +73,10 @@ class CopyStep:
         copy within one array (overlapping regions, or ``copy(a, a)``) is exact."""
         if self.dest.grad is None:
             return
-        region = self.dest.grad.numpy().reshape(-1)[self.dest_offset:self.dest_offset + self.count]
-        g = region.copy()
-        region[...] = 0
+        g = self.dest.grad._region(self.dest_offset, self.count)
+        self.dest.grad._region_set(self.dest_offset, np.zeros_like(g))
         if hasattr(self.src, "numpy") and self.src.grad is not None:
-            self.src.grad.numpy().reshape(-1)[self.src_offset:self.src_offset + self.count] += g
+            self.src.grad._region_add(self.src_offset, g)
 
 
 @dataclass
@@ -111,7 +111,9 @@ class KeptCopy:
 def adjoint_buffer(a):
     """The buffer a backward pass accumulates into for ``a`` (scratch when it has no grad)."""
     if hasattr(a, "grad") and a.grad is not None:
-        return a.grad.numpy()
+        return a.grad.data
+    if hasattr(a, "_snapshot"):
+        return a.zeros_buffer()
     return np.zeros_like(np.asarray(a))
 
 
@@ -122,6 +124,9 @@ class Tape:
     steps: list = field(default_factory=list)
     seeded: list = field(default_factory=list)
     kept: list = field(default_factory=list)
+    # id(live buffer) -> [(step, argument index)] of recorded reads, so that a write
+    # finds its readers without scanning the whole tape
+    _readers: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
         if self.overwrite not in ("copy", "error"):
@@ -141,8 +146,8 @@ class Tape:
 
         Only steps that still hold the live buffer need it; after one copy they
         all share the kept buffer, so an array is kept at most once per overwrite."""
-        readers = [(s, k) for s in self.steps for k, a in s.reads()
-                   if a is array and s.values[k] is array.numpy()]
+        buffer = array.data if hasattr(array, "data") and hasattr(array, "_snapshot") else array
+        readers = [(s, k) for s, k in self._readers.pop(id(buffer), []) if s.values[k] is buffer]
         if not readers:
             return
         if self.overwrite == "error":
@@ -154,7 +159,7 @@ class Tape:
                             f"the backward of that launch would see the new values.{others}\n"
                             "Write to a new array, or record with ad.Tape(overwrite='copy') "
                             "(the default), which keeps a copy of the values read")
-        kept = array.numpy().copy()
+        kept = array._snapshot() if buffer is not array else buffer.copy()
         self.kept.append(KeptCopy(readers[0][0].label, label, tuple(array.shape), kept.nbytes))
         for s, k in readers:
             s.values[k] = kept
@@ -169,6 +174,8 @@ class Tape:
 
     def record(self, step):
         self.steps.append(step)
+        for k, _ in step.reads():
+            self._readers.setdefault(id(step.values[k]), []).append((step, k))
 
     def record_func(self, fn, arrays=()):
         """Run ``fn()`` at this point of the backward pass; ``arrays`` are zeroed by ``zero()``."""
@@ -199,7 +206,7 @@ class Tape:
             arr.requires_grad = True
         value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
         try:
-            arr.grad.numpy()[...] = value
+            arr.grad._region_set(0, np.broadcast_to(value, arr.shape))
         except ValueError:
             raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
                             f"{tuple(arr.shape)}") from None
@@ -218,6 +225,7 @@ class Tape:
         self.steps.clear()
         self.seeded.clear()
         self.kept.clear()
+        self._readers.clear()
 
     def _touched(self):
         seen, out = set(), []
@@ -258,7 +266,6 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
         tape.before_write(dest, label)
         if getattr(src, "requires_grad", False) and not dest.requires_grad:
             dest.requires_grad = True
-    dest.numpy().reshape(-1)[dest_offset:dest_offset + count] = \
-        src_data.reshape(-1)[src_offset:src_offset + count]
+    dest._region_set(dest_offset, src_data.reshape(-1)[src_offset:src_offset + count])
     if tape is not None:
         tape.record(CopyStep(dest, src, dest_offset, src_offset, count, label))

@@ -3,9 +3,10 @@
 Expects: an ``SSA`` kernel that passed the hazard check.
 Guarantees: a ``Plan`` for the forward and one for the backward pass.
 
-An array access is *exclusive* when its indices are exactly the thread
-indices (``i, j = ad.tid()``, or copies of them), one per grid dimension:
-distinct threads then touch distinct elements. Otherwise threads may collide.
+An array access is *exclusive* when every thread index (``i, j = ad.tid()``,
+or a copy of it) is one of its indices (``out[i]``, ``out[j, i]``,
+``out[0, i]``): distinct threads then differ in some index and touch distinct
+elements. Otherwise threads may collide.
 
 - ``parallel``: every write is exclusive; threads run in any order.
 - ``privatize``: the only colliding writes accumulate (``+=``, atomics in the
@@ -53,13 +54,18 @@ def _tid_names(ssa, dims):
     return owner
 
 
+def is_exclusive(owner, dims, sl):
+    """Whether the index ``sl`` contains every thread index as one of its components."""
+    idx = sl.elts if isinstance(sl, gast.Tuple) else [sl]
+    ds = {owner.get(a.id) for a in idx if isinstance(a, gast.Name)}
+    return all(d in ds for d in range(dims))
+
+
 def accesses(ssa, dims):
     owner = _tid_names(ssa, dims)
 
     def exclusive(sl):
-        idx = sl.elts if isinstance(sl, gast.Tuple) else [sl]
-        ds = [owner.get(a.id) if isinstance(a, gast.Name) else None for a in idx]
-        return None not in ds and sorted(ds) == list(range(dims))
+        return is_exclusive(owner, dims, sl)
 
     out = []
     for s in walk_stmts(ssa.body):

@@ -1,0 +1,117 @@
+"""The CUDA target: the same forward/backward bodies spelled for ``numba.cuda``.
+
+Differences from the CPU target, all made here on the emitted trees:
+- thread functions and funcs become ``@cuda.jit(device=True)``; each grid
+  function is a ``@cuda.jit`` kernel that reads ``cuda.grid(n)`` and guards
+  against threads past the launch size;
+- an accumulation ``arr[idx] += v`` whose index is not the thread's own
+  (gathers, scatters, shared accumulators, adjoints of gathered loads)
+  becomes ``cuda.atomic.add``; an exclusive one stays a plain update;
+- per-thread loop stacks live in ``cuda.local.array(capacity)``, whose size
+  must be known when compiling: ``@ad.kernel(loop_capacity=N)`` (default 256).
+  A thread whose loop runs past it writes the loop's line into a status array
+  and the launcher raises an error naming the kernel and the line;
+- a kernel whose plain stores may collide has no CUDA backward: which
+  thread's value survived is unknown, so the launcher refuses it.
+"""
+import copy
+
+import gast
+
+from ..transform.ir import const, if_, name
+from ..transform.parallel import _tid_names, is_exclusive
+from ..transform.reverse import comment
+
+DEVICE = "@cuda.jit(device=True)"
+KERNEL = "@cuda.jit"
+DTYPES = {"float": "float64", "int": "int64", "bool": "int8"}
+STATUS = "rt_status"
+
+
+def _attr(base, *attrs):
+    node = name(base)
+    for a in attrs:
+        node = gast.Attribute(value=node, attr=a, ctx=gast.Load())
+    return node
+
+
+def _call(func, *args):
+    return gast.Call(func=func, args=list(args), keywords=[])
+
+
+class LowerCuda(gast.NodeTransformer):
+    """Rewrite a lowered CPU body for CUDA (see the module docstring)."""
+
+    def __init__(self, owner, dims, kinds, capacity, custom_grads):
+        self.owner, self.dims, self.kinds = owner, dims, kinds
+        self.capacity, self.custom_grads = capacity, custom_grads
+
+    def exclusive(self, sl):
+        return is_exclusive(self.owner, self.dims, sl)
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        t = node.target
+        if isinstance(t, gast.Subscript) and not self.exclusive(t.slice):
+            fn = "add" if isinstance(node.op, gast.Add) else "sub"
+            idx = copy.deepcopy(t.slice)
+            return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id), idx,
+                                         node.value))
+        return node
+
+    def visit_Assign(self, node):
+        v = node.value
+        if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
+                isinstance(v.func.value, gast.Name) and v.func.value.id == "rt":
+            if v.func.attr == "stack_new":
+                kind = self.kinds.get(v.args[1].id, "float") if isinstance(v.args[1], gast.Name) \
+                    else "float"
+                node.value = _call(_attr("cuda", "local", "array"), const(self.capacity),
+                                   name(DTYPES[kind]))
+                return node
+            if v.func.attr == "stack_push":
+                stack, n, val = v.args
+                store = gast.Assign(targets=[gast.Subscript(value=copy.deepcopy(stack), slice=n,
+                                                            ctx=gast.Store())],
+                                    value=val, type_comment=None)
+                flag = gast.Assign(targets=[gast.Subscript(value=name(STATUS), slice=const(0),
+                                                           ctx=gast.Store())],
+                                   value=const(node.lineno or -1), type_comment=None)
+                test = gast.Compare(left=copy.deepcopy(n), ops=[gast.Lt()],
+                                    comparators=[const(self.capacity)])
+                return if_(test, [store], [flag], node.lineno)
+        self.generic_visit(node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, gast.Name) and f.id.endswith("_adjoint") and \
+                f.id[:-len("_adjoint")] not in self.custom_grads:
+            node.args.append(name(STATUS))
+        return node
+
+
+def lower_body(body, tr, capacity, custom_grads):
+    owner = _tid_names(tr.ssa, tr.dims) if tr.pf.role == "kernel" else {}
+    lw = LowerCuda(owner, tr.dims, tr.ssa.kinds, capacity, custom_grads)
+    return [lw.visit(copy.deepcopy(s)) for s in body]
+
+
+def grid(thread_fn, tids, dims, args):
+    """Body of a ``@cuda.jit`` kernel running ``thread_fn`` for each thread in range."""
+    target = name(tids[0], store=True) if len(tids) == 1 else gast.Tuple(
+        elts=[name(t, store=True) for t in tids], ctx=gast.Store())
+    read = gast.Assign(targets=[target], value=_call(_attr("cuda", "grid"), const(len(tids))),
+                       type_comment=None)
+    tests = [gast.Compare(left=name(t), ops=[gast.Lt()], comparators=[name(d)])
+             for t, d in zip(tids, dims)]
+    test = tests[0] if len(tests) == 1 else gast.BoolOp(op=gast.And(), values=tests)
+    call = gast.Expr(value=_call(name(thread_fn), *[name(a) for a in tids + args]))
+    return [comment("one GPU thread per grid point; threads past the launch size do nothing"),
+            read, gast.If(test=test, body=[call], orelse=[])]
+
+
+HEADER = ["import math", "", "from numba import cuda, float64, int8, int64", "",
+          "import adjoint.runtime", "",
+          'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']

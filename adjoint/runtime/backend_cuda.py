@@ -1,0 +1,84 @@
+"""The CUDA backend: ``numba.cuda`` kernels, or numba's simulator under
+``NUMBA_ENABLE_CUDASIM=1`` (how CI tests it on machines without a GPU).
+
+Generated CUDA modules bind ``rt`` to this module: ``rt.clamp`` is a device
+function and ``rt.launcher`` turns a ``@cuda.jit`` grid kernel into the
+``forward``/``backward`` callables of a ``KernelSpec``.
+"""
+import numpy as np
+
+from ..errors import AdjointError
+from . import helpers
+
+NAME = "cuda"
+
+
+def available():
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:  # noqa: BLE001 - any failure to load the driver means "no GPU"
+        return False
+
+
+def require_cuda():
+    if not available():
+        raise AdjointError("device='cuda' needs an NVIDIA GPU with a working CUDA driver, or "
+                           "numba's simulator (set NUMBA_ENABLE_CUDASIM=1 before importing "
+                           "adjoint); neither is available here. Use device='cpu'.")
+
+
+def simulated():
+    import numba
+    return bool(numba.config.ENABLE_CUDASIM)
+
+
+def _threads(ndim):
+    if simulated():
+        return {1: (32,), 2: (8, 4), 3: (4, 4, 2)}[ndim]
+    return {1: (256,), 2: (16, 16), 3: (8, 8, 4)}[ndim]
+
+
+def launcher(kernel, ndim, status=False):
+    """A callable ``(*dims, *args)`` launching ``kernel`` over ``dims`` threads."""
+    def run(*args):
+        dims, rest = args[:ndim], args[ndim:]
+        if any(d == 0 for d in dims):
+            return
+        threads = _threads(ndim)
+        blocks = tuple((d + t - 1) // t for d, t in zip(dims, threads))
+        if not status:
+            kernel[blocks, threads](*dims, *rest)
+            return
+        from numba import cuda
+        flag = cuda.to_device(np.zeros(1, np.int64))
+        kernel[blocks, threads](*dims, *rest, flag)
+        line = int(flag.copy_to_host()[0])
+        if line:
+            fn = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+            raise AdjointError(f"{fn}: the loop on line {line} ran more iterations in one GPU "
+                               "thread than its stack holds; raise the bound with "
+                               "@ad.kernel(loop_capacity=N)")
+    return run
+
+
+def refused(reason):
+    """A backward that explains why this kernel has none on CUDA."""
+    def run(*args):
+        raise AdjointError(f"this kernel has no CUDA backward: {reason}; on a GPU the thread "
+                           "whose value survived a colliding store is unknown. Accumulate "
+                           "with += / ad.atomic_add, or run it on device='cpu'")
+    return run
+
+
+def _device_functions():
+    from numba import cuda
+    return cuda.jit(device=True)(helpers.clamp)
+
+
+def __getattr__(attr):
+    if attr == "clamp":
+        value = _device_functions()
+        globals()["clamp"] = value
+        return value
+    raise AttributeError(attr)
