@@ -45,6 +45,7 @@ class LowerCuda(gast.NodeTransformer):
     def __init__(self, owner, dims, kinds, capacity, custom_grads):
         self.owner, self.dims, self.kinds = owner, dims, kinds
         self.capacity, self.custom_grads = capacity, custom_grads
+        self.stacks = set()
 
     def exclusive(self, sl):
         return is_exclusive(self.owner, self.dims, sl)
@@ -68,6 +69,7 @@ class LowerCuda(gast.NodeTransformer):
                     else "float"
                 node.value = _call(_attr("cuda", "local", "array"), const(self.capacity),
                                    name(DTYPES[kind]))
+                self.stacks.add(node.targets[0].id)
                 return node
             if v.func.attr == "stack_push":
                 stack, n, val = v.args
@@ -81,6 +83,14 @@ class LowerCuda(gast.NodeTransformer):
                                     comparators=[const(self.capacity)])
                 return if_(test, [store], [flag], node.lineno)
         self.generic_visit(node)
+        return node
+
+    def visit_Subscript(self, node):
+        """After an overflow (already reported through the status array) stay in bounds."""
+        self.generic_visit(node)
+        if isinstance(node.value, gast.Name) and node.value.id in self.stacks and \
+                isinstance(node.ctx, gast.Load):
+            node.slice = _call(name("min"), node.slice, const(self.capacity - 1))
         return node
 
     def visit_Call(self, node):
