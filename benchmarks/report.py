@@ -18,6 +18,7 @@ def render(rep):
     lines = [
         f"Measured {rep['date'][:10]} at adjoint commit `{rev['commit'].split()[0][:12]}`"
         + (" (with uncommitted changes)" if rev.get("dirty") else "") + ".",
+        "",
         f"Machine: {m['cpu']}, {m['logical_cores']} logical cores, numba {m['numba']} "
         f"({m['numba_threads']} threads), numpy {m['numpy']}, Python {m['python']}; "
         + ", ".join(f"{k} {v}" for k, v in rep["versions"].items()
