@@ -30,12 +30,13 @@ def max_(z, x, y):
 
 @rule("clamp", "rt.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)])
 def clamp(z, x, lo, hi):
-    if lo <= x <= hi:
-        adj_x += adj_z
+    # the same branch order as the primal (rt.clamp), so lo > hi is consistent too
     if x < lo:
         adj_lo += adj_z
-    if x > hi:
+    if x >= lo and x > hi:
         adj_hi += adj_z
+    if x >= lo and x <= hi:
+        adj_x += adj_z
 
 
 @rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: "float")

@@ -32,7 +32,7 @@ def atomic_sub(arr, *args):
 
 
 def clamp(x, lo, hi):
-    """``min(max(x, lo), hi)``."""
+    """``lo`` if ``x < lo``, else ``hi`` if ``x > hi``, else ``x``."""
     if x < lo:
         return lo
     if x > hi:
