@@ -81,7 +81,7 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     return (adj_dx, adj_dy, adj_rest, adj_stiffness)
 
 
-@rt.jit
+@rt.jit_inline
 def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
     # springs_kernels.py:29: s = ad.tid()
     s = tid0
@@ -127,7 +127,7 @@ def spring_forces_forward(dim0, x, ends, rest, stiffness, f):
     rt.add_chunks(f, f_chunks)
 
 
-@rt.jit
+@rt.jit_inline
 def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f):
     # forward replay (stores and atomics are not repeated)
     # springs_kernels.py:29: s = ad.tid()
@@ -200,7 +200,7 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
     rt.add_chunks(adj_x, adj_x_chunks)
 
 
-@rt.jit
+@rt.jit_inline
 def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new):
     # springs_kernels.py:48: p = ad.tid()
     p = tid0
@@ -260,7 +260,7 @@ def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
         integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
 
 
-@rt.jit
+@rt.jit_inline
 def integrate_backward_thread(
         tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
         adj_v_new):
@@ -351,7 +351,7 @@ def integrate_backward(
                 adj_x_new, adj_v_new)
 
 
-@rt.jit
+@rt.jit_inline
 def shape_loss_forward_thread(tid0, x, target, loss):
     # springs_kernels.py:66: p = ad.tid()
     p = tid0
@@ -388,7 +388,7 @@ def shape_loss_forward(dim0, x, target, loss):
     rt.add_chunks(loss, loss_chunks)
 
 
-@rt.jit
+@rt.jit_inline
 def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss):
     # forward replay (stores and atomics are not repeated)
     # springs_kernels.py:66: p = ad.tid()

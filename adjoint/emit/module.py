@@ -18,6 +18,7 @@ from ..transform.ir import assign, const, name
 from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"
+INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
 
 class _Lower(gast.NodeTransformer):
@@ -66,12 +67,12 @@ def kernel_functions(tr, target="cpu", custom_grads=()):
                     (f"{k}_backward", dims + bparams,
                      cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
         return out
-    out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward), DECORATOR),
+    out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward), INLINE),
            (f"{k}_forward", dims + params,
             *_grid(f"{k}_forward_thread", tids, dims, params, tr.plans[0], backward=False))]
     if tr.rev.backward is not None:
         out += [(f"{k}_backward_thread", tids + params + adj_params, _lower(tr.rev.backward),
-                 DECORATOR),
+                 INLINE),
                 (f"{k}_backward", dims + params + adj_params,
                  *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
                         backward=True))]

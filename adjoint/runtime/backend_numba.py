@@ -16,6 +16,11 @@ def jit(fn):
     return numba.njit(cache=True)(fn)
 
 
+def jit_inline(fn):
+    """Thread functions: inlined into their grid loop at numba-IR level."""
+    return numba.njit(cache=True, inline="always")(fn)
+
+
 def jit_grid(fn):
     return numba.njit(cache=True, parallel=True)(fn)
 
@@ -34,4 +39,15 @@ stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
 private_copies = jit(helpers.private_copies)
-add_chunks = jit(helpers.add_chunks)
+
+
+@numba.njit(cache=True, parallel=True)
+def add_chunks(arr, copies):
+    """``arr += sum(copies)``, in parallel over the elements (arrays are C-contiguous)."""
+    flat = arr.reshape(-1)
+    parts = copies.reshape(copies.shape[0], -1)
+    for e in numba.prange(flat.size):
+        total = flat[e]
+        for c in range(parts.shape[0]):
+            total += parts[c, e]
+        flat[e] = total
