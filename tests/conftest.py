@@ -25,6 +25,14 @@ BACKENDS = ["python", "numba", "cuda"]
 _counter = itertools.count()
 
 
+def pytest_collection_modifyitems(items):
+    """A variable numba would share between parallel workers is a race: fail, never warn.
+    (Here, not in setup.cfg, so numba is imported only after the simulator is chosen.)"""
+    mark = pytest.mark.filterwarnings("error::numba.core.errors.NumbaParallelSafetyWarning")
+    for item in items:
+        item.add_marker(mark)
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request):
     with ad.backend_scope(request.param):

@@ -64,7 +64,7 @@ class LowerCuda(gast.NodeTransformer):
         v = node.value
         if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
                 isinstance(v.func.value, gast.Name) and v.func.value.id == "rt":
-            if v.func.attr == "stack_new":
+            if v.func.attr.startswith("stack_new"):
                 kind = self.kinds.get(v.args[1].id, "float") if isinstance(v.args[1], gast.Name) \
                     else "float"
                 node.value = _call(_attr("cuda", "local", "array"), const(self.capacity),

@@ -13,6 +13,7 @@ import gast
 
 from .. import __version__
 from . import cuda
+from .declare import declare
 from .printer import Printer
 from ..transform.ir import assign, const, name
 from ..transform.reverse import comment
@@ -67,16 +68,26 @@ def kernel_functions(tr, target="cpu", custom_grads=()):
                     (f"{k}_backward", dims + bparams,
                      cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
         return out
-    out = [(f"{k}_forward_thread", tids + params, _lower(tr.rev.forward), INLINE),
+    out = [(f"{k}_forward_thread", tids + params,
+            *_thread_body(_lower(tr.rev.forward), tids + params, tr)),
            (f"{k}_forward", dims + params,
             *_grid(f"{k}_forward_thread", tids, dims, params, tr.plans[0], backward=False))]
     if tr.rev.backward is not None:
-        out += [(f"{k}_backward_thread", tids + params + adj_params, _lower(tr.rev.backward),
-                 INLINE),
+        out += [(f"{k}_backward_thread", tids + params + adj_params,
+                 *_thread_body(_lower(tr.rev.backward), tids + params + adj_params, tr)),
                 (f"{k}_backward", dims + params + adj_params,
                  *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
                         backward=True))]
     return out
+
+
+def _thread_body(body, params, tr):
+    """(body, decorator) of a CPU thread function: inlined into the grid loop when every
+    local can be made definitely assigned (see emit/declare.py), else called."""
+    decls, ok = declare(body, params, tr)
+    if not ok:
+        return body, DECORATOR
+    return decls + body, INLINE
 
 
 def _rt_attr(attr):
@@ -125,6 +136,9 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
         return [small_note, small, note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
+    if plan.mode == "color":
+        return [small_note, small] + _colored(thread_fn, tids, dims, call_args, plan, fresh), \
+            "@rt.jit_grid"
     n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
     copies = {a: fresh(f"{a}_chunks") for a in plan.private}
     what = ", ".join(repr(a) for a in plan.private)
@@ -146,6 +160,35 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
     body += _nest(loops, thread_fn, call_args)
     body += [gast.Expr(value=_rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
     return body, "@rt.jit_grid"
+
+
+def _colored(thread_fn, tids, dims, call_args, plan, fresh):
+    """Two parallel phases over blocks of rows (see transform/parallel.py, mode color)."""
+    n_blocks, phase, pair, block = fresh("n_blocks"), fresh("phase"), fresh("pair"), fresh("block")
+    what = ", ".join(repr(a) for a in plan.private)
+    note = comment(f"{what} may be updated by several threads, but only at rows within "
+                   f"{plan.radius} of the thread's own: rows are split into blocks at least "
+                   f"{2 * plan.radius} high; even blocks run in parallel, then odd blocks (no races)")
+    count = assign(n_blocks, _rt_call("block_count", name(dims[0]), const(plan.radius)), None)
+    first = gast.BinOp(left=gast.BinOp(left=const(2), op=gast.Mult(), right=name(pair)),
+                       op=gast.Add(), right=name(phase))
+    pairs = gast.BinOp(left=gast.BinOp(left=name(n_blocks), op=gast.Add(),
+                                       right=gast.BinOp(left=const(1), op=gast.Sub(),
+                                                        right=name(phase))),
+                       op=gast.FloorDiv(), right=const(2))
+    start = _rt_call("chunk_start", name(dims[0]), name(n_blocks), name(block))
+    stop = _rt_call("chunk_start", name(dims[0]), name(n_blocks),
+                    gast.BinOp(left=name(block), op=gast.Add(), right=const(1)))
+    rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
+        (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
+        for t, d in zip(tids[1:], dims[1:])]
+    inner = [assign(block, first, None)] + _nest(rows, thread_fn, call_args)
+    pair_loop = gast.For(target=name(pair, store=True), iter=_rt_call("prange", pairs), body=inner,
+                         orelse=[], type_comment=None)
+    phase_loop = gast.For(target=name(phase, store=True),
+                          iter=gast.Call(func=name("range"), args=[const(2)], keywords=[]),
+                          body=[pair_loop], orelse=[], type_comment=None)
+    return [note, count, phase_loop]
 
 
 def _nest(loops, thread_fn, call_args):

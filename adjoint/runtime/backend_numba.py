@@ -34,7 +34,9 @@ def chunk_count(n):
 
 
 trip_count = jit(helpers.trip_count)
-stack_new = jit(helpers.stack_new)
+stack_new_float = jit(helpers.stack_new_float)
+stack_new_int = jit(helpers.stack_new_int)
+stack_new_bool = jit(helpers.stack_new_bool)
 stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
@@ -51,3 +53,4 @@ def add_chunks(arr, copies):
         for c in range(parts.shape[0]):
             total += parts[c, e]
         flat[e] = total
+block_count = jit(helpers.block_count)

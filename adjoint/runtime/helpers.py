@@ -14,15 +14,23 @@ def trip_count(start, stop, step):
     return n if n > 0 else 0
 
 
-def stack_new(capacity, value):
-    """A per-thread stack for one carried value, sized for ``capacity`` iterations."""
-    return np.full(capacity if capacity > 1 else 1, value)
+def stack_new_float(capacity, value):
+    """A per-thread stack of float64 for one carried value, sized for ``capacity`` iterations."""
+    return np.full(capacity if capacity > 1 else 1, value, np.float64)
+
+
+def stack_new_int(capacity, value):
+    return np.full(capacity if capacity > 1 else 1, value, np.int64)
+
+
+def stack_new_bool(capacity, value):
+    return np.full(capacity if capacity > 1 else 1, value, np.bool_)
 
 
 def stack_push(stack, n, value):
     """Store ``value`` as entry ``n``, growing the stack when it is full."""
     if n >= stack.shape[0]:
-        grown = np.full(2 * stack.shape[0], value)
+        grown = np.empty(2 * stack.shape[0], stack.dtype)
         grown[:n] = stack[:n]
         stack = grown
     stack[n] = value
@@ -51,3 +59,11 @@ def add_chunks(arr, copies):
     """``arr += sum(copies)``: fold the per-chunk accumulations back."""
     for c in range(copies.shape[0]):
         arr += copies[c]
+
+
+def block_count(n, radius):
+    """Blocks of rows for two-phase (even/odd) execution: every block at least
+    ``2 * radius`` rows high, and enough blocks to keep every core busy."""
+    height = 2 * radius if radius > 0 else 1
+    blocks = n // height
+    return max(1, min(blocks, 64))

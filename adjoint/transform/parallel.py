@@ -13,6 +13,11 @@ elements. Otherwise threads may collide.
   forward; adjoints of gathered loads in the backward) into arrays nothing
   else writes or reads: each chunk of threads accumulates into its own zeroed
   copy and the copies are added at the end -- race-free, no atomics.
+- ``color``: like privatize, but every access to the colliding arrays is at
+  the thread's own row plus or minus a constant (a stencil): rows are split
+  into blocks at least twice that radius high; even blocks run in parallel,
+  then odd blocks, so two threads running at once never touch one element.
+  No private copies are needed.
 - ``serial``: a plain store may collide (the last writer wins), so the forward
   runs threads in order and the backward in reverse order, which hands each
   stored element's adjoint to the thread whose value survived.
@@ -26,9 +31,10 @@ from .ir import walk_stmts
 
 @dataclass
 class Plan:
-    mode: str                                   # parallel, privatize or serial
+    mode: str                                   # parallel, privatize, color or serial
     private: list = field(default_factory=list)  # arrays (forward) / adjoint params (backward)
     reason: str = ""
+    radius: int = 0                             # color: rows an access may be from its thread's
 
 
 @dataclass
@@ -36,6 +42,7 @@ class Access:
     array: str
     kind: str          # load, store or accum
     exclusive: bool
+    row: tuple = None  # (component, offset) when a component is thread index 0 + offset
 
 
 def _tid_names(ssa, dims):
@@ -61,23 +68,83 @@ def is_exclusive(owner, dims, sl):
     return all(d in ds for d in range(dims))
 
 
+def _row_offsets(ssa, owner):
+    """Names equal to thread index 0 plus a constant: {name: offset}."""
+    offsets = {n: 0 for n, d in owner.items() if d == 0}
+    changed = True
+    while changed:
+        changed = False
+        for s in walk_stmts(ssa.body):
+            if not (isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)):
+                continue
+            t, v = s.targets[0].id, s.value
+            if t in offsets:
+                continue
+            new = None
+            if isinstance(v, gast.Name) and v.id in offsets:
+                new = offsets[v.id]
+            elif isinstance(v, gast.BinOp) and isinstance(v.op, (gast.Add, gast.Sub)):
+                a, b = v.left, v.right
+                if isinstance(a, gast.Name) and a.id in offsets and _int_const(b) is not None:
+                    new = offsets[a.id] + (_int_const(b) if isinstance(v.op, gast.Add) else -_int_const(b))
+                elif isinstance(v.op, gast.Add) and isinstance(b, gast.Name) and b.id in offsets \
+                        and _int_const(a) is not None:
+                    new = offsets[b.id] + _int_const(a)
+            if new is not None:
+                offsets[t] = new
+                changed = True
+    return offsets
+
+
+def _int_const(node):
+    if isinstance(node, gast.Constant) and isinstance(node.value, int) and \
+            not isinstance(node.value, bool):
+        return node.value
+    return None
+
+
 def accesses(ssa, dims):
     owner = _tid_names(ssa, dims)
+    offsets = _row_offsets(ssa, owner)
 
     def exclusive(sl):
         return is_exclusive(owner, dims, sl)
+
+    def row(sl):
+        idx = sl.elts if isinstance(sl, gast.Tuple) else [sl]
+        for k, a in enumerate(idx):
+            if isinstance(a, gast.Name) and a.id in offsets:
+                return (k, offsets[a.id])
+        return None
 
     out = []
     for s in walk_stmts(ssa.body):
         if isinstance(s, gast.Assign):
             t, v = s.targets[0], s.value
             if isinstance(t, gast.Subscript):
-                out.append(Access(t.value.id, "store", exclusive(t.slice)))
+                out.append(Access(t.value.id, "store", exclusive(t.slice), row(t.slice)))
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
-                out.append(Access(v.value.id, "load", exclusive(v.slice)))
+                out.append(Access(v.value.id, "load", exclusive(v.slice), row(v.slice)))
         elif isinstance(s, gast.AugAssign):
-            out.append(Access(s.target.value.id, "accum", exclusive(s.target.slice)))
+            out.append(Access(s.target.value.id, "accum", exclusive(s.target.slice),
+                              row(s.target.slice)))
     return out
+
+
+def _radius(acc, arrays):
+    """Largest row offset when every access to ``arrays`` is row + constant at one
+    index position, else None."""
+    rows = [a.row for a in acc if a.array in arrays]
+    if not rows or None in rows or len({r[0] for r in rows}) != 1:
+        return None
+    return max(abs(r[1]) for r in rows)
+
+
+def _private_plan(acc, arrays, names, why):
+    radius = _radius(acc, arrays)
+    if radius is not None:
+        return Plan("color", names, why, radius)
+    return Plan("privatize", names, why)
 
 
 def plan(ssa, dims, adj_arrays):
@@ -93,12 +160,13 @@ def plan(ssa, dims, adj_arrays):
     if mixed:
         why = f"'{mixed[0]}' is both accumulated at colliding indices and stored or read"
         return Plan("serial", reason=why), Plan("serial", reason=why)
-    forward = Plan("privatize", fwd_private, "colliding accumulations") if fwd_private else Plan("parallel")
+    forward = _private_plan(acc, set(fwd_private), fwd_private, "colliding accumulations") \
+        if fwd_private else Plan("parallel")
     written = stored | {a.array for a in acc if a.kind == "accum"}
     bwd_private = sorted({a.array for a in acc if a.kind == "load" and not a.exclusive
                           and a.array in adj_arrays})
     if any(a in written for a in bwd_private):
         return forward, Plan("serial", reason="an array is read at colliding indices and written")
-    backward = Plan("privatize", [f"adj_{a}" for a in bwd_private], "gathered loads") \
-        if bwd_private else Plan("parallel")
+    backward = _private_plan(acc, set(bwd_private), [f"adj_{a}" for a in bwd_private],
+                             "gathered loads") if bwd_private else Plan("parallel")
     return forward, backward

@@ -133,7 +133,9 @@ class _Reverser:
                assign(names["count"], const(0), line)]
         push = []
         for v, stack in names["stacks"].items():
-            pre.append(assign(stack, gast.Call(func=_rt("stack_new"), args=[copy.deepcopy(cap), name(v)],
+            kind = self.ssa.kinds.get(v, "float")
+            pre.append(assign(stack, gast.Call(func=_rt(f"stack_new_{kind}"),
+                                               args=[copy.deepcopy(cap), name(v)],
                                                keywords=[]), line))
             push.append(assign(stack, gast.Call(func=_rt("stack_push"),
                                                 args=[name(stack), name(names["count"]), name(v)],

@@ -1,0 +1,105 @@
+"""Declare the locals of a thread function that are not definitely assigned.
+
+The numba backend inlines each thread function into the ``prange`` loop of its
+grid function. numba keeps a variable private to each worker only if every
+iteration assigns it before reading it; a value assigned in the replay's
+``if c:`` and read in the mirrored ``if c:`` of the reverse pass is, as far as
+numba can tell, possibly read before assignment -- and would be shared between
+workers. This pass finds such names (a definite-assignment analysis over the
+structured code) and assigns each a typed zero at the top of the body, so every
+local is private. When a name's kind is unknown the caller does not inline.
+"""
+import gast
+
+from ..transform.ir import assign, const, name, value_names
+from ..transform.reverse import comment
+
+DEFAULTS = {"float": 0.0, "int": 0, "bool": False}
+
+
+def _targets(t):
+    if isinstance(t, gast.Name):
+        return {t.id}
+    if isinstance(t, gast.Tuple):
+        return {e.id for e in t.elts}
+    return set()
+
+
+def _uses(node):
+    return {n.id for n in value_names(node)}
+
+
+def maybe_unassigned(stmts, defined):
+    """Names some statement reads while they may still be unassigned."""
+    bad = set()
+
+    def block(body, d):
+        for s in body:
+            if getattr(s, "comment", None) is not None:
+                continue
+            if isinstance(s, gast.Assign):
+                bad.update(_uses(s.value) - d)
+                t = s.targets[0]
+                if isinstance(t, gast.Subscript):
+                    bad.update(_uses(t) - d)
+                d |= _targets(t)
+            elif isinstance(s, gast.AugAssign):
+                bad.update((_uses(s.target) | _uses(s.value)) - d)
+            elif isinstance(s, gast.If):
+                bad.update(_uses(s.test) - d)
+                d1, d2 = set(d), set(d)
+                block(s.body, d1)
+                block(s.orelse, d2)
+                d |= d1 & d2
+            elif isinstance(s, gast.For):
+                bad.update(_uses(s.iter) - d)
+                block(s.body, set(d) | _targets(s.target))
+            elif isinstance(s, gast.While):
+                bad.update(_uses(s.test) - d)
+                block(s.body, set(d))
+            elif isinstance(s, gast.Return) and s.value is not None:
+                bad.update(_uses(s.value) - d)
+            elif isinstance(s, gast.Expr):
+                bad.update(_uses(s.value) - d)
+        return d
+
+    block(stmts, set(defined))
+    return bad
+
+
+def stack_kinds(tr):
+    """{stack name: kind of the value it records} for every recorded loop of ``tr``."""
+    out = {}
+    for node in gast.walk(gast.Module(body=list(tr.ssa.body), type_ignores=[])):
+        info = getattr(node, "loop", None)
+        names = getattr(info, "names", None) if info is not None else None
+        if names:
+            for var, stack in names["stacks"].items():
+                out[stack] = tr.ssa.kinds.get(var, "float")
+            out[names["count"]] = "int"
+            out[names["it"]] = "int"
+    return out
+
+
+def declare(body, params, tr):
+    """``(declarations, ok)``: typed zero assignments for every maybe-unassigned local,
+    and whether all their kinds are known."""
+    names = sorted(maybe_unassigned(body, set(params)))
+    stacks = stack_kinds(tr)
+    decls = []
+    for n in names:
+        if n in stacks and n.startswith("loop") and not (n.endswith("_count") or n.endswith("_iter")):
+            kind = stacks[n]
+            call = gast.Call(func=gast.Attribute(value=name("rt"), attr=f"stack_new_{kind}",
+                                                 ctx=gast.Load()),
+                             args=[const(1), const(DEFAULTS[kind])], keywords=[])
+            decls.append(assign(n, call, None))
+            continue
+        kind = "float" if n.startswith("adj_") else stacks.get(n) or tr.ssa.kinds.get(n)
+        if kind not in DEFAULTS:
+            return [], False
+        decls.append(assign(n, const(DEFAULTS[kind]), None))
+    if decls:
+        decls.insert(0, comment("locals assigned on only some paths start at zero, so that "
+                                "each parallel worker keeps its own copy"))
+    return decls, True
