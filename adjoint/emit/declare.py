@@ -11,22 +11,10 @@ local is private. When a name's kind is unknown the caller does not inline.
 """
 import gast
 
-from ..transform.ir import assign, const, name, value_names
+from ..transform.ir import assign, const, name, names_in_target, names_read
 from ..transform.reverse import comment
 
 DEFAULTS = {"float": 0.0, "int": 0, "bool": False}
-
-
-def _targets(t):
-    if isinstance(t, gast.Name):
-        return {t.id}
-    if isinstance(t, gast.Tuple):
-        return {e.id for e in t.elts}
-    return set()
-
-
-def _uses(node):
-    return {n.id for n in value_names(node)}
 
 
 def maybe_unassigned(stmts, defined):
@@ -38,29 +26,29 @@ def maybe_unassigned(stmts, defined):
             if getattr(s, "comment", None) is not None:
                 continue
             if isinstance(s, gast.Assign):
-                bad.update(_uses(s.value) - d)
+                bad.update(names_read(s.value) - d)
                 t = s.targets[0]
                 if isinstance(t, gast.Subscript):
-                    bad.update(_uses(t) - d)
-                d |= _targets(t)
+                    bad.update(names_read(t) - d)
+                d |= names_in_target(t)
             elif isinstance(s, gast.AugAssign):
-                bad.update((_uses(s.target) | _uses(s.value)) - d)
+                bad.update((names_read(s.target) | names_read(s.value)) - d)
             elif isinstance(s, gast.If):
-                bad.update(_uses(s.test) - d)
+                bad.update(names_read(s.test) - d)
                 d1, d2 = set(d), set(d)
                 block(s.body, d1)
                 block(s.orelse, d2)
                 d |= d1 & d2
             elif isinstance(s, gast.For):
-                bad.update(_uses(s.iter) - d)
-                block(s.body, set(d) | _targets(s.target))
+                bad.update(names_read(s.iter) - d)
+                block(s.body, set(d) | names_in_target(s.target))
             elif isinstance(s, gast.While):
-                bad.update(_uses(s.test) - d)
+                bad.update(names_read(s.test) - d)
                 block(s.body, set(d))
             elif isinstance(s, gast.Return) and s.value is not None:
-                bad.update(_uses(s.value) - d)
+                bad.update(names_read(s.value) - d)
             elif isinstance(s, gast.Expr):
-                bad.update(_uses(s.value) - d)
+                bad.update(names_read(s.value) - d)
         return d
 
     block(stmts, set(defined))

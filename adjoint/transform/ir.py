@@ -89,6 +89,20 @@ def load_names(node):
     return out
 
 
+def names_in_target(t):
+    """Names an assignment target binds (a name or a tuple of names; none for a subscript)."""
+    if isinstance(t, gast.Name):
+        return {t.id}
+    if isinstance(t, gast.Tuple):
+        return {e.id for e in t.elts}
+    return set()
+
+
+def names_read(node):
+    """The set of names an expression reads as values."""
+    return {n.id for n in value_names(node)}
+
+
 def value_names(node):
     """Name nodes read as values in an expression (not the callee of a call)."""
     out = []

@@ -12,24 +12,12 @@ import copy
 
 import gast
 
-from .ir import value_names
+from .ir import names_in_target, names_read
 
 
 def prune(stmts, live_out=frozenset()):
     body, _ = _block(stmts, set(live_out), [])
     return body
-
-
-def _uses(node):
-    return {n.id for n in value_names(node)}
-
-
-def _targets(t):
-    if isinstance(t, gast.Name):
-        return {t.id}
-    if isinstance(t, gast.Tuple):
-        return {e.id for e in t.elts}
-    return set()
 
 
 def _block(stmts, live, loops):
@@ -53,17 +41,17 @@ def _stmt(s, live, loops):
     if isinstance(s, gast.Assign):
         t = s.targets[0]
         if isinstance(t, gast.Subscript):
-            return s, live | _uses(t) | _uses(s.value)
-        names = _targets(t)
+            return s, live | names_read(t) | names_read(s.value)
+        names = names_in_target(t)
         if not names & live:
             return None, live
-        return s, (live - names) | _uses(s.value)
+        return s, (live - names) | names_read(s.value)
     if isinstance(s, gast.AugAssign):
         if isinstance(s.target, gast.Subscript):
-            return s, live | _uses(s.target) | _uses(s.value)
+            return s, live | names_read(s.target) | names_read(s.value)
         if s.target.id not in live:
             return None, live
-        return s, live | _uses(s.value)
+        return s, live | names_read(s.value)
     if isinstance(s, gast.If):
         body, lb = _block(s.body, live, loops)
         orelse, le = _block(s.orelse, live, loops)
@@ -72,21 +60,21 @@ def _stmt(s, live, loops):
         new = copy.copy(s)     # never mutate: loops re-run this walk until a fixpoint
         new.body = body or [gast.Pass()]
         new.orelse = [] if _only_comments(orelse) else orelse
-        return new, lb | le | _uses(s.test)
+        return new, lb | le | names_read(s.test)
     if isinstance(s, (gast.For, gast.While)):
         return _loop(s, live, loops)
     if isinstance(s, gast.Break):
         return s, set(loops[-1]) if loops else set(live)
     if isinstance(s, gast.Return):
-        return s, _uses(s.value) if s.value is not None else set()
+        return s, names_read(s.value) if s.value is not None else set()
     if isinstance(s, gast.Expr):
-        return s, live | _uses(s.value)
-    return s, live | _uses(s)
+        return s, live | names_read(s.value)
+    return s, live | names_read(s)
 
 
 def _loop(s, live_out, loops):
-    target = _targets(s.target) if isinstance(s, gast.For) else set()
-    head = _uses(s.iter) if isinstance(s, gast.For) else _uses(s.test)
+    target = names_in_target(s.target) if isinstance(s, gast.For) else set()
+    head = names_read(s.iter) if isinstance(s, gast.For) else names_read(s.test)
     original = list(s.body)
     carried = set()
     while True:
