@@ -93,3 +93,18 @@ def test_arrays_live_on_the_device():
     host = a.numpy()
     host[0] = 99.0                                  # a copy: the device array is unchanged
     assert a.numpy()[0] == 1.0
+
+
+def test_device_arrays_are_wrapped_without_a_copy(kernel_module):
+    from numba import cuda
+    m = kernel_module(LOOPS)
+    d = cuda.to_device(np.array([1.0, 2.0, 3.0]))
+    x = ad.Array(d, requires_grad=True, device="cuda")
+    assert x.data is d
+    out = ad.zeros(3, requires_grad=True, device="cuda")
+    with ad.Tape() as tape:
+        ad.launch(m.powers, 3, inputs=[1, x], outputs=[out])
+    tape.backward(grads={out: np.ones(3)})
+    np.testing.assert_allclose(out.numpy(), [1.5, 2.5, 3.5])
+    x.fill_(5.0)                                   # writes through to the caller's array
+    np.testing.assert_allclose(d.copy_to_host(), [5.0, 5.0, 5.0])

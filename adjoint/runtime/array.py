@@ -44,15 +44,20 @@ def _to_device(host, device):
     return cuda.to_device(np.ascontiguousarray(host))
 
 
+def _is_device_array(obj):
+    """A numba device array (real, or the simulator's): used as it is, no copy."""
+    return hasattr(obj, "copy_to_host") and hasattr(obj, "copy_to_device")
+
+
 class Array:
     """A dense array on a device, with ``.grad`` when ``requires_grad`` is set."""
 
     def __init__(self, data, requires_grad=False, device=None, _owned=False):
         self.device = check_device(device)
-        if self.device == "cuda" and hasattr(data, "__cuda_array_interface__"):
+        if self.device == "cuda" and (_is_device_array(data) or
+                                      hasattr(data, "__cuda_array_interface__")):
             from numba import cuda
-            self._data = data if cuda.is_cuda_array(data) and hasattr(data, "copy_to_host") \
-                else cuda.as_cuda_array(data)
+            self._data = data if _is_device_array(data) else cuda.as_cuda_array(data)
             as_dtype(self._data.dtype)
         else:
             arr = np.asarray(data)
