@@ -124,6 +124,13 @@ def module_items(kernels, funcs=()):
     for f in funcs:
         if f not in all_funcs:
             all_funcs.append(f)
+    names = {}
+    for obj in list(all_funcs) + list(kernels):
+        other = names.setdefault(obj.name, obj)
+        if other is not obj:
+            raise AdjointError(f"two different kernels/funcs are named '{obj.name}' "
+                               f"({_where(other)} and {_where(obj)}); one generated module "
+                               "holds both, so rename one")
     for f in all_funcs:
         grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
         items.append(("func", f.transformed, grad))
@@ -134,6 +141,11 @@ def module_items(kernels, funcs=()):
         tr.loop_capacity = k.loop_capacity
         items.append(("kernel", tr, None))
     return items
+
+
+def _where(obj):
+    code = obj.pyfunc.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def load_generated(kernel, backend_name):

@@ -256,3 +256,40 @@ def test_kernel_called_directly_is_an_error(kernel_module):
     with pytest.raises(ad.AdjointError) as info:
         m.scaled(ad.zeros(4), 1.0, ad.zeros(4))
     assert "ad.launch" in str(info.value)
+
+
+def test_same_array_read_and_written_is_refused(backend, kernel_module):
+    m = kernel_module('''
+        @ad.kernel
+        def double(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = x[i] * 2.0
+        ''')
+    u = ad.array([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(ad.LaunchError) as err:
+        ad.launch(m.double, 3, inputs=[u], outputs=[u])
+    msg = str(err.value)
+    assert "double" in msg and "'x'" in msg and "'out'" in msg
+    np.testing.assert_array_equal(u.numpy(), [1.0, 2.0, 3.0])      # nothing was run
+
+
+def test_two_funcs_with_one_name_are_refused(kernel_module):
+    helpers = kernel_module('''
+        @ad.func
+        def scale(v: float) -> float:
+            return v * 3.0
+        ''')
+    m = kernel_module(f'''
+        import {helpers.__name__} as other
+
+        @ad.func
+        def scale(v: float) -> float:
+            return v * 2.0
+
+        @ad.kernel
+        def both(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = scale(x[i]) + other.scale(x[i])
+        ''')
+    with pytest.raises(ad.AdjointError, match="named 'scale'"):
+        ad.launch(m.both, 2, inputs=[ad.zeros(2)], outputs=[ad.zeros(2)])

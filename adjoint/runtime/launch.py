@@ -75,6 +75,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
                           f"({len(inputs)} inputs + {len(outputs)} outputs)")
     dims = _dims(spec, dim)
     values = [_convert(spec, p, a, device) for p, a in zip(spec.params, args)]
+    _check_aliasing(spec, values)
     if adjoint:
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
     tape = active_tape() if record_tape else None
@@ -87,6 +88,21 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     spec.forward(*dims, *values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
+
+
+def _check_aliasing(spec, values):
+    """One buffer bound to a parameter the kernel reads and to one it writes would make
+    the kernel read what it overwrites (the backward would replay the wrong values)."""
+    seen = {}
+    for p, v in zip(spec.params, values):
+        if not p.is_array:
+            continue
+        other = seen.get(id(v))
+        if other is not None and (p.name in spec.writes or other.name in spec.writes):
+            raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array is passed "
+                              f"as '{other.name}' and '{p.name}', and the kernel writes one of "
+                              "them; pass a separate array (e.g. ad.clone)")
+        seen[id(v)] = p
 
 
 def _launch_device(device, args):
