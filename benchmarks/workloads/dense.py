@@ -163,8 +163,8 @@ class NumbaParallel(NumbaSerial):
         _bwd_par(*args, numba.get_num_threads())
 
 
-class Warp:
-    requires = "warp"
+class Warp(optional.WarpTapeSystem):
+    seed_key = "y"
     note = ("two launches (affine, then tanh): Warp's gradient of the one-kernel form "
             "(adjoint's kernel) is wrong (loop-carried value after a dynamic loop)")
 
@@ -177,26 +177,15 @@ class Warp:
         self.x = wp.array(p.inputs["x"], dtype=wp.float32, device="cpu", requires_grad=True)
         self.b = wp.array(p.inputs["b"], dtype=wp.float32, device="cpu", requires_grad=True)
         self.y = wp.zeros(self.n, dtype=wp.float32, device="cpu", requires_grad=True)
-        self.seeds, self.tape = {}, None
+        self._init_tape()
 
     def _launch(self):
         self.wp.launch(self.affine, dim=self.n, inputs=[self.n, self.W, self.x, self.b],
                        outputs=[self.z], device="cpu")
         self.wp.launch(self.tanh, dim=self.n, inputs=[self.z], outputs=[self.y], device="cpu")
 
-    def forward(self):
-        self._launch()
-
-    def fwd_bwd(self, seed):
-        key = id(seed["y"])
-        if key not in self.seeds:
-            self.seeds[key] = self.wp.array(seed["y"], dtype=self.wp.float32, device="cpu")
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = self.wp.Tape()
-        with self.tape:
-            self._launch()
-        self.tape.backward(grads={self.y: self.seeds[key]})
+    def _seeded(self):
+        return self.y
 
     def result(self):
         return {"y": self.y.numpy()}, {"W": self.W.grad.numpy(), "x": self.x.grad.numpy(),

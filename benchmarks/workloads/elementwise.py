@@ -127,8 +127,8 @@ class NumbaParallel(NumbaSerial):
     fwd, bwd = staticmethod(_fwd_par), staticmethod(_bwd_par)
 
 
-class Warp:
-    requires = "warp"
+class Warp(optional.WarpTapeSystem):
+    seed_key = "out"
 
     def __init__(self, p):
         wp, wk = optional.warp(), optional.warp_kernels()
@@ -137,26 +137,13 @@ class Warp:
         self.n = n
         self.x = wp.array(p.inputs["x"], dtype=wp.float32, device="cpu", requires_grad=True)
         self.out = wp.zeros(n, dtype=wp.float32, device="cpu", requires_grad=True)
-        self.seeds = {}
-        self.tape = None
+        self._init_tape()
 
-    def _seed(self, seed):
-        key = id(seed["out"])
-        if key not in self.seeds:
-            self.seeds[key] = self.wp.array(seed["out"], dtype=self.wp.float32, device="cpu")
-        return self.seeds[key]
-
-    def forward(self):
+    def _launch(self):
         self.wp.launch(self.k, dim=self.n, inputs=[self.x], outputs=[self.out], device="cpu")
 
-    def fwd_bwd(self, seed):
-        s = self._seed(seed)
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = self.wp.Tape()
-        with self.tape:
-            self.wp.launch(self.k, dim=self.n, inputs=[self.x], outputs=[self.out], device="cpu")
-        self.tape.backward(grads={self.out: s})
+    def _seeded(self):
+        return self.out
 
     def result(self):
         return {"out": self.out.numpy()}, {"x": self.x.grad.numpy()}

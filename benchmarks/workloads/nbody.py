@@ -218,8 +218,8 @@ class NumbaParallel(NumbaSerial):
     fwd, bwd = staticmethod(_fwd_par), staticmethod(_bwd_par)
 
 
-class Warp:
-    requires = "warp"
+class Warp(optional.WarpTapeSystem):
+    seed_key = "out"
     note = ("kernel rewritten as -sum_j m_i m_j/r: Warp's gradient of the natural form "
             "(adjoint's kernel) w.r.t. mass is wrong (loop-carried value after a dynamic loop)")
 
@@ -230,25 +230,14 @@ class Warp:
         self.pos = wp.array(p.inputs["pos"], dtype=wp.vec3, device="cpu", requires_grad=True)
         self.mass = wp.array(p.inputs["mass"], dtype=wp.float32, device="cpu", requires_grad=True)
         self.out = wp.zeros(self.n, dtype=wp.float32, device="cpu", requires_grad=True)
-        self.seeds, self.tape = {}, None
+        self._init_tape()
 
     def _launch(self):
         self.wp.launch(self.kern, dim=self.n, inputs=[self.n, EPS2, self.mass, self.pos],
                        outputs=[self.out], device="cpu")
 
-    def forward(self):
-        self._launch()
-
-    def fwd_bwd(self, seed):
-        key = id(seed["out"])
-        if key not in self.seeds:
-            self.seeds[key] = self.wp.array(seed["out"], dtype=self.wp.float32, device="cpu")
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = self.wp.Tape()
-        with self.tape:
-            self._launch()
-        self.tape.backward(grads={self.out: self.seeds[key]})
+    def _seeded(self):
+        return self.out
 
     def result(self):
         return {"out": self.out.numpy()}, {"pos": self.pos.grad.numpy(),

@@ -37,3 +37,32 @@ def warp_kernels():
         return wp
     from . import warp_kernels as wk
     return wk
+
+
+class WarpTapeSystem:
+    """What every Warp system does the same way: forward = ``_launch()``; forward +
+    backward = record ``_launch()`` on a fresh ``wp.Tape`` (zeroing the previous one)
+    and seed the output named ``seed_key`` with a cached Warp copy of the seed.
+
+    Subclasses set ``requires = "warp"``, ``seed_key``, ``self.wp`` and define
+    ``_launch()``, ``_seeded()`` (the Warp array to seed) and ``result()``."""
+    requires = "warp"
+    seed_key = "out"
+
+    def _init_tape(self):
+        self.seeds, self.tape = {}, None
+
+    def forward(self):
+        self._launch()
+
+    def fwd_bwd(self, seed):
+        key = id(seed[self.seed_key])
+        if key not in self.seeds:
+            self.seeds[key] = self.wp.array(seed[self.seed_key], dtype=self.wp.float32,
+                                            device="cpu")
+        if self.tape is not None:
+            self.tape.zero()
+        self.tape = self.wp.Tape()
+        with self.tape:
+            self._launch()
+        self.tape.backward(grads={self._seeded(): self.seeds[key]})

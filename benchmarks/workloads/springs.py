@@ -222,8 +222,8 @@ class NumbaParallel(NumbaSerial):
         _bwd_par(*args, numba.get_num_threads())
 
 
-class Warp:
-    requires = "warp"
+class Warp(optional.WarpTapeSystem):
+    seed_key = "energy"
 
     def __init__(self, p):
         wp, wk = optional.warp(), optional.warp_kernels()
@@ -236,26 +236,15 @@ class Warp:
         self.pos = wp.array(inp["pos"], dtype=wp.vec3, device=cpu, requires_grad=True)
         self.energy = wp.zeros(1, dtype=wp.float32, device=cpu, requires_grad=True)
         self.n = inp["a"].size
-        self.seeds, self.tape = {}, None
+        self._init_tape()
 
     def _launch(self):
         self.energy.zero_()
         self.wp.launch(self.kern, dim=self.n, inputs=[self.a, self.b, self.rest, K, self.pos],
                        outputs=[self.energy], device="cpu")
 
-    def forward(self):
-        self._launch()
-
-    def fwd_bwd(self, seed):
-        key = id(seed["energy"])
-        if key not in self.seeds:
-            self.seeds[key] = self.wp.array(seed["energy"], dtype=self.wp.float32, device="cpu")
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = self.wp.Tape()
-        with self.tape:
-            self._launch()
-        self.tape.backward(grads={self.energy: self.seeds[key]})
+    def _seeded(self):
+        return self.energy
 
     def result(self):
         return ({"energy": self.energy.numpy()},

@@ -202,8 +202,8 @@ class NumbaParallel(NumbaSerial):
     step, step_bwd = staticmethod(_step_par), staticmethod(_step_bwd_par)
 
 
-class Warp:
-    requires = "warp"
+class Warp(optional.WarpTapeSystem):
+    seed_key = "u"
 
     def __init__(self, p):
         wp, wk = optional.warp(), optional.warp_kernels()
@@ -213,26 +213,15 @@ class Warp:
         self.u = [wp.array(p.inputs["u0"], dtype=wp.float32, device="cpu", requires_grad=True)]
         self.u += [wp.zeros((n, n), dtype=wp.float32, device="cpu", requires_grad=True)
                    for _ in range(self.steps)]
-        self.seeds, self.tape = {}, None
+        self._init_tape()
 
-    def _run(self):
+    def _launch(self):
         for k in range(self.steps):
             self.wp.launch(self.kern, dim=self.dim, inputs=[ALPHA, self.u[k]],
                            outputs=[self.u[k + 1]], device="cpu")
 
-    def forward(self):
-        self._run()
-
-    def fwd_bwd(self, seed):
-        key = id(seed["u"])
-        if key not in self.seeds:
-            self.seeds[key] = self.wp.array(seed["u"], dtype=self.wp.float32, device="cpu")
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = self.wp.Tape()
-        with self.tape:
-            self._run()
-        self.tape.backward(grads={self.u[-1]: self.seeds[key]})
+    def _seeded(self):
+        return self.u[-1]
 
     def result(self):
         return {"u": self.u[-1].numpy()}, {"u0": self.u[0].grad.numpy()}
