@@ -293,3 +293,17 @@ def test_two_funcs_with_one_name_are_refused(kernel_module):
         ''')
     with pytest.raises(ad.AdjointError, match="named 'scale'"):
         ad.launch(m.both, 2, inputs=[ad.zeros(2)], outputs=[ad.zeros(2)])
+
+
+def test_wrong_number_of_indices_is_refused_with_file_and_line(kernel_module):
+    m = kernel_module('''
+        @ad.kernel
+        def rows(x: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = x[i]
+        ''')
+    with pytest.raises(ad.TransformError) as err:
+        ad.launch(m.rows, 2, inputs=[ad.zeros((2, 3))], outputs=[ad.zeros(2)])
+    msg = str(err.value)
+    line = open(m.__file__).read().splitlines().index("    out[i] = x[i]") + 1
+    assert f":{line}:" in msg and "out[i] = x[i]" in msg and "2 dimension(s)" in msg

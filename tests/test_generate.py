@@ -337,3 +337,13 @@ def test_pdb_stops_in_the_generated_backward(project, tmp_path):
                        capture_output=True, text=True, env=env, timeout=300)
     assert f"{out}({stop})energy_backward_thread()" in r.stdout, r.stdout + r.stderr
     assert "('ADJ', 1.0, 0)" in r.stdout, r.stdout
+
+
+def test_require_fresh_raises_naming_the_module_when_stale(project):
+    from adjoint.generate import require_fresh
+    src, out = project
+    require_fresh(str(out))                       # up to date: no error
+    src.write_text(SOURCE.replace("s * 0.5", "s * 0.25"))
+    with pytest.raises(ad.StaleModuleError) as err:
+        require_fresh(str(out))
+    assert str(out) in str(err.value) and "adjoint generate" in str(err.value)

@@ -66,6 +66,27 @@ def _same(kernel, dim, inputs, outputs, seeds):
     parallel = _run(kernel, dim, inputs, outputs, seeds, "numba")
     for s, p in zip(serial, parallel):
         np.testing.assert_allclose(p, s, rtol=1e-10, atol=1e-12)
+    _directional_fd(kernel, dim, inputs, outputs, seeds, parallel[len(outputs):])
+
+
+def _directional_fd(kernel, dim, inputs, outputs, seeds, grads, eps=1e-6):
+    """<gradient, v> against the central difference of sum(seed * output) along a
+    random direction v of the float inputs (independent of both backends' adjoints)."""
+    floats = [k for k, a in enumerate(inputs) if a.dtype.kind == "f"]
+    rng = np.random.default_rng(7)
+    direction = {k: rng.normal(size=inputs[k].shape) for k in floats}
+
+    def f(step):
+        ins = [ad.array(a + step * direction[k]) if k in direction else ad.array(a)
+               for k, a in enumerate(inputs)]
+        outs = [ad.zeros(s) for s in outputs]
+        ad.launch(kernel, dim, inputs=ins, outputs=outs)
+        return sum(float((np.asarray(sd) * o.numpy()).sum()) for sd, o in zip(seeds, outs))
+
+    with ad.backend_scope("numba"):
+        fd = (f(eps) - f(-eps)) / (2 * eps)
+    ad_dot = sum(float((g * direction[k]).sum()) for g, k in zip(grads, floats))
+    assert abs(ad_dot - fd) <= 1e-6 * max(1.0, abs(fd)), (ad_dot, fd)
 
 
 @pytest.fixture(scope="module")

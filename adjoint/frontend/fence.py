@@ -54,6 +54,7 @@ class _Fence:
     def __init__(self, pf):
         self.pf = pf
         self.arrays = {p.name for p in pf.params if p.is_array}
+        self.ndims = {p.name: p.type.ndim for p in pf.params if p.is_array}
         self.loop_depth = 0
 
     def err(self, reason, node):
@@ -169,6 +170,9 @@ class _Fence:
         if base.id not in self.arrays:
             raise self.err(f"'{base.id}' is not an array parameter and cannot be indexed", node)
         idx = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
+        if len(idx) != self.ndims[base.id]:
+            raise self.err(f"'{base.id}' has {self.ndims[base.id]} dimension(s) but is indexed "
+                           f"with {len(idx)} index(es); give one index per dimension", node)
         for e in idx:
             self.expr(e)
 

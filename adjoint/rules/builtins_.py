@@ -1,5 +1,5 @@
 """Builtins and piecewise functions: abs, min, max, clamp, float(), int()."""
-from .registry import numeric, rule
+from .registry import rule
 
 # flake8: noqa: F821
 
@@ -48,5 +48,3 @@ def float_(z, x):
 def int_(z, x):
     pass
 
-
-_ = numeric

@@ -1,10 +1,9 @@
 """Elementary functions: math.* (and the ad.* names for them)."""
-import math
+import math  # noqa: F401 - the templates below name math.* in their source
 
 from .registry import rule
 
 # flake8: noqa: F821
-_ = math
 
 
 def _float(*kinds):

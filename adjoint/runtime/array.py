@@ -34,8 +34,6 @@ def check_device(device):
     raise ValueError(f"unknown device {device!r}; use 'cpu' or 'cuda'")
 
 
-_check_device = check_device
-
 
 def _to_device(host, device):
     if device == "cpu":

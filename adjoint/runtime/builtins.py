@@ -5,8 +5,6 @@ from plain Python they do the obvious thing, so funcs stay callable on CPU.
 """
 import math
 
-import numpy as np
-
 __all__ = ["tid", "atomic_add", "atomic_sub", "clamp", "sin", "cos", "tan", "asin",
            "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log", "log1p",
            "sqrt", "pow", "abs", "min", "max", "floor", "ceil"]
@@ -46,4 +44,3 @@ sinh, cosh, tanh = math.sinh, math.cosh, math.tanh
 exp, log, log1p, sqrt, pow = math.exp, math.log, math.log1p, math.sqrt, math.pow
 floor, ceil = math.floor, math.ceil
 abs, min, max = abs, min, max  # noqa: A001 - the builtins, re-exported as ad.*
-_ = np  # numpy is imported for atomic_* on raw arrays

@@ -167,8 +167,3 @@ class Namer:
         self.counters["#t"] = k + 1
         self.taken.add(f"t{k}")
         return f"t{k}"
-
-
-def all_names(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)} | {
-        a.id for a in gast.walk(node) if isinstance(a, gast.Name)}

@@ -83,4 +83,4 @@ def expr_kind(v, kinds, arrays, pf):
         if callee.kind == "func":
             return callee.target.return_kinds[0]
         return lookup(callee.name).result_kind(*[atom_kind(a, kinds) for a in v.args])
-    return join(None)
+    raise pf.error(f"cannot tell the type of a {type(v).__name__} expression", v, stage="types")
