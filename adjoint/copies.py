@@ -1,4 +1,5 @@
 """Differentiable copies: ``ad.clone`` and ``ad.copy`` (and ``Array.assign``)."""
+from .runtime import buffers
 from .runtime.array import Array
 from .runtime.tape import record_copy
 
@@ -6,7 +7,7 @@ from .runtime.tape import record_copy
 def clone(a, requires_grad=None):
     """A new array holding a copy of ``a``; recorded on an active tape."""
     rg = a.requires_grad if requires_grad is None else requires_grad
-    out = Array(a.numpy().copy() if a.device == "cpu" else a.numpy(), requires_grad=rg, device=a.device, _owned=True)
+    out = Array(buffers.empty_like(a.data), requires_grad=rg, device=a.device, _owned=True)
     record_copy(out, a, kind="clone")
     return out
 

@@ -108,3 +108,128 @@ def test_device_arrays_are_wrapped_without_a_copy(kernel_module):
     np.testing.assert_allclose(out.numpy(), [1.5, 2.5, 3.5])
     x.fill_(5.0)                                   # writes through to the caller's array
     np.testing.assert_allclose(d.copy_to_host(), [5.0, 5.0, 5.0])
+
+
+@pytest.fixture
+def no_host_transfers(monkeypatch):
+    """Inside ``with no_host_transfers():`` a copy of more than one element between
+    host and device fails (one element: the loop-overflow status a backward reads)."""
+    import contextlib
+    cls = type(ad.zeros(1, device="cuda").data)
+    orig_to_host, orig_to_device = cls.copy_to_host, cls.copy_to_device
+
+    def to_host(self, *args, **kwargs):
+        if self.size > 1:
+            raise AssertionError("a device array was copied to the host")
+        return orig_to_host(self, *args, **kwargs)
+
+    def to_device(self, ary, *args, **kwargs):
+        if isinstance(ary, np.ndarray) and ary.size > 1:
+            raise AssertionError("a host array was copied to the device")
+        return orig_to_device(self, ary, *args, **kwargs)
+
+    from numba import cuda
+    orig_new = cuda.to_device
+
+    def new_on_device(ary, *args, **kwargs):
+        if np.size(ary) > 1:
+            raise AssertionError("a host array was copied to a new device array")
+        return orig_new(ary, *args, **kwargs)
+
+    @contextlib.contextmanager
+    def guard():
+        monkeypatch.setattr(cls, "copy_to_host", to_host)
+        monkeypatch.setattr(cls, "copy_to_device", to_device)
+        monkeypatch.setattr(cuda, "to_device", new_on_device)
+        try:
+            yield
+        finally:
+            monkeypatch.setattr(cls, "copy_to_host", orig_to_host)
+            monkeypatch.setattr(cls, "copy_to_device", orig_to_device)
+            monkeypatch.setattr(cuda, "to_device", orig_new)
+    return guard
+
+
+def test_tape_work_stays_on_the_device(kernel_module, no_host_transfers):
+    """Zeroing, device seeds, clones, copies and their backward, scratch adjoints:
+    no whole array goes through host memory on the GPU."""
+    m = kernel_module(LOOPS)
+    x = ad.array([0.5, -1.0, 2.0, 3.0], requires_grad=True, device="cuda")
+    idx = ad.array(np.array([1, 0, 1, 3], np.int32), device="cuda")
+    out = ad.zeros(4, requires_grad=True, device="cuda")
+    z = ad.zeros(6, requires_grad=True, device="cuda")
+    seed = ad.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], device="cuda")
+    with no_host_transfers():
+        with ad.Tape() as tape:
+            y = ad.clone(x)
+            ad.launch(m.scatter, 4, inputs=[y, idx], outputs=[out])
+            ad.copy(z, out, dest_offset=2, count=4)
+            ad.copy(z, z, dest_offset=0, src_offset=3, count=2)   # overlapping, one buffer
+        tape.backward(grads={z: seed})
+        ad.launch(m.scatter, 4, inputs=[y, idx], outputs=[out], adjoint=True,
+                  adj_inputs=[None, None], adj_outputs=[out.grad])   # x's adjoint: scratch
+    # z = [out[1], out[2], out[0], out[1], out[2], out[3]] after the forward copies,
+    # out[k] = sum of y[i]^2 over idx[i] == k
+    xs = np.array([0.5, -1.0, 2.0, 3.0])
+    np.testing.assert_allclose(z.numpy(), [xs[0] ** 2 + xs[2] ** 2, 0.0, xs[1] ** 2,
+                                           xs[0] ** 2 + xs[2] ** 2, 0.0, xs[3] ** 2])
+    # d z/d out: out[0] <- seed[2]; out[1] <- seed[0] + seed[3]... the copy z[0:2] = z[3:5]
+    # overwrote z[0:2] (seeded 1, 2), whose adjoints pass to z[3], z[4]
+    adj_out = np.array([3.0, 4.0 + 1.0, 5.0 + 2.0, 6.0])
+    np.testing.assert_allclose(x.grad.numpy(), 2 * xs * adj_out[[1, 0, 1, 3]])
+    with no_host_transfers():
+        tape.zero()
+        x.fill_(0.25)
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(4))
+    np.testing.assert_array_equal(x.numpy(), np.full(4, 0.25))
+
+
+class _Interface:
+    """An object exposing only ``__cuda_array_interface__``, as a PyTorch CUDA tensor
+    or a CuPy array does. Under numba's simulator device memory is host memory, so a
+    numpy array's memory stands in for the GPU's; on real hardware a device array's."""
+
+    def __init__(self, arr, strides=None):
+        self.base = arr
+        if isinstance(arr, np.ndarray):
+            ptr, shape, typestr = arr.ctypes.data, arr.shape, arr.dtype.str
+        else:
+            iface = arr.__cuda_array_interface__
+            ptr, shape, typestr = iface["data"][0], iface["shape"], iface["typestr"]
+        self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
+                                         "data": (ptr, False), "strides": strides,
+                                         "version": 3}
+
+
+def _interface_of(values):
+    from adjoint.runtime.backend_cuda import simulated
+    if simulated():
+        host = np.array(values)
+        return _Interface(host), host.__array__
+    from numba import cuda
+    dev = cuda.to_device(np.array(values))
+    return _Interface(dev), dev.copy_to_host
+
+
+def test_cuda_array_interface_is_wrapped_without_a_copy(kernel_module):
+    m = kernel_module(LOOPS)
+    xi, x_now = _interface_of([1.0, 2.0, 3.0])
+    oi, out_now = _interface_of(np.zeros(3))
+    x = ad.Array(xi, requires_grad=True, device="cuda")
+    out = ad.Array(oi, requires_grad=True, device="cuda")
+    with ad.Tape() as tape:
+        ad.launch(m.powers, 3, inputs=[2, x], outputs=[out])
+    tape.backward(grads={out: np.ones(3)})
+    xs = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(out_now(), xs ** 2 + 0.5 * xs + 0.5)   # the caller's memory
+    np.testing.assert_allclose(x.grad.numpy(), 2 * xs + 0.5)
+    x.fill_(4.0)
+    np.testing.assert_allclose(x_now(), [4.0, 4.0, 4.0])
+
+
+def test_cuda_array_interface_refusals():
+    host = np.zeros((2, 3))
+    with pytest.raises(ad.AdjointError, match=r"strides \(8, 16\).*C-contiguous"):
+        ad.Array(_Interface(host, strides=(8, 16)), device="cuda")
+    with pytest.raises(ad.AdjointError, match="dtype complex128"):
+        ad.Array(_Interface(np.zeros(3, np.complex128)), device="cuda")

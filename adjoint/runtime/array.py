@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from . import buffers
 from .types import ArrayType, as_dtype
 
 _default_device = ["cpu"]
@@ -47,6 +48,49 @@ def _is_device_array(obj):
     return hasattr(obj, "copy_to_host") and hasattr(obj, "copy_to_device")
 
 
+def _wrap_cuda_interface(obj):
+    """A numba device array over the memory of ``obj`` (``__cuda_array_interface__``),
+    without a copy. Kernels index it as C-contiguous memory, so anything else is refused."""
+    from ..errors import AdjointError
+    what = type(obj).__name__
+    iface = obj.__cuda_array_interface__
+    shape = tuple(int(n) for n in iface["shape"])
+    dtype = np.dtype(iface["typestr"])
+    try:
+        as_dtype(dtype)
+    except (TypeError, ValueError) as exc:
+        raise AdjointError(f"cannot wrap a {what} of dtype {dtype}: {exc}") from None
+    if iface.get("mask") is not None:
+        raise AdjointError(f"cannot wrap a {what} with a mask (__cuda_array_interface__ 'mask')")
+    strides = iface.get("strides")
+    if strides is not None and tuple(strides) != _c_strides(shape, dtype.itemsize) and \
+            int(np.prod(shape)) > 1:
+        raise AdjointError(f"cannot wrap a {what} with strides {tuple(strides)} (shape {shape}, "
+                           f"{dtype}): kernels need C-contiguous memory; pass a contiguous copy "
+                           "(e.g. tensor.contiguous())")
+    from .backend_cuda import simulated
+    if not simulated():
+        from numba import cuda
+        return cuda.as_cuda_array(obj)
+    # numba's simulator keeps "device" memory on the host: view it in place
+    import ctypes
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    ptr = iface["data"][0]
+    if nbytes == 0:
+        return FakeCUDAArray(np.empty(shape, dtype))
+    raw = (ctypes.c_char * nbytes).from_address(ptr)
+    return FakeCUDAArray(np.frombuffer(raw, dtype).reshape(shape))
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
 class Array:
     """A dense array on a device, with ``.grad`` when ``requires_grad`` is set."""
 
@@ -54,8 +98,8 @@ class Array:
         self.device = check_device(device)
         if self.device == "cuda" and (_is_device_array(data) or
                                       hasattr(data, "__cuda_array_interface__")):
-            from numba import cuda
-            self._data = data if _is_device_array(data) else cuda.as_cuda_array(data)
+            self._data = data if _is_device_array(data) else _wrap_cuda_interface(data)
+            self._owner = data          # keeps the wrapped memory alive
             as_dtype(self._data.dtype)
         else:
             arr = np.asarray(data)
@@ -78,7 +122,7 @@ class Array:
         if self._requires_grad and self.grad is None:
             if np.dtype(self.dtype).kind != "f":
                 raise TypeError(f"only float arrays can require gradients, not {self.dtype}")
-            self.grad = Array(np.zeros(self.shape, self.dtype), device=self.device, _owned=True)
+            self.grad = Array(self.zeros_buffer(), device=self.device, _owned=True)
 
     @property
     def data(self):
@@ -128,47 +172,43 @@ class Array:
         return self.fill_(0)
 
     def fill_(self, value):
-        if self.device == "cpu":
-            self._data[...] = value
-        else:
-            self._data.copy_to_device(np.full(self.shape, value, self.dtype))
+        buffers.fill(self._data, value)
         return self
 
     # -- device-neutral pieces the tape and copies use ---------------------------------
+    # (on cuda they stay on the device: see adjoint/runtime/buffers.py)
     def _snapshot(self):
         """A copy of the buffer on the same device."""
-        if self.device == "cpu":
-            return self._data.copy()
-        from numba import cuda
-        out = cuda.device_array_like(self._data)
-        out.copy_to_device(self._data)
-        return out
+        return buffers.clone(self._data)
 
     def zeros_buffer(self):
         """A zeroed buffer shaped like this array, on its device (scratch adjoints)."""
-        return _to_device(np.zeros(self.shape, self.dtype), self.device)
+        return buffers.zeros(self.shape, self.dtype, self.device)
+
+    def _flat(self, offset=0, count=None):
+        """A view of elements ``[offset, offset + count)`` of the flattened buffer."""
+        return buffers.flat(self._data, offset, count)
 
     def _region(self, offset, count):
         """Host copy of elements ``[offset, offset + count)`` of the flattened array."""
-        return np.array(self.numpy().reshape(-1)[offset:offset + count])
+        return np.array(buffers.to_host(self._flat(offset, count)))
 
     def _region_set(self, offset, values):
-        values = np.asarray(values, dtype=self.dtype).reshape(-1)
-        if self.device == "cpu":
-            self._data.reshape(-1)[offset:offset + values.size] = values
-            return
-        host = self.numpy()
-        host.reshape(-1)[offset:offset + values.size] = values
-        self._data.copy_to_device(host)
+        """Elements from ``offset`` on = ``values`` (host values, or a buffer on any device)."""
+        values = _flat_values(values, self.dtype)
+        buffers.copy_into(self._flat(offset, values.size), values)
 
     def _region_add(self, offset, values):
-        values = np.asarray(values, dtype=self.dtype).reshape(-1)
-        if self.device == "cpu":
-            self._data.reshape(-1)[offset:offset + values.size] += values
-            return
-        host = self.numpy()
-        host.reshape(-1)[offset:offset + values.size] += values
-        self._data.copy_to_device(host)
+        values = _flat_values(values, self.dtype)
+        buffers.add_into(self._flat(offset, values.size), values)
+
+
+def _flat_values(values, dtype):
+    if isinstance(values, Array):
+        values = values.data
+    if buffers.on_host(values) or not hasattr(values, "copy_to_host"):
+        return np.asarray(values, dtype=dtype).reshape(-1)
+    return buffers.flat(values)
 
 
 def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, shape=None):

@@ -71,6 +71,51 @@ def refused(reason):
     return run
 
 
+def _flat_grid(n):
+    threads = _threads(1)[0]
+    return (n + threads - 1) // threads, threads
+
+
+def fill(out, value):
+    """``out[:] = value`` on the device, for a flat device array."""
+    if out.size:
+        blocks, threads = _flat_grid(out.size)
+        _kernels()["fill"][blocks, threads](out, value)
+
+
+def add(out, src):
+    """``out += src`` on the device, for flat device arrays of one size and dtype."""
+    if out.size:
+        blocks, threads = _flat_grid(out.size)
+        _kernels()["add"][blocks, threads](out, src)
+
+
+_compiled = {}
+
+
+def _kernels():
+    """The runtime's own grid kernels (compiled on first use, per dtype)."""
+    if not _compiled:
+        # a module global, so the simulator can swap in its fake ``cuda`` while they run
+        import numba.cuda
+        globals()["cuda"] = numba.cuda
+
+        @cuda.jit
+        def fill_kernel(out, value):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = value
+
+        @cuda.jit
+        def add_kernel(out, src):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] += src[i]
+
+        _compiled.update(fill=fill_kernel, add=add_kernel)
+    return _compiled
+
+
 def _device_functions():
     from numba import cuda
     return cuda.jit(device=True)(helpers.clamp)

@@ -4,6 +4,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError
+from . import buffers
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
@@ -141,7 +142,7 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
                                   "pass None for it")
             continue
         if a is None:
-            adjs.append(Array(np.zeros(v.shape, v.dtype), device=_device_of(v), _owned=True).data)
+            adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))
             continue
         data = a.data if isinstance(a, Array) else a
         if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or data.dtype != v.dtype:

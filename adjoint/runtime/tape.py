@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError
+from . import buffers
 
 _ACTIVE = []
 
@@ -73,8 +74,9 @@ class CopyStep:
         copy within one array (overlapping regions, or ``copy(a, a)``) is exact."""
         if self.dest.grad is None:
             return
-        g = self.dest.grad._region(self.dest_offset, self.count)
-        self.dest.grad._region_set(self.dest_offset, np.zeros_like(g))
+        region = self.dest.grad._flat(self.dest_offset, self.count)
+        g = buffers.clone(region)
+        buffers.fill(region, 0)
         if hasattr(self.src, "numpy") and self.src.grad is not None:
             self.src.grad._region_add(self.src_offset, g)
 
@@ -204,12 +206,15 @@ class Tape:
         """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
         if arr.grad is None:
             arr.requires_grad = True
-        value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
-        try:
-            arr.grad._region_set(0, np.broadcast_to(value, arr.shape))
-        except ValueError:
-            raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
-                            f"{tuple(arr.shape)}") from None
+        if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape):
+            arr.grad._region_set(0, seed)      # an Array: device to device on cuda
+        else:
+            value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
+            try:
+                arr.grad._region_set(0, np.broadcast_to(value, arr.shape))
+            except ValueError:
+                raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
+                                f"{tuple(arr.shape)}") from None
         if not any(a is arr for a in self.seeded):
             self.seeded.append(arr)
 
@@ -250,7 +255,7 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
 
     Without offsets and count the sizes must match; with an offset, ``count``
     defaults to what fits in both arrays."""
-    src_data = src.numpy() if hasattr(src, "numpy") else np.asarray(src, dtype=dest.dtype)
+    src_data = src.data if hasattr(src, "numpy") else np.asarray(src, dtype=dest.dtype)
     if dest_offset < 0 or src_offset < 0 or (count is not None and count < 0):
         raise ValueError(f"{kind}: offsets and count must not be negative")
     if count is None:
@@ -266,6 +271,9 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
         tape.before_write(dest, label)
         if getattr(src, "requires_grad", False) and not dest.requires_grad:
             dest.requires_grad = True
-    dest._region_set(dest_offset, src_data.reshape(-1)[src_offset:src_offset + count])
+    values = buffers.flat(src_data, src_offset, count)
+    if src is dest:
+        values = buffers.clone(values)    # overlapping regions of one buffer
+    dest._region_set(dest_offset, values)
     if tape is not None:
         tape.record(CopyStep(dest, src, dest_offset, src_offset, count, label))

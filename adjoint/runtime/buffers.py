@@ -1,0 +1,85 @@
+"""Device-neutral operations on raw buffers: numpy arrays (cpu) or numba device
+arrays (cuda). ``Array`` and the tape use these, so that on the GPU a zeroed
+gradient, a seed, a copy or a copy's backward stays on the device: nothing
+here moves a whole array through host memory when both ends are on the GPU.
+
+Mixed pairs (a host source into a device buffer, or the reverse) go through
+one host copy of the region involved, never of the whole array.
+"""
+import numpy as np
+
+
+def on_host(buf):
+    return isinstance(buf, np.ndarray)
+
+
+def flat(buf, offset=0, count=None):
+    """A view of elements ``[offset, offset + count)`` of the flattened buffer."""
+    size = int(np.prod(buf.shape))
+    count = size - offset if count is None else count
+    view = buf.reshape(-1) if on_host(buf) else buf.reshape(size)
+    return view[offset:offset + count]
+
+
+def zeros(shape, dtype, device):
+    """A zeroed buffer on ``device`` (on cuda, zeroed by a kernel: no host transfer)."""
+    if device == "cpu":
+        return np.zeros(shape, dtype)
+    from numba import cuda
+    buf = cuda.device_array(shape, dtype)
+    fill(buf, 0)
+    return buf
+
+
+def empty_like(buf):
+    if on_host(buf):
+        return np.empty_like(buf)
+    from numba import cuda
+    return cuda.device_array(buf.shape, buf.dtype)
+
+
+def fill(buf, value):
+    if on_host(buf):
+        buf[...] = value
+        return
+    from . import backend_cuda
+    backend_cuda.fill(flat(buf), np.dtype(buf.dtype).type(value))
+
+
+def to_host(buf):
+    """A host array holding the buffer's values (the buffer itself on the host)."""
+    return buf if on_host(buf) else buf.copy_to_host()
+
+
+def clone(buf):
+    """A copy on the buffer's own device."""
+    out = empty_like(buf)
+    copy_into(out, buf)
+    return out
+
+
+def copy_into(dst, src):
+    """``dst[...] = src`` for buffers of one size, on either device."""
+    if on_host(dst):
+        if on_host(src):
+            dst.reshape(-1)[...] = src.reshape(-1)
+        else:
+            dst.reshape(-1)[...] = src.copy_to_host().reshape(-1)
+        return
+    if on_host(src):
+        src = np.ascontiguousarray(src, dtype=dst.dtype).reshape(dst.shape)
+    elif np.dtype(src.dtype) != np.dtype(dst.dtype):
+        src = src.copy_to_host().astype(dst.dtype)
+    dst.copy_to_device(src)
+
+
+def add_into(dst, src):
+    """``dst += src`` for flat buffers of one size, on either device."""
+    if on_host(dst):
+        dst += to_host(src).reshape(dst.shape)
+        return
+    if on_host(src) or np.dtype(src.dtype) != np.dtype(dst.dtype):
+        from numba import cuda
+        src = cuda.to_device(np.ascontiguousarray(to_host(src), dtype=dst.dtype).reshape(dst.shape))
+    from . import backend_cuda
+    backend_cuda.add(dst, src)
