@@ -204,11 +204,13 @@ def func_grad(f):
     return deco
 
 
-def source(obj, stage="backward"):
+def source(obj, stage="backward", target="cpu"):
     """Python source of one kernel or func after ``stage``
-    (parse, normalize, ssa, forward, backward)."""
+    (parse, normalize, ssa, forward, backward). ``target="cuda"`` shows the
+    forward and backward as the CUDA module spells them."""
     from .pipeline import stage_source
     role = "kernel" if isinstance(obj, Kernel) else "func"
     if not isinstance(obj, (Kernel, Func)):
         raise TypeError("ad.source expects an @ad.kernel or an @ad.func")
-    return stage_source(obj.pyfunc, role, stage)
+    return stage_source(obj.pyfunc, role, stage, target,
+                        getattr(obj, "loop_capacity", 256))

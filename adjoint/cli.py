@@ -2,7 +2,8 @@
 
     adjoint generate SRC.py [-o OUT.py]        one module for a source file
     adjoint generate A.py B.py src/ -o gen/    several files and folders
-    adjoint show SRC.py:NAME [--stage S|all] [--diff]
+        [--target cpu|cuda]                    cuda: the numba.cuda module
+    adjoint show SRC.py:NAME [--stage S|all] [--diff] [--target cpu|cuda]
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
@@ -16,6 +17,7 @@ import textwrap
 
 from . import __version__
 from .errors import AdjointError, TransformError
+from .generate import TARGETS
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
 
@@ -26,7 +28,7 @@ def cmd_generate(args):
     if not pairs:
         raise UsageError("no source file with an @ad.kernel or @ad.func found")
     for src, out in pairs:
-        text = generate(src, out)
+        text = generate(src, out, args.target)
         if out is None:
             sys.stdout.write(text)
         elif write_if_changed(out, text):
@@ -75,20 +77,21 @@ def find_object(target):
     return obj
 
 
-def stage_texts(obj, stages):
-    """{stage: source} for ``stages`` of ``obj``; 'source' is the user's code."""
+def stage_texts(obj, stages, target="cpu"):
+    """{stage: source} for ``stages`` of ``obj``, the forward and backward spelled for
+    ``target``; 'source' is the user's code."""
     from .api import source
     texts = {"source": textwrap.dedent(inspect.getsource(obj.pyfunc))}
     for s in stages:
-        texts[s] = source(obj, s)
+        texts[s] = source(obj, s, target)
     return texts
 
 
 def cmd_show(args):
-    obj = find_object(args.target)
+    obj = find_object(args.name)
     stages = STAGES if args.stage == "all" else (args.stage,)
     needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
-    texts = stage_texts(obj, needed)
+    texts = stage_texts(obj, needed, args.target)
     order = ["source"] + list(STAGES)
     out = []
     for stage in stages:
@@ -127,16 +130,21 @@ def parser():
     g.add_argument("-o", "--output", metavar="OUT",
                    help="output file (OUT.py, one source) or folder; "
                         "standard output when omitted and there is one source file")
+    g.add_argument("--target", choices=TARGETS, default="cpu",
+                   help="cpu (default): numba.njit, or plain Python under ADJOINT_JIT=0; "
+                        "cuda: numba.cuda.jit, launched with device='cuda'")
     g.add_argument("-q", "--quiet", action="store_true", help="do not list unchanged files")
     g.set_defaults(run=cmd_generate)
 
     s = sub.add_parser("show", help="print one stage of one kernel or func as Python",
                        description="Print a kernel or func after a pass of the pipeline.")
-    s.add_argument("target", metavar="SRC.py:NAME")
+    s.add_argument("name", metavar="SRC.py:NAME")
     s.add_argument("--stage", choices=STAGES + ("all",), default="backward",
                    help="which stage (default: backward); 'all' prints each in turn")
     s.add_argument("--diff", action="store_true",
                    help="show what each stage changed, as a unified diff from the one before")
+    s.add_argument("--target", choices=TARGETS, default="cpu",
+                   help="spell the forward and backward stages for cpu (default) or cuda")
     s.set_defaults(run=cmd_show)
 
     c = sub.add_parser("check", help="exit non-zero if generated modules are stale",

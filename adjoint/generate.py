@@ -9,6 +9,11 @@ only on the source text, the adjoint version and the source's path *relative
 to the generated file* (recorded in the header), so it is byte-identical on
 every machine and ``check`` can find the source again.
 
+A module is generated for a *target*: ``cpu`` (``rt.jit``: numba on the CPU,
+or plain Python) or ``cuda`` (``numba.cuda.jit``). A CUDA module's header says
+so in one more line, ``# adjoint-target: cuda``; a header without it is a CPU
+module's, so CPU headers read as they did before there were targets.
+
 This module imports the transformer lazily: ``import adjoint`` (which generated
 modules do) must keep working where gast and astor are absent.
 """
@@ -24,6 +29,8 @@ from dataclasses import dataclass
 from .errors import AdjointError, StaleModuleError
 
 HEADER_KEYS = ("adjoint-version", "adjoint-source", "adjoint-source-sha256")
+TARGET_KEY = "adjoint-target"      # optional: absent means "cpu"
+TARGETS = ("cpu", "cuda")
 _counter = itertools.count()
 
 
@@ -33,6 +40,7 @@ class Header:
     version: str
     source: str      # the source path, relative to the generated file's folder
     sha256: str      # of the source text
+    target: str = "cpu"
 
     @classmethod
     def parse(cls, text):
@@ -40,11 +48,11 @@ class Header:
         found = {}
         for line in text.splitlines()[:20]:
             m = re.match(r"# (adjoint-[a-z0-9-]+): (.*)$", line)
-            if m and m.group(1) in HEADER_KEYS:
+            if m and m.group(1) in HEADER_KEYS + (TARGET_KEY,):
                 found[m.group(1)] = m.group(2).strip()
-        if len(found) != len(HEADER_KEYS):
+        if not all(k in found for k in HEADER_KEYS):
             return None
-        return cls(*(found[k] for k in HEADER_KEYS))
+        return cls(*(found[k] for k in HEADER_KEYS), found.get(TARGET_KEY, "cpu"))
 
 
 @dataclass(frozen=True)
@@ -114,23 +122,33 @@ def relative_source(src, out=None):
     return rel.replace(os.sep, "/")
 
 
-def generate(path, out=None):
+def check_target(target, path):
+    """Raise ``AdjointError`` unless ``target`` is one adjoint generates for."""
+    if target not in TARGETS:
+        raise AdjointError(f"{path}: unknown target {target!r}; "
+                           f"choose one of {', '.join(TARGETS)}")
+
+
+def generate(path, out=None, target="cpu"):
     """Source text of the module holding every kernel and func defined in ``path``.
 
     ``out`` is where the module will be written; the header records the
     source's path relative to it (just the file name when ``out`` is omitted),
-    so ``adjoint check`` can find the source again. The text is byte-identical
-    for the same source, adjoint version and relative path.
+    so ``adjoint check`` can find the source again. ``target`` is ``"cpu"``
+    (``rt.jit``; numba or plain Python) or ``"cuda"`` (``numba.cuda.jit``, for
+    launches with ``device="cuda"``). The text is byte-identical for the same
+    source, target, adjoint version and relative path.
     """
     from .api import module_items
     from .emit.module import module_source
+    check_target(target, path)
     module = import_source(path)
     try:
         kernels, funcs = defined_here(module)
         if not kernels and not funcs:
             raise AdjointError(f"{path}: defines no @ad.kernel or @ad.func")
         items = module_items(kernels, funcs)
-        return module_source(items, relative_source(path, out), read_text(path))
+        return module_source(items, relative_source(path, out), read_text(path), target)
     finally:
         sys.modules.pop(module.__name__, None)
 
@@ -202,17 +220,21 @@ def generated_files(paths):
 
 
 def check(out):
-    """Is the generated module ``out`` what ``adjoint generate`` would write now?"""
+    """Is the generated module ``out`` what ``adjoint generate`` would write now
+    (for the target its header names)?"""
     if not os.path.isfile(out):
         return CheckResult(out, False, "no such file")
     text = read_text(out)
     header = Header.parse(text)
     if header is None:
         return CheckResult(out, False, "not a generated module (no adjoint header)")
+    if header.target not in TARGETS:
+        return CheckResult(out, False, f"its header names an unknown target {header.target!r} "
+                                       f"(known: {', '.join(TARGETS)})")
     src = os.path.normpath(os.path.join(os.path.dirname(out), header.source))
     if not os.path.isfile(src):
         return CheckResult(out, False, f"its source {header.source} ({src}) is missing")
-    fresh = generate(src, out)
+    fresh = generate(src, out, header.target)
     if fresh == text:
         return CheckResult(out, True)
     from . import __version__

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from .emit.printer import render_function
 from .frontend.fence import fence
 from .frontend.parse import parse
+from .generate import TARGETS
 from .transform import activity, hazards, normalize, parallel, reverse, ssa, types
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
@@ -57,10 +58,17 @@ def _dims(s):
     return 1
 
 
-def stage_source(pyfunc, role, stage):
-    """Python source of ``pyfunc`` after ``stage`` (one of STAGES)."""
+def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256):
+    """Python source of ``pyfunc`` after ``stage`` (one of STAGES).
+
+    ``target`` ("cpu" or "cuda") spells the forward and backward stages; the
+    earlier stages are the same for both. ``loop_capacity`` sizes a kernel's
+    CUDA loop stacks (``@ad.kernel(loop_capacity=N)``).
+    """
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     params = [p.name for p in _params(pyfunc, role)]
     if stage == "parse":
         pf = fence(parse(pyfunc, role))
@@ -73,7 +81,8 @@ def stage_source(pyfunc, role, stage):
     if stage == "ssa":
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
     from .emit.module import function_sources
-    return function_sources(tr, stage)
+    tr.loop_capacity = loop_capacity
+    return function_sources(tr, stage, target)
 
 
 def _params(pyfunc, role):

@@ -163,3 +163,61 @@ def test_docs_stage_markers_expand_to_real_show_output():
     text = gen_stages.expand(page)
     assert "<!-- adjoint show" not in text and "<!-- include" not in text
     assert "def capped_sum_backward_thread(" in text and "--- capped_sum after normalize" in text
+
+
+def test_generate_and_check_a_cuda_module(src, tmp_path, capsys):
+    out = tmp_path / "gen" / "kernels_cuda.py"
+    assert main(["generate", str(src), "-o", str(out), "--target", "cuda"]) == 0
+    assert out.read_text() == ad.generate(str(src), str(out), target="cuda")
+    assert Header.parse(out.read_text()).target == "cuda"
+    assert main(["generate", str(src), "-o", str(out), "--target", "cuda"]) == 0
+    assert f"unchanged {out}" in capsys.readouterr().err
+    assert main(["check", str(out)]) == 0
+    src.write_text(SOURCE.replace("b * b", "b * b * b"))
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 1
+    assert f"stale: {out}: ../kernels.py changed since generation" in capsys.readouterr().err
+    assert main(["generate", str(src), "-o", str(out), "--target", "cuda"]) == 0
+    assert main(["check", str(out)]) == 0
+    assert main(["check", str(tmp_path / "gen")]) == 0      # found in a folder too
+
+
+def test_generate_to_stdout_for_cuda(src, capsys):
+    assert main(["generate", str(src), "--target", "cuda"]) == 0
+    out = capsys.readouterr().out
+    assert out == ad.generate(str(src), target="cuda") and "# adjoint-target: cuda\n" in out
+
+
+def test_unknown_target_is_a_usage_error(src, capsys):
+    for command in (["generate", str(src)], ["show", f"{src}:energy"]):
+        with pytest.raises(SystemExit) as exc:
+            main(command + ["--target", "rocm"])
+        assert exc.value.code == 2
+        assert "invalid choice: 'rocm' (choose from 'cpu', 'cuda')" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage", ["forward", "backward"])
+def test_show_cuda_spells_forward_and_backward_for_cuda(src, stage, capsys):
+    assert main(["show", f"{src}:energy", "--stage", stage, "--target", "cuda"]) == 0
+    out = capsys.readouterr().out
+    from adjoint.generate import import_source
+    assert out == ad.source(import_source(str(src)).energy, stage, target="cuda")
+    assert "tid0 = cuda.grid(1)" in out and "rt.prange" not in out
+    assert out != ad.source(import_source(str(src)).energy, stage)
+    if stage == "backward":
+        assert "def energy_backward(dim0, n, x, out, adj_x, adj_out, rt_status):" in out
+
+
+def test_show_cuda_of_a_func_and_of_earlier_stages(src, capsys):
+    assert main(["show", f"{src}:soft_abs", "--target", "cuda"]) == 0
+    assert "def soft_abs_adjoint(x, adj_ret, rt_status):" in capsys.readouterr().out
+    assert main(["show", f"{src}:energy", "--stage", "ssa", "--target", "cuda"]) == 0
+    ssa_cuda = capsys.readouterr().out
+    assert main(["show", f"{src}:energy", "--stage", "ssa"]) == 0
+    assert capsys.readouterr().out == ssa_cuda       # only forward/backward differ
+
+
+def test_committed_cpu_example_is_still_up_to_date():
+    r = run_cli("check", os.path.join(ROOT, "examples", "springs_grad.py"))
+    assert r.returncode == 0, r.stderr
+    assert "adjoint-target" not in open(os.path.join(ROOT, "examples", "springs_grad.py")).read()

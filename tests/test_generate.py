@@ -347,3 +347,117 @@ def test_require_fresh_raises_naming_the_module_when_stale(project):
     with pytest.raises(ad.StaleModuleError) as err:
         require_fresh(str(out))
     assert str(out) in str(err.value) and "adjoint generate" in str(err.value)
+
+
+# --- the CUDA target (numba's simulator here, see conftest.py) ----------------
+
+@pytest.fixture
+def cuda_project(project):
+    """The same source, also generated for CUDA into gen/kernels_cuda.py."""
+    src, out = project
+    cuda_out = out.parent / "kernels_cuda.py"
+    cuda_out.write_text(generate(str(src), str(cuda_out), target="cuda"))
+    return src, out, cuda_out
+
+
+def test_cpu_header_has_no_target_line(project):
+    _, out = project
+    lines = out.read_text().splitlines()
+    start = lines.index(f"# adjoint-version: {ad.__version__}")
+    assert [line.split(":")[0] for line in lines[start:start + 4]] == \
+        ["# adjoint-version", "# adjoint-source", "# adjoint-source-sha256", "import math"]
+    assert "adjoint-target" not in out.read_text()
+    assert Header.parse(out.read_text()).target == "cpu"
+
+
+def test_cuda_header_records_the_target(cuda_project):
+    src, out, cuda_out = cuda_project
+    text = cuda_out.read_text()
+    header = Header.parse(text)
+    assert header.target == "cuda" and header.source == "../src/kernels.py"
+    assert header.sha256 == Header.parse(out.read_text()).sha256
+    assert "\n# adjoint-target: cuda\n" in text
+    assert "@cuda.jit\ndef energy_forward(" in text and "@rt.jit" not in text
+    assert ad.generate(str(src), str(cuda_out), target="cuda") == text   # byte-identical
+
+
+def test_cuda_text_is_byte_identical_in_another_process(cuda_project):
+    src, _, cuda_out = cuda_project
+    r = run_python(f'''
+        import sys
+        from adjoint.generate import generate
+        sys.stdout.write(generate({str(src)!r}, {str(cuda_out)!r}, target="cuda"))
+    ''', env={"PYTHONHASHSEED": "7"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == cuda_out.read_text()
+
+
+def test_unknown_target_is_an_error(project):
+    src, out = project
+    with pytest.raises(ad.AdjointError, match=r"kernels.py: unknown target 'rocm'; "
+                                              r"choose one of cpu, cuda"):
+        generate(str(src), str(out), target="rocm")
+    out.write_text(out.read_text().replace("# adjoint-source-sha256",
+                                           "# adjoint-target: rocm\n# adjoint-source-sha256"))
+    result = check(str(out))
+    assert not result.ok and "unknown target 'rocm'" in result.reason
+
+
+def test_check_regenerates_a_cuda_module_for_cuda(cuda_project):
+    from adjoint.generate import require_fresh
+    src, out, cuda_out = cuda_project
+    assert check(str(cuda_out)).ok, check(str(cuda_out)).reason
+    require_fresh(str(cuda_out))
+    src.write_text(SOURCE.replace("s * 0.5", "s * 0.25"))
+    for path in (out, cuda_out):
+        result = check(str(path))
+        assert not result.ok and "../src/kernels.py changed since generation" in result.reason
+    assert "0.25" in check(str(cuda_out)).diff
+    with pytest.raises(ad.StaleModuleError, match="kernels_cuda.py: .*changed since generation"):
+        require_fresh(str(cuda_out))
+    cuda_out.write_text(generate(str(src), str(cuda_out), target="cuda"))
+    assert check(str(cuda_out)).ok
+
+
+def test_cuda_module_without_its_target_line_is_stale(cuda_project):
+    _, _, cuda_out = cuda_project
+    cuda_out.write_text(cuda_out.read_text().replace("# adjoint-target: cuda\n", ""))
+    result = check(str(cuda_out))
+    assert not result.ok and "edited by hand" in result.reason
+
+
+def _energy_grad(k, xs, n, device):
+    x = ad.array(xs, requires_grad=True, device=device)
+    y = ad.zeros(len(xs), requires_grad=True, device=device)
+    with ad.Tape() as tape:
+        ad.launch(k, dim=len(xs), inputs=[n, x], outputs=[y], device=device)
+    tape.backward(grads={y: np.ones(len(xs))})
+    return y.numpy(), x.grad.numpy()
+
+
+def test_generated_cuda_module_gives_the_cpu_modules_gradient(cuda_project):
+    from conftest import central_fd
+    _, out, cuda_out = cuda_project
+    cpu = import_path(str(out), f"adjoint_test_generated_cpu_{os.getpid()}")
+    gpu = import_path(str(cuda_out), f"adjoint_test_generated_cuda_{os.getpid()}")
+    assert gpu.energy.target == "cuda" and cpu.energy.target == "cpu"
+    xs = np.linspace(-1.0, 1.5, 37)             # more than one simulated block of 32
+    y_cpu, g_cpu = _energy_grad(cpu.energy, xs, 3, "cpu")
+    y_gpu, g_gpu = _energy_grad(gpu.energy, xs, 3, "cuda")
+    np.testing.assert_allclose(y_gpu, y_cpu, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(g_gpu, g_cpu, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(g_gpu, expected_grad(xs, 3), rtol=1e-12, atol=1e-12)
+
+    def total(v):
+        return float(_energy_grad(gpu.energy, v, 3, "cuda")[0].sum())
+    keep = np.abs(xs - 0.5) > 1e-3                # away from the branch at b = 0.5
+    fd = central_fd(total, xs)
+    np.testing.assert_allclose(g_gpu[keep], fd[keep], rtol=1e-6, atol=1e-6)
+
+
+def test_generated_cuda_module_refuses_a_cpu_launch(cuda_project):
+    _, _, cuda_out = cuda_project
+    gpu = import_path(str(cuda_out), f"adjoint_test_generated_cuda_cpu_{os.getpid()}")
+    x, y = ad.array([0.25, 0.75]), ad.zeros(2)
+    with pytest.raises(ad.LaunchError, match="was generated for device='cuda', not 'cpu'"):
+        ad.launch(gpu.energy, dim=2, inputs=[2, x], outputs=[y])

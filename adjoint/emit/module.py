@@ -12,6 +12,7 @@ import hashlib
 import gast
 
 from .. import __version__
+from ..generate import TARGETS
 from . import cuda
 from .declare import declare
 from .printer import Printer
@@ -219,13 +220,22 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
     return out
 
 
-def function_sources(tr, stage):
-    """The forward or backward functions of one kernel/func as source."""
+def _known_target(target):
+    """``target`` if it is one adjoint can emit, else a ValueError naming the choices."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    return target
+
+
+def function_sources(tr, stage, target="cpu"):
+    """The forward or backward functions of one kernel/func as source, spelled for
+    ``target`` (decorators are left out, as in ``ad.source``)."""
+    custom = {f.name for f in tr.pf.funcs if f.custom_grad is not None}
     if tr.pf.role == "kernel":
-        fns = kernel_functions(tr)
+        fns = kernel_functions(tr, _known_target(target), custom)
         picked = [f for f in fns if ("_forward" in f[0]) == (stage == "forward")]
     else:
-        fns = func_functions(tr)
+        fns = func_functions(tr, None, _known_target(target), custom)
         picked = [fns[0]] if stage == "forward" else [fns[1]]
     p = Printer(tr.pf.source)
     for i, (fname, params, body, _deco, *src) in enumerate(picked):
@@ -276,8 +286,15 @@ def _spec_lines(kind, tr, relname, target="cpu"):
     return lines
 
 
+def _target_line(target):
+    """The header line naming a non-CPU target; CPU modules have none (and so keep the
+    header they had before there were targets)."""
+    return [] if target == "cpu" else [f"# adjoint-target: {target}"]
+
+
 def module_source(items, relname, source_text, target="cpu"):
-    """Text of a module for ``items``: [(role, Transformed, custom_grad_pf or None)].
+    """Text of a module for ``items``: [(role, Transformed, custom_grad_pf or None)],
+    for ``target`` "cpu" (``rt.jit``) or "cuda" (``cuda.jit``).
 
     Funcs must come before the kernels and funcs that call them.
     """
@@ -291,7 +308,7 @@ def module_source(items, relname, source_text, target="cpu"):
         f"# adjoint-version: {__version__}",
         f"# adjoint-source: {relname}",
         f"# adjoint-source-sha256: {digest}",
-    ] + (cuda.HEADER if target == "cuda" else [
+    ] + _target_line(_known_target(target)) + (cuda.HEADER if target == "cuda" else [
         "import math",
         "",
         "import adjoint.runtime",
