@@ -25,6 +25,35 @@ BACKENDS = ["python", "numba", "cuda"]
 _counter = itertools.count()
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The simulator runs generated CUDA kernels as Python; numba.cuda must also accept
+    them. Compile every CUDA module this run generated to PTX (needs NVVM, not a GPU;
+    skipped with a note where there is none, or with ADJOINT_TEST_PTX=0)."""
+    import subprocess
+    session.config._adjoint_ptx = None
+    if os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or not _session_cache:
+        return
+    if not any(f.endswith(".py") for f in os.listdir(_session_cache[0])):
+        return
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", _session_cache[0]], env=env,
+                          capture_output=True, text=True)
+    text = (proc.stdout + proc.stderr).strip()
+    session.config._adjoint_ptx = (proc.returncode, text)
+    if proc.returncode == 1 and session.exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    result = getattr(config, "_adjoint_ptx", None)
+    if result is None:
+        return
+    code, text = result
+    title = {0: "PTX check passed", 1: "PTX check FAILED"}.get(code, "PTX check skipped")
+    terminalreporter.section(title)
+    terminalreporter.write_line(text)
+
+
 def pytest_collection_modifyitems(items):
     """A variable numba would share between parallel workers is a race: fail, never warn.
     (Here, not in setup.cfg, so numba is imported only after the simulator is chosen.)"""
@@ -55,12 +84,16 @@ def kernel_module(tmp_path):
     return load
 
 
+_session_cache = []
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory):
     """Generated modules of the test run go to a private cache directory."""
     import os
     old = os.environ.get("ADJOINT_CACHE_DIR")
     os.environ["ADJOINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("adjoint-cache"))
+    _session_cache.append(os.environ["ADJOINT_CACHE_DIR"])
     yield
     if old is None:
         os.environ.pop("ADJOINT_CACHE_DIR", None)

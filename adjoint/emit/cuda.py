@@ -12,7 +12,12 @@ Differences from the CPU target, all made here on the emitted trees:
   A thread whose loop runs past it writes the loop's line into a status array
   and the launcher raises an error naming the kernel and the line;
 - a kernel whose plain stores may collide has no CUDA backward: which
-  thread's value survived is unknown, so the launcher refuses it.
+  thread's value survived is unknown, so the launcher refuses it;
+- ``min(a, b)``/``max(a, b)`` become conditionals with Python's tie rule
+  (numba's built-in CUDA target mistypes the two-argument builtins).
+
+Everything emitted here is compiled to PTX by ``adjoint.ptx`` in CI: the
+simulator runs it as Python and would not notice code numba.cuda rejects.
 """
 import copy
 
@@ -90,12 +95,25 @@ class LowerCuda(gast.NodeTransformer):
         self.generic_visit(node)
         if isinstance(node.value, gast.Name) and node.value.id in self.stacks and \
                 isinstance(node.ctx, gast.Load):
-            node.slice = _call(name("min"), node.slice, const(self.capacity - 1))
+            # (a conditional, not min(): numba.cuda types min(int, int) wrongly)
+            last = const(self.capacity - 1)
+            node.slice = gast.IfExp(test=gast.Compare(left=node.slice, ops=[gast.Lt()],
+                                                      comparators=[copy.deepcopy(last)]),
+                                    body=copy.deepcopy(node.slice), orelse=last)
         return node
 
     def visit_Call(self, node):
         self.generic_visit(node)
         f = node.func
+        if isinstance(f, gast.Name) and f.id in ("min", "max") and len(node.args) == 2 and \
+                not node.keywords:
+            # Python's choice (the first unless the second is strictly smaller/larger),
+            # spelled as a conditional: numba's built-in CUDA target mistypes min/max(a, b)
+            a, b = node.args
+            op = gast.Lt() if f.id == "min" else gast.Gt()
+            return gast.IfExp(test=gast.Compare(left=copy.deepcopy(b), ops=[op],
+                                                comparators=[copy.deepcopy(a)]),
+                              body=copy.deepcopy(b), orelse=copy.deepcopy(a))
         if isinstance(f, gast.Name) and f.id.endswith("_adjoint") and \
                 f.id[:-len("_adjoint")] not in self.custom_grads:
             node.args.append(name(STATUS))
