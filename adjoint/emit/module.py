@@ -247,7 +247,17 @@ def function_sources(tr, stage, target="cpu"):
     return p.text()
 
 
-def _spec_lines(kind, tr, relname, target="cpu"):
+def _writes_status(fns, kernel):
+    """Whether a CUDA backward can report a loop overflow (it has loop stacks, or calls
+    a func adjoint that may): only then does its launcher read the status back."""
+    for fname, _params, body, *_ in fns:
+        if fname == f"{kernel}_backward_thread":
+            return any(isinstance(n, gast.Name) and n.id == cuda.STATUS
+                       for st in body for n in gast.walk(st))
+    return False
+
+
+def _spec_lines(kind, tr, relname, target="cpu", check_status=True):
     n = tr.pf.name
     if kind == "func":
         return [f"{n} = adjoint.runtime.FuncSpec(",
@@ -268,7 +278,8 @@ def _spec_lines(kind, tr, relname, target="cpu"):
     if target == "cuda":
         forward = f"rt.launcher({n}_forward, {tr.dims})"
         if backward is not None:
-            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True)"
+            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True" + \
+                ("" if check_status else ", check=False") + ")"
             if tr.plans[1].mode == "serial":
                 backward = f"rt.refused({tr.plans[1].reason!r})"
     lines = [f"{n} = adjoint.runtime.KernelSpec(",
@@ -325,7 +336,7 @@ def module_source(items, relname, source_text, target="cpu"):
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
             p.function(fname, params, body, decorator=decorator)
-        specs += _spec_lines(role, tr, relname, target)
+        specs += _spec_lines(role, tr, relname, target, _writes_status(fns, tr.pf.name))
     p.lines += [""]
     for line in specs:
         p.lines += [""] if line.startswith(tuple(f"{tr.pf.name} =" for _, tr, _ in items)) else []

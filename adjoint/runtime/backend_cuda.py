@@ -39,8 +39,16 @@ def _threads(ndim):
     return {1: (256,), 2: (16, 16), 3: (8, 8, 4)}[ndim]
 
 
-def launcher(kernel, ndim, status=False):
-    """A callable ``(*dims, *args)`` launching ``kernel`` over ``dims`` threads."""
+def launcher(kernel, ndim, status=False, check=True):
+    """A callable ``(*dims, *args)`` launching ``kernel`` over ``dims`` threads.
+
+    ``status``: the kernel takes a one-integer status array last, where a thread whose
+    loop overflows its stack writes the loop's line; with ``check`` the launcher waits
+    for the kernel, reads it and raises. Without ``check`` (a backward with no loop
+    stacks, which never writes it) a zeroed array made once is passed and never read,
+    so the launch stays asynchronous."""
+    unused = []
+
     def run(*args):
         dims, rest = args[:ndim], args[ndim:]
         if any(d == 0 for d in dims):
@@ -51,6 +59,12 @@ def launcher(kernel, ndim, status=False):
             kernel[blocks, threads](*dims, *rest)
             return
         from numba import cuda
+        if not check:
+            if not unused:
+                from .buffers import zeros
+                unused.append(zeros(1, np.int64, "cuda"))
+            kernel[blocks, threads](*dims, *rest, unused[0])
+            return
         flag = cuda.to_device(np.zeros(1, np.int64))
         kernel[blocks, threads](*dims, *rest, flag)
         line = int(flag.copy_to_host()[0])
