@@ -5,7 +5,8 @@ A workload module (``benchmarks/workloads/*.py``) provides:
 ``NAME``, ``TITLE``
     short name (for ``--only``) and a one-line description;
 ``SIZES``
-    ``{"full": {...}, "quick": {...}, "tiny": {...}}`` keyword arguments of ``make``;
+    ``{"full": {...}, "quick": {...}, "tiny": {...}, "micro": {...}}`` keyword arguments
+    of ``make`` (micro: a few hundred threads, for numba's CUDA simulator);
 ``make(rng, **size) -> Problem``
     float32 inputs, the output cotangent used for timing (``seed``) and a random one
     used for the gradient check (``check_seed``);
@@ -13,10 +14,11 @@ A workload module (``benchmarks/workloads/*.py``) provides:
     float64 numpy: forward outputs and the gradients of ``sum(seed * output)``;
 ``ref_forward(inputs) -> outputs``
     float64 numpy forward, used to check ``reference`` by finite differences;
-``SYSTEMS``
-    ``{system name: class}``; a class is built from a ``Problem`` and has
-    ``forward()``, ``fwd_bwd(seed)`` and ``result() -> (outputs, grads)``
-    (numpy arrays), each system computing the same gradients.
+``SYSTEMS``, ``CUDA_SYSTEMS``
+    ``{system name: class}`` on the CPU and on the GPU; a class is built from a
+    ``Problem`` and has ``forward()``, ``fwd_bwd(seed)`` and ``result() -> (outputs,
+    grads)`` (numpy arrays), each system computing the same gradients. A GPU system
+    also has ``sync()``, called before the clock is read.
 
 Every system of a workload runs in this process. After warm-up its gradient is
 checked against the float64 reference, then rounds alternate between systems
@@ -31,6 +33,8 @@ import time
 import numpy as np
 
 BASELINE = "numba-par"
+# the baseline of the ratio column per device: the hand-written numba pair
+BASELINES = {"cpu": "numba-par", "cuda": "numba-cuda"}
 
 
 class GradientMismatch(RuntimeError):
@@ -51,9 +55,12 @@ def now():
     return time.perf_counter()
 
 
-def timed(fn, *args):
+def timed(fn, *args, sync=None):
+    """Seconds ``fn(*args)`` takes; ``sync()`` (a GPU system's) waits for the device."""
     t0 = time.perf_counter()
     fn(*args)
+    if sync is not None:
+        sync()
     return time.perf_counter() - t0
 
 
@@ -171,6 +178,8 @@ def run_workload(workload, problem, systems, repeat, warmup, log):
         for _ in range(warmup):
             sysobj.forward()
             sysobj.fwd_bwd(problem.seed)
+        if hasattr(sysobj, "sync"):
+            sysobj.sync()
         t_warm = now() - t0
         worst = verify(workload, name, sysobj, problem, ref_cache)
         log(f"    {name:<11} built+warm-up {t_warm:6.2f} s, gradient check OK "
@@ -182,8 +191,9 @@ def run_workload(workload, problem, systems, repeat, warmup, log):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             s = built[name]
-            results[name].fwd.append(timed(s.forward))
-            results[name].fb.append(timed(s.fwd_bwd, problem.seed))
+            sync = getattr(s, "sync", None)
+            results[name].fwd.append(timed(s.forward, sync=sync))
+            results[name].fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
     return results
 
 

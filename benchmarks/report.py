@@ -6,7 +6,7 @@ import json
 import statistics
 import sys
 
-BASELINE = "numba-par"
+BASELINE = "numba-par"      # of reports written before run.py recorded its baseline
 
 
 def paired(a, b):
@@ -15,6 +15,8 @@ def paired(a, b):
 
 def render(rep):
     m, rev = rep["machine"], rep["adjoint"]
+    baseline = rep.get("baseline", BASELINE)
+    gpu = f" GPU: {m['gpu']}." if m.get("gpu") else ""
     lines = [
         f"Measured {rep['date'][:10]} at adjoint commit `{rev['commit'].split()[0][:12]}`"
         + (" (with uncommitted changes)" if rev.get("dirty") else "") + ".",
@@ -25,15 +27,15 @@ def render(rep):
                     if k != "adjoint" and not str(v).startswith(("jax not", "warp not")))
         + f". Load average {m.get('loadavg_start', 0):.1f} at start, "
         f"{m.get('loadavg_end', 0):.1f} at end. float32, {rep['size']} sizes, medians of "
-        f"{rep['repeat']} rounds after {rep['warmup']} warm-up runs.",
+        f"{rep['repeat']} rounds after {rep['warmup']} warm-up runs.{gpu}",
         "",
-        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | fwd+bwd vs {BASELINE} "
+        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | fwd+bwd vs {baseline} "
         "| best fwd+bwd ms |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for wl, d in rep["workloads"].items():
         systems = d["systems"]
-        base = systems.get(BASELINE)
+        base = systems.get(baseline)
         for name, s in systems.items():
             ratio = f"{paired(s['fwd_bwd_s'], base['fwd_bwd_s']):.2f}x" if base else "n/a"
             bold = "**" if name == "adjoint" else ""

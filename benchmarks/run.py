@@ -1,15 +1,19 @@
-"""Benchmark adjoint against hand-written numba, Warp (CPU) and JAX (CPU).
+"""Benchmark adjoint against hand-written numba, Warp and JAX, on CPU or GPU.
 
-    python benchmarks/run.py                 # five workloads, full sizes
+    python benchmarks/run.py                 # five workloads, full sizes, CPU
     python benchmarks/run.py --quick         # small sizes (about a minute)
     python benchmarks/run.py --only springs --repeat 20 --json out.json
+    python benchmarks/run.py --device cuda   # the same workloads on an NVIDIA GPU
 
-Systems: ``adjoint`` (@ad.kernel + ad.Tape, numba backend), ``numba-ser`` and
-``numba-par`` (a hand-written numba forward/adjoint pair, serial ``njit`` and
-``njit(parallel=True)`` with ``prange``, race-free), ``warp`` (NVIDIA Warp, CPU
-device) and ``jax`` (jax.jit on CPU) when importable. Every system's outputs and
-gradients are checked against a float64 reference before timing; a mismatch
-aborts the run (exit status 2). See docs/benchmarks.md.
+Systems on ``--device cpu``: ``adjoint`` (@ad.kernel + ad.Tape, numba backend),
+``numba-ser`` and ``numba-par`` (a hand-written numba forward/adjoint pair,
+serial ``njit`` and ``njit(parallel=True)`` with ``prange``, race-free), ``warp``
+(NVIDIA Warp, CPU device) and ``jax`` (jax.jit on CPU) when importable. On
+``--device cuda``: ``adjoint`` (CUDA backend), ``numba-cuda`` (a hand-written
+``numba.cuda.jit`` forward/adjoint pair), ``warp`` (Warp's CUDA device) and
+``jax`` (jax.jit on the GPU). Every system's outputs and gradients are checked
+against a float64 reference before timing; a mismatch aborts the run (exit
+status 2). See docs/benchmarks.md.
 """
 import argparse
 import datetime
@@ -29,7 +33,9 @@ import adjoint as ad  # noqa: E402
 from benchmarks import harness, startup  # noqa: E402
 from benchmarks.workloads import ORDER, load, optional  # noqa: E402
 
-ALL_SYSTEMS = ["adjoint", "numba-ser", "numba-par", "warp", "jax"]
+SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "numba-ser", "numba-par", "warp", "jax"],
+                     "cuda": ["adjoint", "numba-cuda", "warp", "jax"]}
+ALL_SYSTEMS = SYSTEMS_BY_DEVICE["cpu"]
 
 
 def adjoint_revision():
@@ -63,16 +69,35 @@ def versions(selected):
     return out
 
 
+def gpu_description():
+    """The GPU's name and compute capability, and which numba CUDA target drives it."""
+    import numba
+    from numba import cuda
+    target = f"numba.cuda {getattr(cuda, 'implementation', '?')} (numba {numba.__version__})"
+    if numba.config.ENABLE_CUDASIM:
+        return f"numba's CUDA simulator (no GPU), {target}"
+    dev = cuda.get_current_device()
+    name = dev.name.decode() if isinstance(dev.name, bytes) else dev.name
+    cc = ".".join(str(c) for c in dev.compute_capability)
+    return f"{name}, compute capability {cc}, {target}"
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
     p.add_argument("--tiny", action="store_true",
                    help="tiny sizes (smoke test); implies --quick")
+    p.add_argument("--micro", action="store_true",
+                   help="a few hundred threads (smoke test in numba's CUDA simulator); "
+                        "implies --quick")
     p.add_argument("--only", action="append", metavar="NAME",
                    help=f"run only this workload (repeatable or comma-separated): {', '.join(ORDER)}")
-    p.add_argument("--systems", default=",".join(ALL_SYSTEMS),
-                   help="comma-separated systems to run (default: all; numba-par is the baseline)")
+    p.add_argument("--device", choices=sorted(SYSTEMS_BY_DEVICE), default="cpu",
+                   help="where every system runs (default cpu; cuda needs an NVIDIA GPU)")
+    p.add_argument("--systems", default=None,
+                   help="comma-separated systems to run (default: all of the device's; "
+                        "numba-par on cpu and numba-cuda on cuda are the baselines)")
     p.add_argument("--repeat", type=int, default=None,
                    help="timed rounds per workload (default 15, 5 with --quick)")
     p.add_argument("--warmup", type=int, default=None,
@@ -81,8 +106,8 @@ def parse_args(argv):
     p.add_argument("--no-startup", action="store_true",
                    help="skip the launch-overhead and cold/warm-start measurements")
     a = p.parse_args(argv)
-    a.quick = a.quick or a.tiny
-    a.size = "tiny" if a.tiny else ("quick" if a.quick else "full")
+    a.quick = a.quick or a.tiny or a.micro
+    a.size = "micro" if a.micro else "tiny" if a.tiny else ("quick" if a.quick else "full")
     a.repeat = a.repeat or (5 if a.quick else 15)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
     names = []
@@ -92,10 +117,16 @@ def parse_args(argv):
     if unknown:
         p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(ORDER)}")
     a.workloads = [n for n in ORDER if n in names] if names else list(ORDER)
-    a.system_list = [s.strip() for s in a.systems.split(",") if s.strip()]
-    bad = [s for s in a.system_list if s not in ALL_SYSTEMS]
+    a.all_systems = SYSTEMS_BY_DEVICE[a.device]
+    a.baseline = harness.BASELINES[a.device]
+    a.system_list = [s.strip() for s in (a.systems or ",".join(a.all_systems)).split(",")
+                     if s.strip()]
+    bad = [s for s in a.system_list if s not in a.all_systems]
     if bad:
-        p.error(f"unknown system(s) {', '.join(bad)}; choose from {', '.join(ALL_SYSTEMS)}")
+        p.error(f"unknown system(s) {', '.join(bad)} on --device {a.device}; choose from "
+                f"{', '.join(a.all_systems)}")
+    if a.device == "cuda":
+        a.no_startup = True        # the launch-overhead and cold-start runs are CPU ones
     return a
 
 
@@ -106,7 +137,17 @@ def main(argv=None):
     def log(msg=""):
         print(msg, flush=True)
 
+    if args.device == "cuda":
+        from adjoint.runtime import backend_cuda
+        if not backend_cuda.available():
+            log("--device cuda: no NVIDIA GPU with a working CUDA driver here (and numba's "
+                "simulator is off); nothing to measure")
+            return 2
+        ad.use_backend("cuda")        # adjoint's arrays and launches go to the GPU
+        optional.use_gpu()            # and JAX's
     mach = startup.machine()
+    if args.device == "cuda":
+        mach["gpu"] = gpu_description()
     rev = adjoint_revision()
     vers = versions(args.system_list)
     date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
@@ -116,6 +157,11 @@ def main(argv=None):
         f"({mach['usable_cores']} usable), numba {mach['numba']} "
         f"({mach['numba_threads']} threads, layer {mach['numba_threading_layer']}), "
         f"numpy {mach['numpy']}, python {mach['python']}")
+    if args.device == "cuda":
+        log(f"gpu: {mach['gpu']}")
+        if "simulator" in mach["gpu"]:
+            log("WARNING: numba's CUDA simulator runs GPU threads as Python threads: it checks "
+                "the gradients, its timings mean nothing")
     loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     log(f"load average at start: {loadavg:.2f} on {mach['usable_cores']} cores")
     if loadavg > 0.5 * mach["usable_cores"]:
@@ -133,7 +179,7 @@ def main(argv=None):
             skipped[s] = need()
             continue
         systems.append(s)
-    for s in ALL_SYSTEMS:
+    for s in args.all_systems:
         if s not in args.system_list:
             skipped.setdefault(s, "not selected (--systems)")
     for s in ("warp", "jax"):
@@ -141,8 +187,9 @@ def main(argv=None):
             log(f"{s} {vers[s]}: included")
     for s, why in skipped.items():
         log(f"SKIPPED {s}: {why}")
-    if "numba-par" not in systems:
-        log("note: numba-par (the baseline of the ratio column) is not selected; ratios are n/a")
+    if args.baseline not in systems:
+        log(f"note: {args.baseline} (the baseline of the ratio column) is not selected; "
+            "ratios are n/a")
 
     rng = np.random.default_rng(7)
     log("\nfloat64 references checked against central finite differences (tiny instances):")
@@ -156,15 +203,16 @@ def main(argv=None):
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
-        chosen = {s: wl.SYSTEMS[s] for s in systems if s in wl.SYSTEMS}
+        table = wl.CUDA_SYSTEMS if args.device == "cuda" else wl.SYSTEMS
+        chosen = {s: table[s] for s in systems if s in table}
         try:
             res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log)
         except harness.GradientMismatch as exc:
             log(f"\n{exc}\nAborting: no timings are reported for systems with wrong gradients.")
             return 2
         for s, r in res.items():
-            base = res.get(harness.BASELINE)
-            ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {harness.BASELINE}" if base else ""
+            base = res.get(args.baseline)
+            ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {args.baseline}" if base else ""
             log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   fwd+bwd {r.fb_ms:9.2f} ms   "
                 f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {ratio}"
                 + (f"   [{r.note}]" if r.note else ""))
@@ -175,7 +223,7 @@ def main(argv=None):
                                          "check_worst_rel_l2": r.worst_err, "note": r.note}
                                      for s, r in res.items()}}
 
-    table = harness.format_table(rows)
+    table = harness.format_table(rows, args.baseline)
     log("\n" + table)
 
     extra = {}
@@ -226,7 +274,8 @@ def main(argv=None):
         log(f"SKIPPED {s}: {why}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"date": date, "machine": mach, "adjoint": rev, "versions": vers,
+            json.dump({"date": date, "device": args.device, "baseline": args.baseline,
+                       "machine": mach, "adjoint": rev, "versions": vers,
                        "size": args.size, "repeat": args.repeat, "warmup": args.warmup,
                        "skipped": skipped, "workloads": details, "table": table, **extra},
                       fh, indent=2)

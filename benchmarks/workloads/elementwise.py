@@ -8,15 +8,17 @@ import math
 
 import numba
 import numpy as np
+from numba import cuda
 
 import adjoint as ad
 
 from ..harness import Problem
-from . import optional
+from . import gpu, optional
 
 NAME = "elementwise"
 TITLE = "out[i] = sin(x)*exp(-x*x) + x over 4M float32, d/dx"
-SIZES = {"full": {"n": 4_000_000}, "quick": {"n": 500_000}, "tiny": {"n": 4096}}
+SIZES = {"full": {"n": 4_000_000}, "quick": {"n": 500_000}, "tiny": {"n": 4096},
+         "micro": {"n": 512}}
 
 
 # -- adjoint: the kernel as a user writes it ------------------------------------
@@ -135,12 +137,12 @@ class Warp(optional.WarpTapeSystem):
         self.wp, self.k = wp, wk.wave
         n = p.inputs["x"].size
         self.n = n
-        self.x = wp.array(p.inputs["x"], dtype=wp.float32, device="cpu", requires_grad=True)
-        self.out = wp.zeros(n, dtype=wp.float32, device="cpu", requires_grad=True)
+        self.x = wp.array(p.inputs["x"], dtype=wp.float32, device=self.device, requires_grad=True)
+        self.out = wp.zeros(n, dtype=wp.float32, device=self.device, requires_grad=True)
         self._init_tape()
 
     def _launch(self):
-        self.wp.launch(self.k, dim=self.n, inputs=[self.x], outputs=[self.out], device="cpu")
+        self.wp.launch(self.k, dim=self.n, inputs=[self.x], outputs=[self.out], device=self.device)
 
     def _seeded(self):
         return self.out
@@ -183,3 +185,48 @@ class Jax:
 
 SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
            "warp": Warp, "jax": Jax}
+
+
+# -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
+@cuda.jit
+def _fwd_cuda(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        out[i] = math.sin(v) * math.exp(-v * v) + v
+
+
+@cuda.jit
+def _bwd_cuda(x, adj_out, adj_x):
+    """One thread per element, each writing its own adj_x[i]: a plain store."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        e = math.exp(-v * v)
+        adj_x[i] = adj_out[i] * (math.cos(v) * e - (v + v) * math.sin(v) * e + np.float32(1.0))
+
+
+class NumbaCuda:
+    def __init__(self, p):
+        n = p.inputs["x"].size
+        self.x = gpu.to_device(p.inputs["x"])
+        self.out = gpu.zeros(n)
+        self.adj_x = gpu.zeros(n)
+        self.grid = gpu.grid_1d(n)
+        self.seeds = gpu.DeviceSeeds()
+
+    def forward(self):
+        _fwd_cuda[self.grid](self.x, self.out)
+
+    def fwd_bwd(self, seed):
+        self.forward()
+        _bwd_cuda[self.grid](self.x, self.seeds(seed, "out"), self.adj_x)
+
+    sync = staticmethod(gpu.sync_cuda)
+
+    def result(self):
+        return {"out": self.out.copy_to_host()}, {"x": self.adj_x.copy_to_host()}
+
+
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
+                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
