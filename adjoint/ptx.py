@@ -34,6 +34,7 @@ class Compiled:
     kernel: str
     error: str = None
     ptx_bytes: int = 0
+    f64: int = 0         # PTX instructions on float64 values (libdevice's included)
 
 
 def available():
@@ -117,12 +118,18 @@ def compile_module(path, cc=DEFAULT_CC):
             try:
                 fn = kernel.py_func
                 ptx, _ = cuda.compile_ptx(fn, kernel_signature(fn, spec), cc=cc)
-                results.append(Compiled(path, label, None, len(ptx)))
+                results.append(Compiled(path, label, None, len(ptx), f64_instructions(ptx)))
             except Exception as exc:  # noqa: BLE001 - report every failure, keep going
                 first = str(exc).strip().splitlines()
                 results.append(Compiled(path, label, f"{type(exc).__name__}: "
                                         f"{first[0] if first else ''}"))
     return results
+
+
+def f64_instructions(ptx):
+    """How many PTX instructions touch float64 values (declarations not counted)."""
+    return sum(1 for line in ptx.splitlines()
+               if ".f64" in line and not line.lstrip().startswith((".reg", "//")))
 
 
 def cuda_modules(paths):
@@ -145,6 +152,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m adjoint.ptx", description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", help="generated CUDA modules, or folders holding them")
     ap.add_argument("--cc", default="9.0", help="compute capability to compile for (default 9.0)")
+    ap.add_argument("--f64", action="store_true",
+                    help="print each kernel's count of float64 PTX instructions (slow on "
+                         "most GPUs; a float32 kernel should have few)")
     args = ap.parse_args(argv)
     cc = tuple(int(x) for x in args.cc.split("."))
     ok, why = available()
@@ -158,6 +168,8 @@ def main(argv=None):
             if r.error:
                 failed += 1
                 print(f"FAILED {r.module}: {r.kernel}: {r.error}")
+            elif args.f64:
+                print(f"{r.kernel}: {r.f64} float64 instructions")
     print(f"{total - failed} of {total} CUDA grid kernels compiled to PTX for "
           f"compute capability {args.cc}")
     return 1 if failed else 0

@@ -143,3 +143,12 @@ def grid(thread_fn, tids, dims, args):
 HEADER = ["import math", "", "from numba import cuda, float64, int8, int64", "",
           "import adjoint.runtime", "",
           'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']
+
+
+def header(float32=False):
+    """The module's imports; float32 kernels' loop stacks also need numba's ``float32``."""
+    if not float32:
+        return list(HEADER)
+    return ["import math", "", "from numba import cuda, float32, float64, int8, int64", "",
+            "import adjoint.runtime", "",
+            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']

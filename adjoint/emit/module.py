@@ -51,6 +51,11 @@ def _lower(stmts):
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
     """[(name, params, body, decorator)] of the thread and grid functions of a kernel."""
+    out = _kernel_functions(tr, target, custom_grads)
+    return _float32_functions(out) if float32_kernel(tr) else out
+
+
+def _kernel_functions(tr, target, custom_grads):
     k = tr.pf.name
     params = [p.name for p in tr.pf.params]
     tids = [f"tid{d}" for d in range(tr.dims)]
@@ -80,6 +85,43 @@ def kernel_functions(tr, target="cpu", custom_grads=()):
                  *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
                         backward=True))]
     return out
+
+
+def float32_kernel(tr):
+    """A kernel whose float parameters (arrays and scalars) are all float32: its float
+    literals, adjoint variables and loop stacks are float32 too (see _Float32)."""
+    dtypes = [str(p.type.dtype if p.is_array else p.type.name) for p in tr.pf.params
+              if p.kind == "float"]
+    return bool(dtypes) and all(d == "float32" for d in dtypes)
+
+
+class _Float32(gast.NodeTransformer):
+    """Spell a float32 kernel's float literals as ``rt.float32(c)`` (numpy's float32)
+    and its float loop stacks as float32, so that numba keeps the arithmetic in float32
+    (a bare ``0.5`` is a float64 to numba, and widens everything it touches)."""
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, float):
+            return _rt_call("float32", node)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
+                f.value.id == "rt" and f.attr == "stack_new_float":
+            f.attr = "stack_new_float32"
+        if isinstance(f, gast.Attribute) and f.attr == "array" and \
+                isinstance(f.value, gast.Attribute) and f.value.attr == "local" and \
+                len(node.args) == 2 and isinstance(node.args[1], gast.Name) and \
+                node.args[1].id == "float64":
+            node.args[1] = name("float32")                 # cuda.local.array(n, float32)
+        return node
+
+
+def _float32_functions(fns):
+    return [(fname, params, [_Float32().visit(st) for st in body], *rest)
+            for fname, params, body, *rest in fns]
 
 
 def _thread_body(body, params, tr):
@@ -303,6 +345,13 @@ def _target_line(target):
     return [] if target == "cpu" else [f"# adjoint-target: {target}"]
 
 
+def _header(target, float32):
+    if target == "cuda":
+        return cuda.header(float32)
+    return ["import math", "", "import adjoint.runtime", "",
+            "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0"]
+
+
 def module_source(items, relname, source_text, target="cpu"):
     """Text of a module for ``items``: [(role, Transformed, custom_grad_pf or None)],
     for ``target`` "cpu" (``rt.jit``) or "cuda" (``cuda.jit``).
@@ -319,13 +368,8 @@ def module_source(items, relname, source_text, target="cpu"):
         f"# adjoint-version: {__version__}",
         f"# adjoint-source: {relname}",
         f"# adjoint-source-sha256: {digest}",
-    ] + _target_line(_known_target(target)) + (cuda.HEADER if target == "cuda" else [
-        "import math",
-        "",
-        "import adjoint.runtime",
-        "",
-        "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
-    ])
+    ] + _target_line(_known_target(target)) + _header(
+        target, any(role == "kernel" and float32_kernel(tr) for role, tr, _ in items))
     specs = []
     custom = {tr.pf.name for role, tr, grad in items if grad is not None}
     for role, tr, grad in items:

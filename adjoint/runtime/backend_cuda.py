@@ -11,6 +11,7 @@ from ..errors import AdjointError
 from . import helpers
 
 NAME = "cuda"
+float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/module.py)
 
 
 def available():

@@ -35,6 +35,8 @@ def chunk_count(n):
 
 trip_count = jit(helpers.trip_count)
 stack_new_float = jit(helpers.stack_new_float)
+stack_new_float32 = jit(helpers.stack_new_float32)
+float32 = helpers.float32
 stack_new_int = jit(helpers.stack_new_int)
 stack_new_bool = jit(helpers.stack_new_bool)
 stack_push = jit(helpers.stack_push)

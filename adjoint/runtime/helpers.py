@@ -19,6 +19,14 @@ def stack_new_float(capacity, value):
     return np.full(capacity if capacity > 1 else 1, value, np.float64)
 
 
+float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/module.py)
+
+
+def stack_new_float32(capacity, value):
+    """The same in float32: a float32 kernel's carried values (see emit/module.py)."""
+    return np.full(capacity if capacity > 1 else 1, value, np.float32)
+
+
 def stack_new_int(capacity, value):
     return np.full(capacity if capacity > 1 else 1, value, np.int64)
 
