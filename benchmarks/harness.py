@@ -14,7 +14,7 @@ A workload module (``benchmarks/workloads/*.py``) provides:
     float64 numpy: forward outputs and the gradients of ``sum(seed * output)``;
 ``ref_forward(inputs) -> outputs``
     float64 numpy forward, used to check ``reference`` by finite differences;
-``SYSTEMS``, ``CUDA_SYSTEMS``
+``SYSTEMS`` (and ``CUDA_SYSTEMS`` in ``gpu_<name>.py``, which imports numba.cuda)
     ``{system name: class}`` on the CPU and on the GPU; a class is built from a
     ``Problem`` and has ``forward()``, ``fwd_bwd(seed)`` and ``result() -> (outputs,
     grads)`` (numpy arrays), each system computing the same gradients. A GPU system

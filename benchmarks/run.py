@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 
 import adjoint as ad  # noqa: E402
 from benchmarks import harness, startup  # noqa: E402
-from benchmarks.workloads import ORDER, load, optional  # noqa: E402
+from benchmarks.workloads import ORDER, cuda_systems, load, optional  # noqa: E402
 
 SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "numba-ser", "numba-par", "warp", "jax"],
                      "cuda": ["adjoint", "numba-cuda", "warp", "jax"]}
@@ -203,7 +203,7 @@ def main(argv=None):
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
-        table = wl.CUDA_SYSTEMS if args.device == "cuda" else wl.SYSTEMS
+        table = cuda_systems(name) if args.device == "cuda" else wl.SYSTEMS
         chosen = {s: table[s] for s in systems if s in table}
         try:
             res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log)

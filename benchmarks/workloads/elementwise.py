@@ -8,12 +8,11 @@ import math
 
 import numba
 import numpy as np
-from numba import cuda
 
 import adjoint as ad
 
 from ..harness import Problem
-from . import gpu, optional
+from . import optional
 
 NAME = "elementwise"
 TITLE = "out[i] = sin(x)*exp(-x*x) + x over 4M float32, d/dx"
@@ -185,48 +184,3 @@ class Jax:
 
 SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
            "warp": Warp, "jax": Jax}
-
-
-# -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
-@cuda.jit
-def _fwd_cuda(x, out):
-    i = cuda.grid(1)
-    if i < x.size:
-        v = x[i]
-        out[i] = math.sin(v) * math.exp(-v * v) + v
-
-
-@cuda.jit
-def _bwd_cuda(x, adj_out, adj_x):
-    """One thread per element, each writing its own adj_x[i]: a plain store."""
-    i = cuda.grid(1)
-    if i < x.size:
-        v = x[i]
-        e = math.exp(-v * v)
-        adj_x[i] = adj_out[i] * (math.cos(v) * e - (v + v) * math.sin(v) * e + np.float32(1.0))
-
-
-class NumbaCuda:
-    def __init__(self, p):
-        n = p.inputs["x"].size
-        self.x = gpu.to_device(p.inputs["x"])
-        self.out = gpu.zeros(n)
-        self.adj_x = gpu.zeros(n)
-        self.grid = gpu.grid_1d(n)
-        self.seeds = gpu.DeviceSeeds()
-
-    def forward(self):
-        _fwd_cuda[self.grid](self.x, self.out)
-
-    def fwd_bwd(self, seed):
-        self.forward()
-        _bwd_cuda[self.grid](self.x, self.seeds(seed, "out"), self.adj_x)
-
-    sync = staticmethod(gpu.sync_cuda)
-
-    def result(self):
-        return {"out": self.out.copy_to_host()}, {"x": self.adj_x.copy_to_host()}
-
-
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
