@@ -33,7 +33,8 @@ def pytest_sessionfinish(session, exitstatus):
     session.config._adjoint_ptx = None
     if os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or not _session_cache:
         return
-    if not any(f.endswith(".py") for f in os.listdir(_session_cache[0])):
+    from adjoint.ptx import cuda_modules
+    if not cuda_modules([_session_cache[0]]):
         return
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
     proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", _session_cache[0]], env=env,
