@@ -2,8 +2,9 @@
 
 numba types a bare float literal as float64, and ``x * 0.5`` with a float32 ``x``
 would then run in float64 (half the SIMD width on a CPU, far slower on most GPUs).
-A kernel whose float parameters are all float32 gets ``rt.float32(c)`` literals,
-float32 adjoint variables and float32 loop stacks; other kernels are unchanged.
+A kernel whose float parameters are all float32 gets ``rt.float32(c)`` literals
+(int literals too where they meet a float, as in ``2 * x`` or ``x ** 2``), float32
+adjoint variables and float32 loop stacks; other kernels are unchanged.
 """
 import os
 import subprocess
@@ -22,9 +23,46 @@ TEMPLATE = '''
 def chain_{T}(n: int, a: ad.{T}, x: ad.array(dtype=ad.{T}), out: ad.array(dtype=ad.{T})):
     i = ad.tid()
     v = x[i] * 0.5 + a
+    acc = 0
     for k in range(n):
-        v = v * 0.75 + ad.sqrt(v * v + 1.0) * 0.25
-    out[i] = v * v - 2.0 * x[i]
+        v = v * 0.75 + ad.sqrt(v * v + 1) * 0.25
+        acc = acc + v / (k + 1)
+    out[i] = v * v - 2 * x[i] ** 2 + acc
+'''
+FUNCS = '''
+@ad.func
+def soft(a: float, b: float) -> float:
+    c = a * 0.5
+    for k in range(2):
+        c = c * 0.75 + b / (k + 1)
+    return c + twice(b)
+
+
+@ad.func
+def twice(u: float) -> float:
+    return 2 * u + 0.25
+
+
+@ad.func
+def cube(u: float) -> float:
+    return u * u * u
+
+
+@ad.func_grad(cube)
+def cube_grad(u: float, adj_ret: float):
+    return 3.0 * u * u * adj_ret
+
+
+@ad.kernel
+def with_funcs_float32(x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
+    i = ad.tid()
+    out[i] = soft(x[i], 0.3) + cube(x[i])
+
+
+@ad.kernel
+def with_funcs_float64(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = soft(x[i], 0.3) + cube(x[i])
 '''
 MIXED = '''
 @ad.kernel
@@ -71,6 +109,27 @@ def test_float32_results_match_float64_and_finite_differences(backend, kernels):
     np.testing.assert_allclose(g64, fd, rtol=1e-6, atol=1e-8)
 
 
+def test_funcs_called_from_a_float32_kernel_get_float32_variants(backend, kernel_module):
+    """Funcs are shared by kernels of both precisions: a float32 kernel calls
+    ``<func>_forward_f32``/``_adjoint_f32`` (nested funcs and custom gradients too),
+    the float64 kernel the plain ones; both agree with each other."""
+    m = kernel_module(FUNCS)
+    got = {}
+    for kernel, dtype in ((m.with_funcs_float32, np.float32), (m.with_funcs_float64, np.float64)):
+        x = ad.array(np.array([0.3, -0.7, 1.2], dtype), requires_grad=True)
+        out = ad.zeros(3, dtype=dtype, requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(kernel, 3, inputs=[x], outputs=[out])
+        tape.backward(grads={out: np.array([1.0, 2.0, 0.5])})
+        got[dtype] = (out.numpy(), x.grad.numpy())
+    for k in range(2):
+        np.testing.assert_allclose(got[np.float32][k], got[np.float64][k], rtol=2e-6, atol=2e-6)
+    text = open(m.with_funcs_float32.modules[backend].__file__).read()
+    for fn in ("soft_forward_f32", "soft_adjoint_f32", "twice_adjoint_f32", "cube_adjoint_f32"):
+        assert f"def {fn}(" in text
+    assert "def soft_forward(" in text          # the float64 kernel's
+
+
 def test_numba_keeps_a_float32_kernel_in_float32(kernels):
     """Every named variable of the compiled backward (the thread function is inlined into
     the grid function) is float32: none was widened by a float64 literal."""
@@ -88,7 +147,7 @@ def test_numba_keeps_a_float32_kernel_in_float32(kernels):
 
 def test_float32_cuda_kernel_has_no_float64_instructions(tmp_path, kernels):
     src = tmp_path / "k32.py"
-    src.write_text("import adjoint as ad\n" + TEMPLATE.format(T="float32"))
+    src.write_text("import adjoint as ad\n" + TEMPLATE.format(T="float32") + FUNCS)
     out = tmp_path / "k32_cuda.py"
     out.write_text(ad.generate(str(src), str(out), target="cuda"))
     proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", "--f64", str(out)], cwd=ROOT,
@@ -99,3 +158,39 @@ def test_float32_cuda_kernel_has_no_float64_instructions(tmp_path, kernels):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "chain_float32_forward: 0 float64 instructions" in proc.stdout, proc.stdout
     assert "chain_float32_backward: 0 float64 instructions" in proc.stdout, proc.stdout
+    assert "with_funcs_float32_forward: 0 float64 instructions" in proc.stdout, proc.stdout
+    assert "with_funcs_float32_backward: 0 float64 instructions" in proc.stdout, proc.stdout
+
+
+def _rule_groups():
+    import test_rules
+    return test_rules, test_rules.build_groups()
+
+
+@pytest.mark.parametrize("index", range(len(_rule_groups()[1])))
+def test_every_rule_in_float32_matches_float64(backend, kernel_module, index):
+    """The rules table (tests/test_rules.py: every rule, with constants, repeated
+    operands and non-differentiable ops fed into arithmetic) as float32 kernels:
+    values and gradients agree with the float64 kernels to float32 rounding."""
+    tr, groups = _rule_groups()
+    g = groups[index]
+    src64 = tr.kernel_source(g)
+    src32 = src64.replace("dtype=float", "dtype=ad.float32").replace(
+        f"def rules_{g.index}(", f"def rules32_{g.index}(")
+    m = kernel_module(src64 + "\n" + src32)
+    a0 = tr.sample_inputs(g)
+    got = {}
+    for kname, dtype in ((f"rules_{g.index}", np.float64), (f"rules32_{g.index}", np.float32)):
+        a = ad.array(a0.astype(dtype), requires_grad=True)
+        out = ad.zeros((len(g.variants), a0.shape[1]), dtype=dtype, requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(getattr(m, kname), a0.shape[1], inputs=[a], outputs=[out])
+        seed = np.random.default_rng(index).uniform(0.5, 1.5, out.shape)
+        tape.backward(grads={out: seed})
+        got[dtype] = (out.numpy(), a.grad.numpy())
+    for k, what in enumerate(("values", "gradients")):
+        x32 = got[np.float32][k].astype(np.float64)
+        x64 = got[np.float64][k]
+        assert got[np.float32][k].dtype == np.float32
+        err = np.abs(x32 - x64) / (np.abs(x64) + 1e-3)
+        assert err.max() < 1e-5, f"group {index} {what}: worst {err.max():.1e}"
