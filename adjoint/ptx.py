@@ -33,7 +33,6 @@ class Compiled:
     module: str
     kernel: str
     error: str = None
-    ptx_bytes: int = 0
     f64: int = 0         # PTX instructions on float64 values (libdevice's included)
 
 
@@ -118,7 +117,7 @@ def compile_module(path, cc=DEFAULT_CC):
             try:
                 fn = kernel.py_func
                 ptx, _ = cuda.compile_ptx(fn, kernel_signature(fn, spec), cc=cc)
-                results.append(Compiled(path, label, None, len(ptx), f64_instructions(ptx)))
+                results.append(Compiled(path, label, None, f64_instructions(ptx)))
             except Exception as exc:  # noqa: BLE001 - report every failure, keep going
                 first = str(exc).strip().splitlines()
                 results.append(Compiled(path, label, f"{type(exc).__name__}: "
@@ -136,6 +135,8 @@ def cuda_modules(paths):
     """The generated CUDA modules among ``paths`` (files, or folders searched)."""
     files = []
     for p in paths:
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"{p}: no such file or folder")
         if os.path.isdir(p):
             files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".py"))
         else:
@@ -156,13 +157,21 @@ def main(argv=None):
                     help="print each kernel's count of float64 PTX instructions (slow on "
                          "most GPUs; a float32 kernel should have few)")
     args = ap.parse_args(argv)
-    cc = tuple(int(x) for x in args.cc.split("."))
+    try:
+        cc = tuple(int(x) for x in args.cc.split("."))
+    except ValueError:
+        ap.error(f"--cc {args.cc!r}: give a compute capability like 9.0 or 8.6")
     ok, why = available()
     if not ok:
         print(f"cannot compile PTX here: {why}", file=sys.stderr)
         return 2
+    try:
+        modules = cuda_modules(args.paths)
+    except FileNotFoundError as exc:
+        print(f"python -m adjoint.ptx: {exc}", file=sys.stderr)
+        return 2
     failed = total = 0
-    for path in cuda_modules(args.paths):
+    for path in modules:
         for r in compile_module(path, cc):
             total += 1
             if r.error:

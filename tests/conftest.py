@@ -25,20 +25,25 @@ BACKENDS = ["python", "numba", "cuda"]
 _counter = itertools.count()
 
 
+def run_ptx(*args, cwd=None):
+    """``python -m adjoint.ptx ARGS`` in a process without numba's simulator."""
+    import subprocess
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    return subprocess.run([sys.executable, "-m", "adjoint.ptx", *map(str, args)], env=env,
+                          cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The simulator runs generated CUDA kernels as Python; numba.cuda must also accept
     them. Compile every CUDA module this run generated to PTX (needs NVVM, not a GPU;
     skipped with a note where there is none, or with ADJOINT_TEST_PTX=0)."""
-    import subprocess
     session.config._adjoint_ptx = None
     if os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or not _session_cache:
         return
     from adjoint.ptx import cuda_modules
     if not cuda_modules([_session_cache[0]]):
         return
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", _session_cache[0]], env=env,
-                          capture_output=True, text=True)
+    proc = run_ptx(_session_cache[0])
     text = (proc.stdout + proc.stderr).strip()
     session.config._adjoint_ptx = (proc.returncode, text)
     if proc.returncode == 1 and session.exitstatus == 0:

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from conftest import run_ptx
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ["elementwise", "springs", "nbody", "stencil", "dense"]
 SYSTEMS = ["adjoint", "numba-ser", "numba-par"]
@@ -76,9 +78,7 @@ def test_cuda_systems_in_the_simulator(tmp_path):
         assert sorted(report["workloads"][wl]["systems"]) == ["adjoint", "numba-cuda"]
     assert "fwd+bwd vs numba-cuda" in report["table"]
     # the simulator ran adjoint's CUDA modules as Python: numba.cuda must compile them too
-    ptx = subprocess.run([sys.executable, "-m", "adjoint.ptx", str(tmp_path / "c")], cwd=ROOT,
-                         env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), capture_output=True,
-                         text=True, timeout=600)
+    ptx = run_ptx(tmp_path / "c", cwd=ROOT)
     if ptx.returncode == 2:
         pytest.skip(f"gradients checked; no PTX compiler here: {ptx.stderr.strip()}")
     assert ptx.returncode == 0, ptx.stdout + ptx.stderr

@@ -7,14 +7,12 @@ A kernel whose float parameters are all float32 gets ``rt.float32(c)`` literals
 adjoint variables and float32 loop stacks; other kernels are unchanged.
 """
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import adjoint as ad
-from conftest import central_fd
+from conftest import central_fd, run_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -150,9 +148,7 @@ def test_float32_cuda_kernel_has_no_float64_instructions(tmp_path, kernels):
     src.write_text("import adjoint as ad\n" + TEMPLATE.format(T="float32") + FUNCS)
     out = tmp_path / "k32_cuda.py"
     out.write_text(ad.generate(str(src), str(out), target="cuda"))
-    proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", "--f64", str(out)], cwd=ROOT,
-                          env=dict(os.environ, NUMBA_ENABLE_CUDASIM="0"), capture_output=True,
-                          text=True, timeout=600)
+    proc = run_ptx("--f64", out, cwd=ROOT)
     if proc.returncode == 2:
         pytest.skip(f"no PTX compiler here: {proc.stderr.strip()}")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 import adjoint as ad
+from conftest import run_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,9 +30,7 @@ def k(n: int, x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
 
 
 def _ptx(*args):
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
-    return subprocess.run([sys.executable, "-m", "adjoint.ptx", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return run_ptx(*args, cwd=ROOT)
 
 
 @functools.lru_cache(maxsize=None)
@@ -94,3 +93,12 @@ def test_refuses_to_run_in_the_simulator(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "adjoint.ptx", str(tmp_path)], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "simulator is on" in proc.stderr
+
+
+def test_bad_arguments_are_clear_errors(tmp_path):
+    proc = _ptx(tmp_path / "missing.py")
+    if proc.returncode == 2 and "cannot compile PTX here" in proc.stderr:
+        pytest.skip(proc.stderr.strip())
+    assert proc.returncode == 2 and "missing.py: no such file or folder" in proc.stderr
+    proc = _ptx("--cc", "nine", tmp_path)
+    assert proc.returncode == 2 and "compute capability like 9.0" in proc.stderr

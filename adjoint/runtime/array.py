@@ -189,10 +189,6 @@ class Array:
         """A view of elements ``[offset, offset + count)`` of the flattened buffer."""
         return buffers.flat(self._data, offset, count)
 
-    def _region(self, offset, count):
-        """Host copy of elements ``[offset, offset + count)`` of the flattened array."""
-        return np.array(buffers.to_host(self._flat(offset, count)))
-
     def _region_set(self, offset, values):
         """Elements from ``offset`` on = ``values`` (host values, or a buffer on any device)."""
         values = _flat_values(values, self.dtype)
