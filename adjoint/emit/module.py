@@ -13,10 +13,11 @@ import gast
 
 from .. import __version__
 from ..generate import TARGETS
-from . import cuda
+from . import cuda, precision
 from .declare import declare
+from .precision import float32_kernel
 from .printer import Printer
-from ..transform.ir import assign, const, name
+from ..transform.ir import assign, const, name, rt_attr, rt_call
 from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"
@@ -52,7 +53,7 @@ def _lower(stmts):
 def kernel_functions(tr, target="cpu", custom_grads=()):
     """[(name, params, body, decorator)] of the thread and grid functions of a kernel."""
     out = _kernel_functions(tr, target, custom_grads)
-    return _float32_functions(out, tr.ssa.kinds) if float32_kernel(tr) else out
+    return precision.float32_functions(out, tr.ssa.kinds) if float32_kernel(tr) else out
 
 
 def _kernel_functions(tr, target, custom_grads):
@@ -87,173 +88,6 @@ def _kernel_functions(tr, target, custom_grads):
     return out
 
 
-def float32_kernel(tr):
-    """A kernel whose float parameters (arrays and scalars) are all float32: its float
-    literals, adjoint variables and loop stacks are float32 too (see _Float32)."""
-    dtypes = [str(p.type.dtype if p.is_array else p.type.name) for p in tr.pf.params
-              if p.kind == "float"]
-    return bool(dtypes) and all(d == "float32" for d in dtypes)
-
-
-_INT_MATH = {"floor", "ceil"}     # math functions numba returns as int64
-
-
-class _Float32(gast.NodeTransformer):
-    """Spell a float32 kernel's numbers so that numba keeps its arithmetic in float32.
-
-    To numba a bare ``0.5`` is a float64, an int an int64, and either widens a
-    float32 it meets to float64. So: float literals become ``rt.float32(c)``
-    (numpy's float32); an int (literal, variable, ``math.floor``/``ceil`` result)
-    meeting a float in ``+ - * / **``, or given to a float variable, is converted the
-    same way, as C converts an int meeting a float;
-    ``float(n)`` becomes ``rt.float32(n)``; float loop stacks hold float32. ``kinds`` are the SSA kinds (bool/int/float)."""
-
-    def __init__(self, kinds):
-        self.kinds = kinds
-
-    def is_float(self, node):
-        if isinstance(node, gast.Constant):
-            return isinstance(node.value, float)
-        if isinstance(node, gast.Name):
-            return node.id.startswith("adj_") or self.kinds.get(node.id) == "float"
-        if isinstance(node, gast.Subscript):
-            return self.is_float(node.value)
-        if isinstance(node, gast.BinOp):
-            return isinstance(node.op, gast.Div) or self.is_float(node.left) or \
-                self.is_float(node.right)
-        if isinstance(node, gast.UnaryOp):
-            return self.is_float(node.operand)
-        if isinstance(node, gast.IfExp):
-            return self.is_float(node.body) or self.is_float(node.orelse)
-        if isinstance(node, gast.Call):
-            f = node.func
-            if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name):
-                if f.value.id == "rt" and f.attr == "float32":
-                    return True
-                if f.value.id == "math":
-                    return f.attr not in _INT_MATH
-            return any(self.is_float(a) for a in node.args)
-        return False
-
-    def is_int(self, node):
-        if isinstance(node, gast.Constant):
-            return type(node.value) is int
-        if isinstance(node, gast.Name):
-            return self.kinds.get(node.id) == "int"
-        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
-            return self.is_int(node.operand)
-        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
-                isinstance(node.func.value, gast.Name) and node.func.value.id == "math":
-            return node.func.attr in _INT_MATH
-        return False
-
-    def visit_Constant(self, node):
-        if isinstance(node.value, float):
-            return _rt_call("float32", node)
-        return node
-
-    def visit_BinOp(self, node):
-        self.generic_visit(node)
-        if isinstance(node.op, (gast.Add, gast.Sub, gast.Mult, gast.Div, gast.Pow)):
-            if self.is_float(node.left) and self.is_int(node.right):
-                node.right = _rt_call("float32", node.right)
-            elif self.is_float(node.right) and self.is_int(node.left):
-                node.left = _rt_call("float32", node.left)
-        return node
-
-    def visit_Assign(self, node):
-        self.generic_visit(node)
-        t = node.targets[0]
-        if isinstance(t, gast.Name) and self.kinds.get(t.id) == "float" and \
-                (self.is_int(node.value) or (isinstance(node.value, gast.Name) and
-                                             self.kinds.get(node.value.id) == "int")):
-            node.value = _rt_call("float32", node.value)
-        return node
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        f = node.func
-        if isinstance(f, gast.Name) and f.id == "float" and len(node.args) == 1:
-            node.func = _rt_attr("float32")                # float(n) in a float32 kernel
-        if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
-                f.value.id == "rt" and f.attr == "stack_new_float":
-            f.attr = "stack_new_float32"
-        if isinstance(f, gast.Attribute) and f.attr == "array" and \
-                isinstance(f.value, gast.Attribute) and f.value.attr == "local" and \
-                len(node.args) == 2 and isinstance(node.args[1], gast.Name) and \
-                node.args[1].id == "float64":
-            node.args[1] = name("float32")                 # cuda.local.array(n, float32)
-        return node
-
-
-class _Calls(gast.NodeTransformer):
-    """Collect (or, with ``suffix``, rename) calls of ``<func>_forward/_adjoint``."""
-
-    def __init__(self, funcs, suffix=None):
-        self.funcs, self.suffix, self.found = funcs, suffix, set()
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        f = node.func
-        if isinstance(f, gast.Name):
-            for part in ("_forward", "_adjoint"):
-                base = f.id[:-len(part)]
-                if f.id.endswith(part) and base in self.funcs:
-                    self.found.add(base)
-                    if self.suffix:
-                        node.func = name(f.id + self.suffix)
-        return node
-
-
-def _called(fns, funcs):
-    c = _Calls(funcs)
-    for _fname, _params, body, *_ in fns:
-        for st in body:
-            c.visit(st)
-    return c.found
-
-
-def _float32_funcs(built):
-    """Funcs that float32 kernels call, directly or through other funcs: each gets a
-    float32 variant (funcs are shared by kernels of either precision)."""
-    funcs = {tr.pf.name for role, tr, _ in built if role == "func"}
-    calls = {tr.pf.name: _called(fns, funcs) for _, tr, fns in built}
-    todo = [f for role, tr, fns in built if role == "kernel" and float32_kernel(tr)
-            for f in calls[tr.pf.name]]
-    need = set()
-    while todo:
-        f = todo.pop()
-        if f not in need:
-            need.add(f)
-            todo += calls.get(f, ())
-    return need
-
-
-def _call_float32(fns, f32_funcs):
-    """``fns`` calling the float32 variants of the funcs in ``f32_funcs``."""
-    out = []
-    for fname, params, body, *rest in fns:
-        body = [_Calls(f32_funcs, "_f32").visit(copy.deepcopy(st)) for st in body]
-        out.append((fname, params, body, *rest))
-    return out
-
-
-def _float32_variant(fns, tr, f32_funcs, custom_grad):
-    """A func's ``<name>_forward_f32``/``_adjoint_f32``: its functions with float32
-    numbers, for float32 kernels. A custom gradient is the user's code, whose kinds
-    the transformer does not know: only its literals change."""
-    out = []
-    for fname, params, body, *rest in _call_float32(fns, f32_funcs):
-        kinds = {} if custom_grad and fname.endswith("_adjoint") else tr.ssa.kinds
-        out.append((fname + "_f32", params, [_Float32(kinds).visit(st) for st in body], *rest))
-    return out
-
-
-def _float32_functions(fns, kinds):
-    return [(fname, params, [_Float32(kinds).visit(st) for st in body], *rest)
-            for fname, params, body, *rest in fns]
-
-
 def _thread_body(body, params, tr):
     """(body, decorator) of a CPU thread function: inlined into the grid loop when every
     local can be made definitely assigned (see emit/declare.py), else called."""
@@ -261,15 +95,6 @@ def _thread_body(body, params, tr):
     if not ok:
         return body, DECORATOR
     return decls + body, INLINE
-
-
-def _rt_attr(attr):
-    return gast.Attribute(value=name("rt"), attr=attr, ctx=gast.Load())
-
-
-def _rt_call(fn, *args):
-    return gast.Call(func=gast.Attribute(value=name("rt"), attr=fn, ctx=gast.Load()),
-                     args=list(args), keywords=[])
 
 
 def _grid(thread_fn, tids, dims, args, plan, backward):
@@ -290,7 +115,7 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         for d in dims[1:]:
             size = gast.BinOp(left=size, op=gast.Mult(), right=name(d))
         small = gast.If(test=gast.Compare(left=size, ops=[gast.Lt()],
-                                          comparators=[_rt_attr("PARALLEL_MIN_THREADS")]),
+                                          comparators=[rt_attr("PARALLEL_MIN_THREADS")]),
                         body=_nest(serial_loops, thread_fn, call_args) + [gast.Return(value=None)],
                         orelse=[])
         small_note = comment("a small launch runs serially: starting threads would cost more")
@@ -305,7 +130,7 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         return [note] + _nest(loops, thread_fn, call_args), DECORATOR
     if plan.mode == "parallel":
         note = comment("each thread writes only its own elements: threads run in parallel")
-        loops = [(tids[0], _rt_call("prange", name(dims[0])))] + [
+        loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
         return [small_note, small, note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
@@ -318,20 +143,20 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
     body = [small_note, small,
             comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
                     "into its own zeroed copy, and the copies are summed at the end (no races)"),
-            assign(n_chunks, _rt_call("chunk_count", name(dims[0])), None)]
-    body += [assign(c, _rt_call("private_copies", name(a), name(n_chunks)), None)
+            assign(n_chunks, rt_call("chunk_count", name(dims[0])), None)]
+    body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
              for a, c in copies.items()]
     call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
                  if isinstance(a, gast.Name) and a.id in copies else a for a in call_args]
-    start = _rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
-    stop = _rt_call("chunk_start", name(dims[0]), name(n_chunks),
+    start = rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
+    stop = rt_call("chunk_start", name(dims[0]), name(n_chunks),
                     gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
-    loops = [(chunk, _rt_call("prange", name(n_chunks))),
+    loops = [(chunk, rt_call("prange", name(n_chunks))),
              (tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
     body += _nest(loops, thread_fn, call_args)
-    body += [gast.Expr(value=_rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
+    body += [gast.Expr(value=rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
     return body, "@rt.jit_grid"
 
 
@@ -342,21 +167,21 @@ def _colored(thread_fn, tids, dims, call_args, plan, fresh):
     note = comment(f"{what} may be updated by several threads, but only at rows within "
                    f"{plan.radius} of the thread's own: rows are split into blocks at least "
                    f"{2 * plan.radius} high; even blocks run in parallel, then odd blocks (no races)")
-    count = assign(n_blocks, _rt_call("block_count", name(dims[0]), const(plan.radius)), None)
+    count = assign(n_blocks, rt_call("block_count", name(dims[0]), const(plan.radius)), None)
     first = gast.BinOp(left=gast.BinOp(left=const(2), op=gast.Mult(), right=name(pair)),
                        op=gast.Add(), right=name(phase))
     pairs = gast.BinOp(left=gast.BinOp(left=name(n_blocks), op=gast.Add(),
                                        right=gast.BinOp(left=const(1), op=gast.Sub(),
                                                         right=name(phase))),
                        op=gast.FloorDiv(), right=const(2))
-    start = _rt_call("chunk_start", name(dims[0]), name(n_blocks), name(block))
-    stop = _rt_call("chunk_start", name(dims[0]), name(n_blocks),
+    start = rt_call("chunk_start", name(dims[0]), name(n_blocks), name(block))
+    stop = rt_call("chunk_start", name(dims[0]), name(n_blocks),
                     gast.BinOp(left=name(block), op=gast.Add(), right=const(1)))
     rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
     inner = [assign(block, first, None)] + _nest(rows, thread_fn, call_args)
-    pair_loop = gast.For(target=name(pair, store=True), iter=_rt_call("prange", pairs), body=inner,
+    pair_loop = gast.For(target=name(pair, store=True), iter=rt_call("prange", pairs), body=inner,
                          orelse=[], type_comment=None)
     phase_loop = gast.For(target=name(phase, store=True),
                           iter=gast.Call(func=name("range"), args=[const(2)], keywords=[]),
@@ -504,12 +329,12 @@ def module_source(items, relname, source_text, target="cpu"):
     custom = {tr.pf.name for role, tr, grad in items if grad is not None}
     built = [(role, tr, kernel_functions(tr, target, custom) if role == "kernel" else
               func_functions(tr, grad, target, custom)) for role, tr, grad in items]
-    f32_funcs = _float32_funcs(built)
+    f32_funcs = precision.float32_funcs(built)
     for role, tr, fns in built:
         if role == "kernel" and float32_kernel(tr):
-            fns = _call_float32(fns, f32_funcs)
+            fns = precision.call_float32(fns, f32_funcs)
         elif role == "func" and tr.pf.name in f32_funcs:
-            fns = fns + _float32_variant(fns, tr, f32_funcs, tr.pf.name in custom)
+            fns = fns + precision.float32_variant(fns, tr, f32_funcs, tr.pf.name in custom)
         for fname, params, body, decorator, *src in fns:
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source

@@ -11,7 +11,7 @@ from ..errors import AdjointError
 from . import helpers
 
 NAME = "cuda"
-float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/module.py)
+float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)
 
 
 def available():
@@ -106,14 +106,16 @@ def add(out, src):
 
 
 _compiled = {}
+cuda = None     # numba.cuda, bound on first use (importing it here would cost every CPU user)
 
 
 def _kernels():
     """The runtime's own grid kernels (compiled on first use, per dtype)."""
+    global cuda
     if not _compiled:
         # a module global, so the simulator can swap in its fake ``cuda`` while they run
         import numba.cuda
-        globals()["cuda"] = numba.cuda
+        cuda = numba.cuda
 
         @cuda.jit
         def fill_kernel(out, value):

@@ -19,11 +19,11 @@ def stack_new_float(capacity, value):
     return np.full(capacity if capacity > 1 else 1, value, np.float64)
 
 
-float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/module.py)
+float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)
 
 
 def stack_new_float32(capacity, value):
-    """The same in float32: a float32 kernel's carried values (see emit/module.py)."""
+    """The same in float32: a float32 kernel's carried values (see emit/precision.py)."""
     return np.full(capacity if capacity > 1 else 1, value, np.float32)
 
 

@@ -32,6 +32,16 @@ def name(id_, store=False):
                      type_comment=None)
 
 
+def rt_attr(attr):
+    """``rt.<attr>``: a name in the runtime backend that generated modules bind to ``rt``."""
+    return gast.Attribute(value=name("rt"), attr=attr, ctx=gast.Load())
+
+
+def rt_call(fn, *args):
+    """``rt.<fn>(*args)``."""
+    return gast.Call(func=rt_attr(fn), args=list(args), keywords=[])
+
+
 def const(value):
     return gast.Constant(value=value, kind=None)
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
-from .ir import assign, at, const, if_, name
+from .ir import assign, at, const, if_, name, rt_attr
 from .prune import prune
 
 ADJ_ZERO = 0.0
@@ -125,7 +125,7 @@ class _Reverser:
         line = s.lineno
         if isinstance(s, gast.For):
             start, stop, step = s.iter.args
-            cap = gast.Call(func=_rt("trip_count"), args=[copy.deepcopy(a) for a in (start, stop, step)],
+            cap = gast.Call(func=rt_attr("trip_count"), args=[copy.deepcopy(a) for a in (start, stop, step)],
                             keywords=[])
         else:
             cap = const(8)
@@ -134,10 +134,10 @@ class _Reverser:
         push = []
         for v, stack in names["stacks"].items():
             kind = self.ssa.kinds.get(v, "float")
-            pre.append(assign(stack, gast.Call(func=_rt(f"stack_new_{kind}"),
+            pre.append(assign(stack, gast.Call(func=rt_attr(f"stack_new_{kind}"),
                                                args=[copy.deepcopy(cap), name(v)],
                                                keywords=[]), line))
-            push.append(assign(stack, gast.Call(func=_rt("stack_push"),
+            push.append(assign(stack, gast.Call(func=rt_attr("stack_push"),
                                                 args=[name(stack), name(names["count"]), name(v)],
                                                 keywords=[]), line))
         push.append(at(gast.AugAssign(target=name(names["count"], store=True), op=gast.Add(),
@@ -287,10 +287,6 @@ class _Reverser:
             keywords=[])
         node = gast.For(target=name(it, store=True), iter=rng, body=body, orelse=[], type_comment=None)
         return [at(node, line)]
-
-
-def _rt(attr):
-    return gast.Attribute(value=name("rt"), attr=attr, ctx=gast.Load())
 
 
 def at_all(stmt, line):

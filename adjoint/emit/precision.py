@@ -1,0 +1,183 @@
+"""Float32 kernels in float32: how emitted code spells a float32 kernel's numbers.
+
+A kernel whose float parameters (arrays and scalars) are all float32 is a
+*float32 kernel*. numba types a bare ``0.5`` as float64 and an int as int64,
+and either widens a float32 it meets, so the emitted functions of such a
+kernel are rewritten here (``_Float32``): ``rt.float32(c)`` literals, ints
+converted where they meet a float (as C does), float32 loop stacks. Funcs are
+shared by kernels of both precisions, so each func a float32 kernel calls,
+directly or through other funcs, gets a ``<name>_forward_f32``/``_adjoint_f32``
+variant, and the float32 kernel calls those. See docs/semantics.md.
+"""
+import copy
+
+import gast
+
+from ..transform.ir import name, rt_attr, rt_call
+
+
+def float32_kernel(tr):
+    """A kernel whose float parameters (arrays and scalars) are all float32: its float
+    literals, adjoint variables and loop stacks are float32 too (see _Float32)."""
+    dtypes = [str(p.type.dtype if p.is_array else p.type.name) for p in tr.pf.params
+              if p.kind == "float"]
+    return bool(dtypes) and all(d == "float32" for d in dtypes)
+
+
+_INT_MATH = {"floor", "ceil"}     # math functions numba returns as int64
+
+
+class _Float32(gast.NodeTransformer):
+    """Spell a float32 kernel's numbers so that numba keeps its arithmetic in float32.
+
+    To numba a bare ``0.5`` is a float64, an int an int64, and either widens a
+    float32 it meets to float64. So: float literals become ``rt.float32(c)``
+    (numpy's float32); an int (literal, variable, ``math.floor``/``ceil`` result)
+    meeting a float in ``+ - * / **``, or given to a float variable, is converted the
+    same way, as C converts an int meeting a float;
+    ``float(n)`` becomes ``rt.float32(n)``; float loop stacks hold float32. ``kinds`` are the SSA kinds (bool/int/float)."""
+
+    def __init__(self, kinds):
+        self.kinds = kinds
+
+    def is_float(self, node):
+        if isinstance(node, gast.Constant):
+            return isinstance(node.value, float)
+        if isinstance(node, gast.Name):
+            return node.id.startswith("adj_") or self.kinds.get(node.id) == "float"
+        if isinstance(node, gast.Subscript):
+            return self.is_float(node.value)
+        if isinstance(node, gast.BinOp):
+            return isinstance(node.op, gast.Div) or self.is_float(node.left) or \
+                self.is_float(node.right)
+        if isinstance(node, gast.UnaryOp):
+            return self.is_float(node.operand)
+        if isinstance(node, gast.IfExp):
+            return self.is_float(node.body) or self.is_float(node.orelse)
+        if isinstance(node, gast.Call):
+            f = node.func
+            if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name):
+                if f.value.id == "rt" and f.attr == "float32":
+                    return True
+                if f.value.id == "math":
+                    return f.attr not in _INT_MATH
+            return any(self.is_float(a) for a in node.args)
+        return False
+
+    def is_int(self, node):
+        if isinstance(node, gast.Constant):
+            return type(node.value) is int
+        if isinstance(node, gast.Name):
+            return self.kinds.get(node.id) == "int"
+        if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+            return self.is_int(node.operand)
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
+                isinstance(node.func.value, gast.Name) and node.func.value.id == "math":
+            return node.func.attr in _INT_MATH
+        return False
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, float):
+            return rt_call("float32", node)
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, (gast.Add, gast.Sub, gast.Mult, gast.Div, gast.Pow)):
+            if self.is_float(node.left) and self.is_int(node.right):
+                node.right = rt_call("float32", node.right)
+            elif self.is_float(node.right) and self.is_int(node.left):
+                node.left = rt_call("float32", node.left)
+        return node
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        t = node.targets[0]
+        if isinstance(t, gast.Name) and self.kinds.get(t.id) == "float" and \
+                (self.is_int(node.value) or (isinstance(node.value, gast.Name) and
+                                             self.kinds.get(node.value.id) == "int")):
+            node.value = rt_call("float32", node.value)
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, gast.Name) and f.id == "float" and len(node.args) == 1:
+            node.func = rt_attr("float32")                # float(n) in a float32 kernel
+        if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
+                f.value.id == "rt" and f.attr == "stack_new_float":
+            f.attr = "stack_new_float32"
+        if isinstance(f, gast.Attribute) and f.attr == "array" and \
+                isinstance(f.value, gast.Attribute) and f.value.attr == "local" and \
+                len(node.args) == 2 and isinstance(node.args[1], gast.Name) and \
+                node.args[1].id == "float64":
+            node.args[1] = name("float32")                 # cuda.local.array(n, float32)
+        return node
+
+
+class _Calls(gast.NodeTransformer):
+    """Collect (or, with ``suffix``, rename) calls of ``<func>_forward/_adjoint``."""
+
+    def __init__(self, funcs, suffix=None):
+        self.funcs, self.suffix, self.found = funcs, suffix, set()
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, gast.Name):
+            for part in ("_forward", "_adjoint"):
+                base = f.id[:-len(part)]
+                if f.id.endswith(part) and base in self.funcs:
+                    self.found.add(base)
+                    if self.suffix:
+                        node.func = name(f.id + self.suffix)
+        return node
+
+
+def _called(fns, funcs):
+    c = _Calls(funcs)
+    for _fname, _params, body, *_ in fns:
+        for st in body:
+            c.visit(st)
+    return c.found
+
+
+def float32_funcs(built):
+    """Funcs that float32 kernels call, directly or through other funcs: each gets a
+    float32 variant (funcs are shared by kernels of either precision)."""
+    funcs = {tr.pf.name for role, tr, _ in built if role == "func"}
+    calls = {tr.pf.name: _called(fns, funcs) for _, tr, fns in built}
+    todo = [f for role, tr, fns in built if role == "kernel" and float32_kernel(tr)
+            for f in calls[tr.pf.name]]
+    need = set()
+    while todo:
+        f = todo.pop()
+        if f not in need:
+            need.add(f)
+            todo += calls.get(f, ())
+    return need
+
+
+def call_float32(fns, f32_funcs):
+    """``fns`` calling the float32 variants of the funcs in ``f32_funcs``."""
+    out = []
+    for fname, params, body, *rest in fns:
+        body = [_Calls(f32_funcs, "_f32").visit(copy.deepcopy(st)) for st in body]
+        out.append((fname, params, body, *rest))
+    return out
+
+
+def float32_variant(fns, tr, f32_funcs, custom_grad):
+    """A func's ``<name>_forward_f32``/``_adjoint_f32``: its functions with float32
+    numbers, for float32 kernels. A custom gradient is the user's code, whose kinds
+    the transformer does not know: only its literals change."""
+    out = []
+    for fname, params, body, *rest in call_float32(fns, f32_funcs):
+        kinds = {} if custom_grad and fname.endswith("_adjoint") else tr.ssa.kinds
+        out.append((fname + "_f32", params, [_Float32(kinds).visit(st) for st in body], *rest))
+    return out
+
+
+def float32_functions(fns, kinds):
+    return [(fname, params, [_Float32(kinds).visit(st) for st in body], *rest)
+            for fname, params, body, *rest in fns]
