@@ -1,0 +1,285 @@
+"""Race checking: a test mode of the plain-Python backend for the parallel CPU plans.
+
+With ``ADJOINT_RACECHECK=1`` in the environment (read at import) or inside
+``with racecheck():``, every grid function the Python backend runs
+(``@rt.jit_grid``: the parallel, privatize and color plans) takes its parallel
+path whatever the launch size, and records, for each element of memory, which
+concurrently running *unit* touched it and how:
+
+- a unit is one iteration of the grid's ``rt.prange`` loop: a thread row
+  (plan parallel), a chunk of rows (privatize), or a block of rows within one
+  phase (color); each ``prange`` loop is one *region* (the two phases of a color
+  plan are two regions, run one after the other);
+- elements are identified by memory address, so one buffer passed for two
+  parameters, and overlapping views, are the same element;
+- a ``RaceError`` is raised at the first element that two different units
+  touch, at least one of them writing (a store, or an accumulation ``+=``);
+- and at the first element one unit reaches through two different array
+  parameters, at least one access writing: numba compiles each ``prange`` body
+  assuming its array parameters do not overlap (LLVM ``noalias``), so such
+  accesses may be reordered even within one thread.
+
+Guarantees: the generated code is unchanged and computes what it computes
+without checking (per-chunk private copies, allocated inside the grid, are
+distinct memory and are not recorded; ``add_chunks`` and the serial plans run
+outside any ``prange`` and are not concurrent). Expects: grid functions whose
+array parameters are numpy arrays, and element accesses ``a[i]``/``a[i, j]``
+with integer indices. Checking is sequential and single-threaded.
+"""
+import contextlib
+import functools
+import linecache
+import os
+import re
+import sys
+
+import numpy as np
+
+from ..errors import AdjointError
+from .helpers import chunk_start
+
+__all__ = ["RaceError", "racecheck", "enabled", "grid", "prange", "chunk_count",
+           "note_blocks"]
+
+MAX_CHUNKS = 16     # chunks of a privatize plan under checking: more units, more boundaries
+READ, WRITE = 1, 2
+
+_on = [os.environ.get("ADJOINT_RACECHECK", "0").strip().lower() in ("1", "true", "yes", "on")]
+_grid = [None]      # the _Grid being checked, while one runs
+_region = [None]    # the _Region being recorded, inside a prange loop of that grid
+
+
+class RaceError(AdjointError):
+    """Two concurrently running units of a parallel plan touched one element, at
+    least one of them writing (or one unit reached it through two parameters)."""
+
+
+def enabled():
+    return _on[0]
+
+
+@contextlib.contextmanager
+def racecheck(on=True):
+    """Check the parallel plans of every Python-backend launch in this block."""
+    old = _on[0]
+    _on[0] = bool(on)
+    try:
+        yield
+    finally:
+        _on[0] = old
+
+
+class _Recorded(np.ndarray):
+    """A view of a grid function's array argument that reports element accesses."""
+
+    def __array_finalize__(self, obj):
+        # views of a recorded array (a slice inside a thread) keep its parameter name
+        self._rc_name = getattr(obj, "_rc_name", None)
+        self._rc_base = self.__array_interface__["data"][0]
+        self._rc_strides = self.strides
+        self._rc_shape = self.shape
+
+    def __getitem__(self, idx):
+        value = np.ndarray.__getitem__(self, idx)
+        region = _region[0]
+        if region is not None and not isinstance(value, np.ndarray):
+            region.touch(self, idx, READ)
+        return value
+
+    def __setitem__(self, idx, value):
+        region = _region[0]
+        if region is not None:
+            target = np.ndarray.__getitem__(self, idx)
+            if isinstance(target, np.ndarray):          # a slice: every element in it
+                for sub in np.ndindex(target.shape):
+                    region.touch(target, sub, WRITE)
+            else:
+                region.touch(self, idx, WRITE)
+        np.ndarray.__setitem__(self, idx, value)
+
+
+def _address(arr, idx):
+    """Address of element ``idx`` (integers, negative ones counted from the end)."""
+    if type(idx) is not tuple:
+        idx = (idx,)
+    addr = arr._rc_base
+    for i, stride, n in zip(idx, arr._rc_strides, arr._rc_shape):
+        addr += (i + n if i < 0 else i) * stride
+    return addr
+
+
+def _index(arr, idx):
+    idx = idx if type(idx) is tuple else (idx,)
+    return tuple(int(i) + n if i < 0 else int(i) for i, n in zip(idx, arr._rc_shape))
+
+
+class _Grid:
+    """One call of a grid function under checking: its kernel, plan and unit layout."""
+
+    def __init__(self, fn, plan, rows):
+        kernel, _, stage = fn.__name__.rpartition("_")
+        spec = fn.__globals__.get(kernel)
+        origin = getattr(spec, "origin", None)
+        self.where = f"kernel '{kernel}'" + (f" ({origin})" if origin else "") + \
+            (f", {stage} pass" if stage in ("forward", "backward") else f", '{fn.__name__}'")
+        self.plan, self.rows = plan, rows
+        self.regions = 0
+        self.n_chunks = self.n_blocks = self.radius = None
+
+    def unit(self, region, u):
+        """Words for unit ``u`` of ``region``: which threads it runs."""
+        if self.plan == "color" and self.n_blocks is not None:
+            b = 2 * u + region
+            return f"block {b} (rows {self._rows(self.n_blocks, b)})"
+        if self.plan == "privatize" and self.n_chunks is not None:
+            return f"chunk {u} (rows {self._rows(self.n_chunks, u)})"
+        return f"row {u}" if self.plan == "parallel" else f"prange iteration {u}"
+
+    def _rows(self, parts, k):
+        lo, hi = chunk_start(self.rows, parts, k), chunk_start(self.rows, parts, k + 1) - 1
+        return f"{lo}" if lo == hi else f"{lo}..{hi}"
+
+    def describe(self, region):
+        if self.plan == "color" and self.n_blocks is not None:
+            return (f"plan 'color' (radius {self.radius}, {self.n_blocks} blocks of rows; "
+                    f"phase {region}: {'even' if region == 0 else 'odd'} blocks run at once)")
+        if self.plan == "privatize" and self.n_chunks is not None:
+            return f"plan 'privatize' ({self.n_chunks} chunks run at once)"
+        return f"plan '{self.plan}'"
+
+
+def _kinds(k):
+    return {READ: "read", WRITE: "written", READ | WRITE: "read and written (+=)"}[k]
+
+
+class _Region:
+    """The accesses of one prange loop: {address: [unit, array, kinds, index, other]},
+    ``other`` being (unit, array, index) of a second accessor that only read."""
+
+    def __init__(self, grid, number):
+        self.grid, self.number = grid, number
+        self.unit = None
+        self.seen = {}
+
+    def touch(self, arr, idx, kind):
+        addr = _address(arr, idx)
+        entry = self.seen.get(addr)
+        unit = self.unit
+        if entry is None:
+            self.seen[addr] = [unit, arr, kind, idx, None]
+            return
+        if entry[0] == unit and entry[1]._rc_name == arr._rc_name:
+            entry[2] |= kind
+            other = entry[4]
+            if other is not None and kind == WRITE:
+                self.fail(arr, idx, entry[2], other[0], other[1], other[2], READ)
+        elif kind == WRITE or entry[2] & WRITE:
+            self.fail(arr, idx, kind, entry[0], entry[1], entry[3], entry[2])
+        elif entry[4] is None:
+            entry[4] = (unit, arr, idx)
+
+    def fail(self, arr, idx, kind, unit2, arr2, idx2, kind2):
+        g = self.grid
+        name, name2 = arr._rc_name, arr2._rc_name
+        elem = f"'{name}'[{', '.join(map(str, _index(arr, idx)))}]"
+        if name2 != name:
+            elem += f" (also '{name2}'[{', '.join(map(str, _index(arr2, idx2)))}]: " \
+                    "one buffer passed for both)"
+        head = f"race in {g.where}, {g.describe(self.number)}: element {elem} is "
+        if unit2 == self.unit:
+            msg = (head + f"{_kinds(kind)} through '{name}' and {_kinds(kind2)} through "
+                   f"'{name2}' by {g.unit(self.number, self.unit)}; numba compiles a parallel "
+                   "loop assuming its array parameters do not overlap, so these accesses may "
+                   "be reordered")
+        else:
+            msg = (head + f"{_kinds(kind)} by {g.unit(self.number, self.unit)} and "
+                   f"{_kinds(kind2)} by {g.unit(self.number, unit2)}, which run at the same time")
+        raise RaceError(msg + _source_line())
+
+
+def _source_line():
+    """' (at user.py:N, generated gen.py:M)' for the access being recorded: the kernel
+    line named by the comment above the generated line that made it."""
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == __file__:
+        f = f.f_back
+    if f is None:
+        return ""
+    path, lineno = f.f_code.co_filename, f.f_lineno
+    here = f"generated {os.path.basename(path)}:{lineno}"
+    lines = linecache.getlines(path)
+    for text in reversed(lines[:lineno]):
+        m = re.match(r"\s*# (\S+:\d+): ", text)
+        if m:
+            return f" (at {m.group(1)}, {here})"
+    return f" (at {here})"
+
+
+def _plan_of(fn):
+    """A grid function's plan, from the runtime helpers it calls (see emit/module.py)."""
+    names = set(fn.__code__.co_names)
+    if "block_count" in names:
+        return "color"
+    if "private_copies" in names:
+        return "privatize"
+    return "parallel"
+
+
+def grid(fn):
+    """``fn`` (a grid function) checked when race checking is on, else run as it is."""
+    code = fn.__code__
+    params = code.co_varnames[:code.co_argcount]
+    plan = _plan_of(fn)
+
+    @functools.wraps(fn)
+    def checked(*args):
+        if not _on[0] or _grid[0] is not None:
+            return fn(*args)
+        views = []
+        for name, a in zip(params, args):
+            if isinstance(a, np.ndarray):
+                a = a.view(_Recorded)
+                a._rc_name = name
+            views.append(a)
+        _grid[0] = _Grid(fn, plan, args[0])
+        try:
+            return fn(*views)
+        finally:
+            _grid[0] = _region[0] = None
+    return checked
+
+
+def prange(n):
+    """``range(n)``; while a grid is checked, each iteration is one concurrent unit."""
+    g = _grid[0]
+    if g is None or _region[0] is not None:
+        return range(n)
+    return _units(g, n)
+
+
+def _units(g, n):
+    region = _Region(g, g.regions)
+    g.regions += 1
+    _region[0] = region
+    for u in range(n):
+        region.unit = u
+        yield u
+    _region[0] = None
+
+
+def chunk_count(n):
+    """Chunks of a privatize plan: one without checking (the Python backend is serial),
+    up to MAX_CHUNKS while a grid is checked."""
+    g = _grid[0]
+    if g is None:
+        return 1
+    g.n_chunks = max(1, min(MAX_CHUNKS, n))
+    return g.n_chunks
+
+
+def note_blocks(n_blocks, radius):
+    """Remember a color plan's blocks for the messages."""
+    g = _grid[0]
+    if g is not None:
+        g.n_blocks, g.radius = n_blocks, radius
+    return n_blocks
