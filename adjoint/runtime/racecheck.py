@@ -104,6 +104,7 @@ def _address(arr, idx):
         idx = (idx,)
     addr = arr._rc_base
     for i, stride, n in zip(idx, arr._rc_strides, arr._rc_shape):
+        i = int(i)          # numpy int32 indices would overflow in the sum
         addr += (i + n if i < 0 else i) * stride
     return addr
 
@@ -184,7 +185,7 @@ class _Region:
         elem = f"'{name}'[{', '.join(map(str, _index(arr, idx)))}]"
         if name2 != name:
             elem += f" (also '{name2}'[{', '.join(map(str, _index(arr2, idx2)))}]: " \
-                    "one buffer passed for both)"
+                    "the same memory)"
         head = f"race in {g.where}, {g.describe(self.number)}: element {elem} is "
         if unit2 == self.unit:
             msg = (head + f"{_kinds(kind)} through '{name}' and {_kinds(kind2)} through "
