@@ -75,9 +75,8 @@ class _Recorded(np.ndarray):
     def __array_finalize__(self, obj):
         # views of a recorded array (a slice inside a thread) keep its parameter name
         self._rc_name = getattr(obj, "_rc_name", None)
-        self._rc_base = self.__array_interface__["data"][0]
-        self._rc_strides = self.strides
-        self._rc_shape = self.shape
+        self._rc_address = _addresser(self.__array_interface__["data"][0], self.strides,
+                                      self.shape)
 
     def __getitem__(self, idx):
         value = np.ndarray.__getitem__(self, idx)
@@ -98,20 +97,39 @@ class _Recorded(np.ndarray):
         np.ndarray.__setitem__(self, idx, value)
 
 
-def _address(arr, idx):
-    """Address of element ``idx`` (integers, negative ones counted from the end)."""
-    if type(idx) is not tuple:
-        idx = (idx,)
-    addr = arr._rc_base
-    for i, stride, n in zip(idx, arr._rc_strides, arr._rc_shape):
-        i = int(i)          # numpy int32 indices would overflow in the sum
-        addr += (i + n if i < 0 else i) * stride
-    return addr
+def _addresser(base, strides, shape):
+    """``address(idx)``: the address of element ``idx`` (integers, negative ones counted
+    from the end; numba wraps them too) of an array at ``base``. Unrolled for 1-3
+    dimensions: it runs at every element access under checking."""
+    if len(shape) == 1:
+        (s0,), (n0,) = strides, shape
+
+        def address(i):
+            if type(i) is tuple:
+                (i,) = i
+            return base + int(i) % n0 * s0
+    elif len(shape) == 2:
+        (s0, s1), (n0, n1) = strides, shape
+
+        def address(idx):
+            i, j = idx
+            return base + int(i) % n0 * s0 + int(j) % n1 * s1
+    elif len(shape) == 3:
+        (s0, s1, s2), (n0, n1, n2) = strides, shape
+
+        def address(idx):
+            i, j, k = idx
+            return base + int(i) % n0 * s0 + int(j) % n1 * s1 + int(k) % n2 * s2
+    else:
+        def address(idx):
+            idx = idx if type(idx) is tuple else (idx,)
+            return base + sum(int(i) % n * s for i, s, n in zip(idx, strides, shape))
+    return address
 
 
 def _index(arr, idx):
     idx = idx if type(idx) is tuple else (idx,)
-    return tuple(int(i) + n if i < 0 else int(i) for i, n in zip(idx, arr._rc_shape))
+    return tuple(int(i) % n for i, n in zip(idx, arr.shape))
 
 
 class _Grid:
@@ -163,7 +181,7 @@ class _Region:
         self.seen = {}
 
     def touch(self, arr, idx, kind):
-        addr = _address(arr, idx)
+        addr = arr._rc_address(idx)
         entry = self.seen.get(addr)
         unit = self.unit
         if entry is None:
