@@ -73,28 +73,31 @@ class _Recorded(np.ndarray):
     """A view of a grid function's array argument that reports element accesses."""
 
     def __array_finalize__(self, obj):
-        # views of a recorded array (a slice inside a thread) keep its parameter name
-        self._rc_name = getattr(obj, "_rc_name", None)
+        # views of a recorded array (a slice inside a thread) keep its parameter
+        self._rc_param = getattr(obj, "_rc_param", None)
         self._rc_address = _addresser(self.__array_interface__["data"][0], self.strides,
                                       self.shape)
 
     def __getitem__(self, idx):
-        value = np.ndarray.__getitem__(self, idx)
+        value = _getitem(self, idx)
         region = _region[0]
         if region is not None and not isinstance(value, np.ndarray):
-            region.touch(self, idx, READ)
+            _touch(region, self, idx, READ)
         return value
 
     def __setitem__(self, idx, value):
         region = _region[0]
         if region is not None:
-            target = np.ndarray.__getitem__(self, idx)
+            target = _getitem(self, idx)
             if isinstance(target, np.ndarray):          # a slice: every element in it
                 for sub in np.ndindex(target.shape):
-                    region.touch(target, sub, WRITE)
+                    _touch(region, target, sub, WRITE)
             else:
-                region.touch(self, idx, WRITE)
-        np.ndarray.__setitem__(self, idx, value)
+                _touch(region, self, idx, WRITE)
+        _setitem(self, idx, value)
+
+
+_getitem, _setitem = np.ndarray.__getitem__, np.ndarray.__setitem__
 
 
 def _addresser(base, strides, shape):
@@ -132,16 +135,28 @@ def _index(arr, idx):
     return tuple(int(i) % n for i, n in zip(idx, arr.shape))
 
 
+def _unravel(arr, addr):
+    """The index of the element at ``addr`` in ``arr`` (None when it is not in it)."""
+    off = addr - arr.__array_interface__["data"][0]
+    idx = [0] * arr.ndim
+    for k in sorted(range(arr.ndim), key=lambda k: -abs(arr.strides[k])):
+        if arr.strides[k]:
+            idx[k], off = divmod(off, arr.strides[k])
+    ok = off == 0 and all(0 <= i < n for i, n in zip(idx, arr.shape))
+    return tuple(idx) if ok else None
+
+
 class _Grid:
     """One call of a grid function under checking: its kernel, plan and unit layout."""
 
-    def __init__(self, fn, plan, rows):
+    def __init__(self, fn, plan, rows, params, views):
         kernel, _, stage = fn.__name__.rpartition("_")
         spec = fn.__globals__.get(kernel)
         origin = getattr(spec, "origin", None)
         self.where = f"kernel '{kernel}'" + (f" ({origin})" if origin else "") + \
             (f", {stage} pass" if stage in ("forward", "backward") else f", '{fn.__name__}'")
         self.plan, self.rows = plan, rows
+        self.params, self.views = params, views     # names, and the recorded arguments
         self.regions = 0
         self.n_chunks = self.n_blocks = self.radius = None
 
@@ -171,49 +186,64 @@ def _kinds(k):
     return {READ: "read", WRITE: "written", READ | WRITE: "read and written (+=)"}[k]
 
 
+SHARED = 4  # a second accessor has read the element: its access is in _Region.readers
+
+
 class _Region:
-    """The accesses of one prange loop: {address: [unit, array, kinds, index, other]},
-    ``other`` being (unit, array, index) of a second accessor that only read."""
+    """The accesses of one prange loop. An *accessor* is a unit together with the
+    parameter it goes through: ``unit << 8 | parameter number``. ``seen`` maps an
+    address to ``accessor << 3 | kinds`` of its first accessor (plus SHARED once a
+    second one read it); plain ints, as this runs at every element access."""
 
     def __init__(self, grid, number):
         self.grid, self.number = grid, number
-        self.unit = None
+        self.token = 0          # the running unit << 8
         self.seen = {}
+        self.readers = {}       # address -> second reader << 3 | READ
 
-    def touch(self, arr, idx, kind):
-        addr = arr._rc_address(idx)
-        entry = self.seen.get(addr)
-        unit = self.unit
-        if entry is None:
-            self.seen[addr] = [unit, arr, kind, idx, None]
-            return
-        if entry[0] == unit and entry[1]._rc_name == arr._rc_name:
-            entry[2] |= kind
-            other = entry[4]
-            if other is not None and kind == WRITE:
-                self.fail(arr, idx, entry[2], other[0], other[1], other[2], READ)
-        elif kind == WRITE or entry[2] & WRITE:
-            self.fail(arr, idx, kind, entry[0], entry[1], entry[3], entry[2])
-        elif entry[4] is None:
-            entry[4] = (unit, arr, idx)
-
-    def fail(self, arr, idx, kind, unit2, arr2, idx2, kind2):
+    def fail(self, arr, idx, access, other):
+        """Raise the RaceError of ``access`` (by the running unit, through ``arr[idx]``)
+        meeting ``other`` (an earlier access, packed as in ``seen``) at one element."""
         g = self.grid
-        name, name2 = arr._rc_name, arr2._rc_name
+        unit, unit2 = access >> 11, other >> 11
+        kind, kind2 = access & 3, other & 3
+        name = g.params[arr._rc_param]
+        param2 = g.views[(other >> 3) & 255]
+        name2 = g.params[param2._rc_param]
         elem = f"'{name}'[{', '.join(map(str, _index(arr, idx)))}]"
         if name2 != name:
-            elem += f" (also '{name2}'[{', '.join(map(str, _index(arr2, idx2)))}]: " \
-                    "the same memory)"
+            idx2 = _unravel(param2, arr._rc_address(idx))
+            elem += f" (also '{name2}'[{', '.join(map(str, idx2 or ('?',)))}]: the same memory)"
         head = f"race in {g.where}, {g.describe(self.number)}: element {elem} is "
-        if unit2 == self.unit:
+        if unit2 == unit:
             msg = (head + f"{_kinds(kind)} through '{name}' and {_kinds(kind2)} through "
-                   f"'{name2}' by {g.unit(self.number, self.unit)}; numba compiles a parallel "
+                   f"'{name2}' by {g.unit(self.number, unit)}; numba compiles a parallel "
                    "loop assuming its array parameters do not overlap, so these accesses may "
                    "be reordered")
         else:
-            msg = (head + f"{_kinds(kind)} by {g.unit(self.number, self.unit)} and "
+            msg = (head + f"{_kinds(kind)} by {g.unit(self.number, unit)} and "
                    f"{_kinds(kind2)} by {g.unit(self.number, unit2)}, which run at the same time")
         raise RaceError(msg + _source_line())
+
+
+def _touch(region, arr, idx, kind):
+    """Record that the running unit reads or writes ``arr[idx]``; raise on a race."""
+    addr = arr._rc_address(idx)
+    access = (region.token | arr._rc_param) << 3 | kind
+    seen = region.seen
+    first = seen.get(addr)
+    if first is None:
+        seen[addr] = access
+    elif first >> 3 == access >> 3:                 # the same unit, the same parameter
+        if kind & ~first:
+            if first & SHARED:                      # a write after another unit's read
+                region.fail(arr, idx, access, region.readers[addr])
+            seen[addr] = first | kind
+    elif kind == WRITE or first & WRITE:
+        region.fail(arr, idx, access, first)
+    elif not first & SHARED:                        # two readers: fine, remember one
+        seen[addr] = first | SHARED
+        region.readers[addr] = access
 
 
 def _source_line():
@@ -255,12 +285,12 @@ def grid(fn):
         if not _on[0] or _grid[0] is not None:
             return fn(*args)
         views = []
-        for name, a in zip(params, args):
+        for k, a in enumerate(args):
             if isinstance(a, np.ndarray):
                 a = a.view(_Recorded)
-                a._rc_name = name
+                a._rc_param = k
             views.append(a)
-        _grid[0] = _Grid(fn, plan, args[0])
+        _grid[0] = _Grid(fn, plan, args[0], params, views)
         try:
             return fn(*views)
         finally:
@@ -281,7 +311,7 @@ def _units(g, n):
     g.regions += 1
     _region[0] = region
     for u in range(n):
-        region.unit = u
+        region.token = u << 8
         yield u
     _region[0] = None
 
