@@ -47,6 +47,12 @@ def two_params(dim0, a, b, out):
 
 
 @rt.jit_grid
+def slice_store(dim0, out):
+    for tid0 in rt.prange(dim0):
+        out[tid0:tid0 + 2] = 1.0           # rows t and t + 1 both store element t + 1
+
+
+@rt.jit_grid
 def small_or_parallel(dim0, out):
     if dim0 < rt.PARALLEL_MIN_THREADS:     # as generated code starts
         for tid0 in range(dim0):
@@ -69,6 +75,12 @@ def test_a_row_reading_what_another_writes_is_a_race():
     with racecheck(), pytest.raises(RaceError, match=r"'x'\[1\] is read by row 2 and read and "
                                                      r"written \(\+=\) by row 1"):
         running_sum(4, np.ones(4))
+
+
+def test_a_slice_store_records_every_element():
+    with racecheck(), pytest.raises(RaceError, match=r"'out'\[1\] is written by row 1 and "
+                                                     r"written by row 0"):
+        slice_store(3, np.zeros(4))
 
 
 def test_reads_shared_by_every_row_and_unchecked_runs_pass():
@@ -136,11 +148,12 @@ def test_private_copies_per_chunk_are_not_races_but_a_shared_array_is():
         scatter(40, x, idx, out, True)
         assert rt.chunk_count(40) == 1     # outside a checked grid: the serial backend's
     np.testing.assert_allclose(out, expected)
+    x, idx = np.arange(200.0), np.arange(200) % 3
     with racecheck(), pytest.raises(RaceError) as err:
-        scatter(40, x, idx, np.zeros(3), False)
+        scatter(200, x, idx, np.zeros(3), False)
     msg = str(err.value)
-    assert f"plan 'privatize' ({MAX_CHUNKS} chunks run at once)" in msg
-    assert "by chunk 1 (rows 2..4)" in msg and "by chunk 0 (rows 0..1)" in msg
+    assert f"grid function 'scatter', plan 'privatize' ({MAX_CHUNKS} chunks run at once)" in msg
+    assert "by chunk 1 (rows 3..5)" in msg and "by chunk 0 (rows 0..2)" in msg
 
 
 def _stencil_thread(tid0, u, adj_u, periodic):

@@ -7,9 +7,11 @@ path whatever the launch size, and records, for each element of memory, which
 concurrently running *unit* touched it and how:
 
 - a unit is one iteration of the grid's ``rt.prange`` loop: a thread row
-  (plan parallel), a chunk of rows (privatize), or a block of rows within one
-  phase (color); each ``prange`` loop is one *region* (the two phases of a color
-  plan are two regions, run one after the other);
+  (plan parallel), a chunk of rows (privatize: up to MAX_CHUNKS chunks, more
+  than numba's one per core, so more pairs of rows fall in different units),
+  or a block of rows within one phase (color: the blocks numba runs); each
+  ``prange`` loop is one *region* (the two phases of a color plan are two
+  regions, run one after the other);
 - elements are identified by memory address, so one buffer passed for two
   parameters, and overlapping views, are the same element;
 - a ``RaceError`` is raised at the first element that two different units
@@ -23,8 +25,10 @@ Guarantees: the generated code is unchanged and computes what it computes
 without checking (per-chunk private copies, allocated inside the grid, are
 distinct memory and are not recorded; ``add_chunks`` and the serial plans run
 outside any ``prange`` and are not concurrent). Expects: grid functions whose
-array parameters are numpy arrays, and element accesses ``a[i]``/``a[i, j]``
-with integer indices. Checking is sequential and single-threaded.
+parameters are fewer than 256, array ones numpy arrays, indexed with integers
+(``a[i]``, ``a[i, j]``; a slice store records each element). Checking is
+sequential and single-threaded; a unit's accesses are seen only on the paths
+that launch's data takes.
 """
 import contextlib
 import functools
@@ -41,7 +45,7 @@ from .helpers import chunk_start
 __all__ = ["RaceError", "racecheck", "enabled", "grid", "prange", "chunk_count",
            "note_blocks"]
 
-MAX_CHUNKS = 16     # chunks of a privatize plan under checking: more units, more boundaries
+MAX_CHUNKS = 64     # chunks of a privatize plan under checking (more units: finer checking)
 READ, WRITE = 1, 2
 
 _on = [os.environ.get("ADJOINT_RACECHECK", "0").strip().lower() in ("1", "true", "yes", "on")]
@@ -130,20 +134,14 @@ def _addresser(base, strides, shape):
     return address
 
 
-def _index(arr, idx):
-    idx = idx if type(idx) is tuple else (idx,)
-    return tuple(int(i) % n for i, n in zip(idx, arr.shape))
-
-
 def _unravel(arr, addr):
-    """The index of the element at ``addr`` in ``arr`` (None when it is not in it)."""
+    """``[i, j]``: the index of the element at ``addr`` in ``arr``."""
     off = addr - arr.__array_interface__["data"][0]
     idx = [0] * arr.ndim
     for k in sorted(range(arr.ndim), key=lambda k: -abs(arr.strides[k])):
         if arr.strides[k]:
             idx[k], off = divmod(off, arr.strides[k])
-    ok = off == 0 and all(0 <= i < n for i, n in zip(idx, arr.shape))
-    return tuple(idx) if ok else None
+    return f"[{', '.join(map(str, idx))}]"
 
 
 class _Grid:
@@ -151,10 +149,12 @@ class _Grid:
 
     def __init__(self, fn, plan, rows, params, views):
         kernel, _, stage = fn.__name__.rpartition("_")
-        spec = fn.__globals__.get(kernel)
-        origin = getattr(spec, "origin", None)
-        self.where = f"kernel '{kernel}'" + (f" ({origin})" if origin else "") + \
-            (f", {stage} pass" if stage in ("forward", "backward") else f", '{fn.__name__}'")
+        if kernel and stage in ("forward", "backward"):
+            origin = getattr(fn.__globals__.get(kernel), "origin", None)
+            self.where = f"kernel '{kernel}'" + (f" ({origin})" if origin else "") + \
+                f", {stage} pass"
+        else:
+            self.where = f"grid function '{fn.__name__}'"
         self.plan, self.rows = plan, rows
         self.params, self.views = params, views     # names, and the recorded arguments
         self.regions = 0
@@ -164,14 +164,14 @@ class _Grid:
         """Words for unit ``u`` of ``region``: which threads it runs."""
         if self.plan == "color" and self.n_blocks is not None:
             b = 2 * u + region
-            return f"block {b} (rows {self._rows(self.n_blocks, b)})"
+            return f"block {b} ({self._rows(self.n_blocks, b)})"
         if self.plan == "privatize" and self.n_chunks is not None:
-            return f"chunk {u} (rows {self._rows(self.n_chunks, u)})"
+            return f"chunk {u} ({self._rows(self.n_chunks, u)})"
         return f"row {u}" if self.plan == "parallel" else f"prange iteration {u}"
 
     def _rows(self, parts, k):
         lo, hi = chunk_start(self.rows, parts, k), chunk_start(self.rows, parts, k + 1) - 1
-        return f"{lo}" if lo == hi else f"{lo}..{hi}"
+        return f"row {lo}" if lo == hi else f"rows {lo}..{hi}"
 
     def describe(self, region):
         if self.plan == "color" and self.n_blocks is not None:
@@ -207,13 +207,12 @@ class _Region:
         g = self.grid
         unit, unit2 = access >> 11, other >> 11
         kind, kind2 = access & 3, other & 3
-        name = g.params[arr._rc_param]
-        param2 = g.views[(other >> 3) & 255]
-        name2 = g.params[param2._rc_param]
-        elem = f"'{name}'[{', '.join(map(str, _index(arr, idx)))}]"
+        addr = arr._rc_address(idx)
+        name, name2 = g.params[arr._rc_param], g.params[(other >> 3) & 255]
+        elem = f"'{name}'{_unravel(g.views[arr._rc_param], addr)}"
         if name2 != name:
-            idx2 = _unravel(param2, arr._rc_address(idx))
-            elem += f" (also '{name2}'[{', '.join(map(str, idx2 or ('?',)))}]: the same memory)"
+            elem += f" (also '{name2}'{_unravel(g.views[(other >> 3) & 255], addr)}: " \
+                "the same memory)"
         head = f"race in {g.where}, {g.describe(self.number)}: element {elem} is "
         if unit2 == unit:
             msg = (head + f"{_kinds(kind)} through '{name}' and {_kinds(kind2)} through "
@@ -255,12 +254,12 @@ def _source_line():
     if f is None:
         return ""
     path, lineno = f.f_code.co_filename, f.f_lineno
-    here = f"generated {os.path.basename(path)}:{lineno}"
+    here = f"{os.path.basename(path)}:{lineno}"
     lines = linecache.getlines(path)
     for text in reversed(lines[:lineno]):
         m = re.match(r"\s*# (\S+:\d+): ", text)
         if m:
-            return f" (at {m.group(1)}, {here})"
+            return f" (at {m.group(1)}, generated {here})"
     return f" (at {here})"
 
 
