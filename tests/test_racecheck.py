@@ -224,6 +224,40 @@ def periodic(u: ad.array(dtype=float, ndim=2), a: float, v: ad.array(dtype=float
     v[i, j] = u[i, j] + a * (u[ip, j] + u[im, j] - 2.0 * u[i, j])
 
 @ad.kernel
+def merge_store(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    k = i
+    if x[i] > 0.0:
+        k = 0
+    out[k] = x[i] * 2.0
+
+@ad.kernel
+def walk(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    j = i
+    for k in range(2):
+        out[j] += x[i] * x[i]
+        j = j + 1
+
+@ad.kernel
+def walk_gather(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    j = i
+    s = 0.0
+    for k in range(2):
+        s += x[j] * x[j]
+        j = j + 1
+    out[i] = s
+
+@ad.kernel
+def while_walk(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    j = i
+    while j < i + 2:
+        out[j] += x[i]
+        j = j + 1
+
+@ad.kernel
 def two_reads(u0: ad.array(dtype=float, ndim=2), u1: ad.array(dtype=float, ndim=2),
               o: ad.array(dtype=float, ndim=2)):
     i, j = ad.tid()
@@ -282,3 +316,33 @@ def test_one_array_for_two_read_parameters_is_caught_or_fixed(kernel_module):
         pytest.xfail(f"issue 10 item 2, caught by the race checker: {e}")
     expected = 2.0 * xs * (np.arange(8) >= 1)[:, None] + (np.arange(8) <= 6)[:, None]
     np.testing.assert_allclose(g, expected, rtol=1e-14)
+
+
+N8 = np.linspace(-1.0, 1.0, 8)
+K = np.arange(10)
+
+
+@pytest.mark.parametrize("name, n_x, n_out, grad", [
+    # threads 0 and 4..7 store out[0]; thread 7 runs last, so its value survives
+    ("merge_store", 8, 8, np.where(np.isin(np.arange(8), [1, 2, 3, 7]), 2.0, 0.0)),
+    ("walk", 8, 10, 4.0 * N8),                          # out[i] and out[i + 1] += x[i]^2
+    ("walk_gather", 10, 8, 2.0 * np.linspace(-1.0, 1.0, 10) *    # x[k] read by threads k-1, k
+     ((K < 8).astype(float) + ((K >= 1) & (K <= 8)))),
+    ("while_walk", 8, 10, np.full(8, 2.0)),             # out[i] and out[i + 1] += x[i]
+])
+def test_thread_index_merged_with_another_value_is_not_exclusive(kernel_module, name, n_x,
+                                                                 n_out, grad):
+    """A copy of the thread index merged (branch or loop) with another value indexes
+    elements other threads reach too; planned 'parallel' on 6a0420a."""
+    m = kernel_module(KERNELS)
+    x = ad.array(np.linspace(-1.0, 1.0, n_x), requires_grad=True)
+    out = ad.zeros(n_out, requires_grad=True)
+    try:
+        with racecheck():
+            with ad.Tape() as tape:
+                ad.launch(getattr(m, name), 8, inputs=[x], outputs=[out])
+            tape.backward(grads={out: np.ones(n_out)})
+    except RaceError as e:
+        assert f"'{name}'" in str(e) and "plan 'parallel'" in str(e)
+        pytest.xfail(f"caught by the race checker: {e}")
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-14, atol=1e-15)
