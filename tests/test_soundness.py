@@ -1,0 +1,129 @@
+"""Regressions for silent wrong gradients found by other projects' tests and a fuzzer.
+
+Each test failed before its fix, and runs on every backend. Sizes large enough
+for numba's parallel plans (more than PARALLEL_MIN_THREADS threads) are used
+where the plan is what went wrong; the CUDA simulator runs smaller grids.
+"""
+import numpy as np
+import pytest
+
+import adjoint as ad
+from adjoint.errors import TransformError
+
+
+def _size(backend, big, small):
+    return big if backend == "numba" else small
+
+
+PERIODIC = '''
+@ad.kernel
+def periodic(a: float, n0: int, u: ad.array(dtype=float, ndim=2), v: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    im = i - 1
+    if im < 0:
+        im = n0 - 1
+    ip = i + 1
+    if ip == n0:
+        ip = 0
+    v[i, j] = u[i, j] + a * (u[ip, j] + u[im, j] - 2.0 * u[i, j])
+
+@ad.kernel
+def merged_index(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    j = i
+    if x[i] > 0.5:
+        j = 0
+    out[j] += x[i] * x[i]
+'''
+
+
+def test_a_wrapped_index_is_not_a_row_offset(backend, kernel_module):
+    """``ip = i + 1; if ip == n0: ip = 0`` is not "the thread's row + 1": the even/odd
+    row-block plan raced on rows 0 and n0-1 (gradient 0.9 instead of 1)."""
+    m = kernel_module(PERIODIC)
+    assert "rt.block_count" not in ad.source(m.periodic, "backward")
+    n0, n1 = 6, _size(backend, 40000, 16)
+    u = ad.array(np.random.default_rng(0).random((n0, n1)), requires_grad=True)
+    v = ad.zeros((n0, n1), requires_grad=True)
+    for _ in range(3):
+        with ad.Tape() as tape:
+            ad.launch(m.periodic, dim=(n0, n1), inputs=[0.1, n0, u], outputs=[v])
+        tape.backward(grads={v: np.ones((n0, n1))})
+        np.testing.assert_array_equal(u.grad.numpy(), np.ones((n0, n1)))  # d sum(v)/du = 1
+        tape.zero()
+
+
+def test_a_merge_of_the_thread_index_with_another_value_is_not_exclusive(backend, kernel_module):
+    """``j = i; if c: j = 0`` may collide at 0: accumulations into out[j] must be
+    privatized (CPU) or atomic (CUDA), never plain parallel updates."""
+    m = kernel_module(PERIODIC)
+    assert "rt.private_copies(out" in ad.source(m.merged_index, "forward")
+    assert "atomic.add(out" in ad.source(m.merged_index, "forward", target="cuda")
+    n = _size(backend, 50000, 64)
+    x0 = np.random.default_rng(1).random(n)
+    x = ad.array(x0, requires_grad=True)
+    out = ad.zeros(n, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.merged_index, dim=n, inputs=[x], outputs=[out])
+    expected = np.where(x0 > 0.5, 0.0, x0 * x0)
+    expected[0] += np.sum(np.where(x0 > 0.5, x0 * x0, 0.0))
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-12)
+    seed = np.random.default_rng(2).random(n)
+    tape.backward(grads={out: seed})
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x0 * np.where(x0 > 0.5, seed[0], seed),
+                               rtol=1e-12)
+
+
+ALIASED = '''
+@ad.kernel
+def two_reads(u0: ad.array(dtype=float, ndim=2), u1: ad.array(dtype=float, ndim=2),
+              o: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    o[i, j] = u0[i + 1, j] * u1[i + 1, j] + u1[i, j]
+
+@ad.kernel
+def two_reads_1d(u0: ad.array(dtype=float), u1: ad.array(dtype=float), o: ad.array(dtype=float)):
+    i = ad.tid()
+    o[i] = u0[i + 1] * u1[i + 1] + u1[i]
+'''
+
+
+def _two_reads_grad(x, seed):
+    """d/dx of sum(seed * o), o[r] = x[r + 1]^2 + x[r] (rows r < n - 1), by hand."""
+    g = np.zeros_like(x)
+    g[1:] += 2.0 * x[1:] * seed
+    g[:-1] += seed
+    return g
+
+
+@pytest.mark.parametrize("adjoint_launch", [False, True])
+def test_one_array_passed_for_two_read_parameters(backend, kernel_module, adjoint_launch):
+    """Both parameters' adjoints land in x.grad: the backward gets separate adjoint
+    buffers (summed afterwards), so neither plan nor compiler can lose an update."""
+    m = kernel_module(ALIASED)
+    n = _size(backend, 64, 8)
+    rng = np.random.default_rng(3)
+    x0 = rng.random((n, n))
+    seed = rng.random((n - 1, n))
+    x = ad.array(x0, requires_grad=True)
+    o = ad.zeros((n - 1, n), requires_grad=True)
+    if adjoint_launch:
+        ad.launch(m.two_reads, dim=(n - 1, n), inputs=[x, x], outputs=[o])
+        ad.launch(m.two_reads, dim=(n - 1, n), inputs=[x, x], outputs=[o], adjoint=True,
+                  adj_inputs=[x.grad, x.grad], adj_outputs=[ad.array(seed)])
+    else:
+        with ad.Tape() as tape:
+            ad.launch(m.two_reads, dim=(n - 1, n), inputs=[x, x], outputs=[o])
+        tape.backward(grads={o: seed})
+    np.testing.assert_allclose(o.numpy(), x0[1:] ** 2 + x0[:-1], rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), _two_reads_grad(x0, seed), rtol=1e-12)
+
+    n1 = _size(backend, 5000, 9)
+    x0 = rng.random(n1)
+    seed = rng.random(n1 - 1)
+    x = ad.array(x0, requires_grad=True)
+    o = ad.zeros(n1 - 1, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.two_reads_1d, dim=n1 - 1, inputs=[x, x], outputs=[o])
+    tape.backward(grads={o: seed})
+    np.testing.assert_allclose(x.grad.numpy(), _two_reads_grad(x0, seed), rtol=1e-12)
