@@ -127,3 +127,58 @@ def test_one_array_passed_for_two_read_parameters(backend, kernel_module, adjoin
         ad.launch(m.two_reads_1d, dim=n1 - 1, inputs=[x, x], outputs=[o])
     tape.backward(grads={o: seed})
     np.testing.assert_allclose(x.grad.numpy(), _two_reads_grad(x0, seed), rtol=1e-12)
+
+
+# Each expression of x is printed into a kernel and compared with Python's own
+# evaluation of the same text (values) and with central differences (gradients).
+PRECEDENCE = [
+    "SIGN ** 2 * x + (-2) ** 2 * x",
+    "(-0.5) ** 2 * x",
+    "-x ** 2",
+    "(-x) ** 2",
+    "-SIGN ** 2 * x",
+    "2.0 ** -x",
+    "x ** -2.0",
+    "(-1.0) ** 3 * x",
+    "x - -1.5 * x",
+    "x * -SIGN",
+    "x / -0.25 - -x",
+    "-(x - 3.0) ** 3",
+    "(x if not x < 1.0 else -x) ** 2",
+    "-x if -x < -1.0 else x * -0.0",
+]
+
+
+def _precedence_source():
+    lines = ["SIGN = -1.5", "", "@ad.kernel",
+             "def signs(x: ad.array(dtype=float), out: ad.array(dtype=float, ndim=2)):",
+             "    i = ad.tid()"]
+    for k, e in enumerate(PRECEDENCE):
+        lines.append(f"    out[i, {k}] = {e.replace('x', 'x[i]')}")
+    return "\n".join(lines) + "\n"
+
+
+def test_printer_keeps_the_meaning_of_negative_numbers_and_precedence(backend, kernel_module):
+    m = kernel_module(_precedence_source())
+    x0 = np.array([0.4, 0.9, 1.3, 1.7])
+    n, k = len(x0), len(PRECEDENCE)
+    expected = np.array([[eval(e, {"SIGN": -1.5, "x": float(v)}) for e in PRECEDENCE] for v in x0])
+
+    def forward(xs):
+        out = ad.zeros((n, k))
+        ad.launch(m.signs, dim=n, inputs=[ad.array(xs)], outputs=[out])
+        return out.numpy()
+
+    np.testing.assert_allclose(forward(x0), expected, rtol=1e-13)
+    eps = 1e-6
+    fd = (np.array([forward(x0 + eps)]) - np.array([forward(x0 - eps)]))[0] / (2 * eps)
+    for col in range(k):
+        x = ad.array(x0, requires_grad=True)
+        out = ad.zeros((n, k), requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(m.signs, dim=n, inputs=[x], outputs=[out])
+        seed = np.zeros((n, k))
+        seed[:, col] = 1.0
+        tape.backward(grads={out: seed})
+        np.testing.assert_allclose(x.grad.numpy(), fd[:, col], rtol=1e-6, atol=1e-7,
+                                   err_msg=PRECEDENCE[col])
