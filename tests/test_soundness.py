@@ -182,3 +182,97 @@ def test_printer_keeps_the_meaning_of_negative_numbers_and_precedence(backend, k
         tape.backward(grads={out: seed})
         np.testing.assert_allclose(x.grad.numpy(), fd[:, col], rtol=1e-6, atol=1e-7,
                                    err_msg=PRECEDENCE[col])
+
+
+MAYBE_UNASSIGNED = {
+    "one_branch": '''
+    if x[i] > 0.0:
+        y = x[i]
+    out[i] = y
+''',
+    "loop_may_not_run": '''
+    for k in range(n):
+        y = x[i] * float(k)
+    out[i] = y
+''',
+    "break_before_assignment": '''
+    for k in range(3):
+        if x[i] > 0.5:
+            break
+        y = x[i]
+    out[i] = y
+''',
+    "read_before_first_assignment_in_loop": '''
+    s = 0.0
+    for k in range(3):
+        s = s + y
+        y = x[i]
+    out[i] = s
+''',
+}
+
+DEFINITELY_ASSIGNED = {
+    "both_branches": '''
+    if x[i] > 0.0:
+        y = x[i] * x[i]
+    else:
+        y = -x[i]
+    out[i] = y
+''',
+    "constant_trip_count": '''
+    for k in range(3):
+        y = x[i] * float(k + 1)
+    out[i] = y
+''',
+    "while_true_with_break": '''
+    k = 0
+    while True:
+        y = x[i] * float(k + 2)
+        k += 1
+        if k > n:
+            break
+    out[i] = y
+''',
+    "return_on_the_other_path": '''
+    if x[i] > 10.0:
+        return
+    else:
+        y = x[i] * 3.0
+    out[i] = y
+''',
+}
+
+
+def _kernel(name, body):
+    return (f"@ad.kernel\ndef {name}(n: int, x: ad.array(dtype=float), "
+            f"out: ad.array(dtype=float)):\n    i = ad.tid()\n" + body)
+
+
+@pytest.mark.parametrize("case", sorted(MAYBE_UNASSIGNED))
+def test_a_read_of_a_maybe_unassigned_variable_is_refused_at_the_read(case, kernel_module):
+    """It used to read an invented 0.0 ([1, 0, 2, 0]); Python raises UnboundLocalError."""
+    m = kernel_module(_kernel(case, MAYBE_UNASSIGNED[case]))
+    with pytest.raises(TransformError, match=r"'y' may be used before it is assigned") as err:
+        ad.source(getattr(m, case), "forward")
+    assert "y" in err.value.source_line and err.value.filename.endswith(".py")
+
+
+@pytest.mark.parametrize("case", sorted(DEFINITELY_ASSIGNED))
+def test_definitely_assigned_variables_are_accepted(case, backend, kernel_module):
+    m = kernel_module(_kernel(case, DEFINITELY_ASSIGNED[case]))
+    k = getattr(m, case)
+    x0 = np.array([-0.7, 0.3, 0.9, 1.4])
+    ref = {"both_branches": lambda v: v * v if v > 0 else -v,
+           "constant_trip_count": lambda v: 3.0 * v,
+           "while_true_with_break": lambda v: 4.0 * v,       # n = 2: k = 0, 1, 2
+           "return_on_the_other_path": lambda v: 3.0 * v}[case]
+    dref = {"both_branches": lambda v: 2 * v if v > 0 else -1.0,
+            "constant_trip_count": lambda v: 3.0, "while_true_with_break": lambda v: 4.0,
+            "return_on_the_other_path": lambda v: 3.0}[case]
+    x = ad.array(x0, requires_grad=True)
+    out = ad.zeros(4, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(k, dim=4, inputs=[2, x], outputs=[out])
+    np.testing.assert_allclose(out.numpy(), [ref(v) for v in x0], rtol=1e-12)
+    tape.backward(grads={out: np.ones(4)})
+    np.testing.assert_allclose(x.grad.numpy(), [dref(v) for v in x0], rtol=1e-12)
