@@ -276,3 +276,79 @@ def test_definitely_assigned_variables_are_accepted(case, backend, kernel_module
     np.testing.assert_allclose(out.numpy(), [ref(v) for v in x0], rtol=1e-12)
     tape.backward(grads={out: np.ones(4)})
     np.testing.assert_allclose(x.grad.numpy(), [dref(v) for v in x0], rtol=1e-12)
+
+
+PIECEWISE = '''
+@ad.kernel
+def clamped(x: ad.array(dtype=float), lo: ad.array(dtype=float), hi: ad.array(dtype=float),
+            out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = ad.clamp(x[i], lo[i], hi[i])
+
+@ad.kernel
+def smaller(x: ad.array(dtype=float), y: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = min(x[i], y[i])
+
+@ad.kernel
+def larger(x: ad.array(dtype=float), y: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = max(x[i], y[i])
+
+@ad.kernel
+def clamped_constant_bounds(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = ad.clamp(x[i], -0.5, 0.5) + min(x[i], 0.25)
+'''
+
+NAN = float("nan")
+
+
+def _grads(kernel, operands):
+    arrays = [ad.array(np.array(v, dtype=float), requires_grad=True) for v in operands]
+    out = ad.zeros(len(operands[0]), requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(kernel, dim=len(operands[0]), inputs=arrays, outputs=[out])
+    tape.backward(grads={out: np.ones(len(operands[0]))})
+    return out.numpy(), [a.grad.numpy() for a in arrays]
+
+
+def _chosen(values, pick):
+    """One-hot gradients: 1 for the operand whose value the primal returned."""
+    k = pick(*values)
+    return [1.0 if j == k else 0.0 for j in range(len(values))]
+
+
+def test_clamp_min_max_send_the_gradient_where_the_value_came_from_also_under_nan(
+        backend, kernel_module):
+    """The rules used to test other comparisons than the primal: under NaN no branch
+    held and the gradient vanished (4 of 8 NaN placements of clamp)."""
+    m = kernel_module(PIECEWISE)
+    cases = [(x, lo, hi) for x in (0.3, 2.0, -2.0, NAN) for lo in (-1.0, NAN)
+             for hi in (1.0, NAN)] + [(0.5, 1.0, -1.0), (1.0, 1.0, 1.0)]
+    x, lo, hi = (np.array(c) for c in zip(*cases))
+    # rt.clamp: lo if x < lo, else hi if x > hi, else x (operand 0 = x, 1 = lo, 2 = hi)
+    pick = lambda x, lo, hi: 1 if x < lo else (2 if x > hi else 0)  # noqa: E731
+    out, grads = _grads(m.clamped, [x, lo, hi])
+    expected = np.array([_chosen(c, pick) for c in cases]).T
+    np.testing.assert_array_equal(np.array(grads), expected)
+    np.testing.assert_array_equal(out, [c[pick(*c)] for c in cases])
+
+    pairs = [(a, b) for a in (0.5, 1.0, NAN) for b in (1.0, NAN)] + [(-0.0, 0.0), (0.0, -0.0)]
+    a, b = (np.array(c) for c in zip(*pairs))
+    for kernel, py, beats in ((m.smaller, min, lambda a, b: b < a),
+                              (m.larger, max, lambda a, b: b > a)):
+        out, grads = _grads(kernel, [a, b])
+        expected = np.array([[0.0, 1.0] if beats(*p) else [1.0, 0.0] for p in pairs]).T
+        np.testing.assert_array_equal(np.array(grads), expected)
+        np.testing.assert_array_equal(np.copysign(1, out), [np.copysign(1, py(*p)) for p in pairs])
+
+
+def test_piecewise_rules_with_constant_operands_keep_the_variable_operand(backend, kernel_module):
+    """With constant bounds only the updates of the variable operand remain, inside
+    the branches (a rule is not dropped whole because one operand is constant)."""
+    m = kernel_module(PIECEWISE)
+    x0 = np.array([-0.9, -0.1, 0.4, 0.8])
+    out, (g,) = _grads(m.clamped_constant_bounds, [x0])
+    np.testing.assert_allclose(out, np.clip(x0, -0.5, 0.5) + np.minimum(x0, 0.25))
+    np.testing.assert_array_equal(g, (np.abs(x0) <= 0.5) * 1.0 + (x0 <= 0.25) * 1.0)
