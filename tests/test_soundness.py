@@ -352,3 +352,39 @@ def test_piecewise_rules_with_constant_operands_keep_the_variable_operand(backen
     out, (g,) = _grads(m.clamped_constant_bounds, [x0])
     np.testing.assert_allclose(out, np.clip(x0, -0.5, 0.5) + np.minimum(x0, 0.25))
     np.testing.assert_array_equal(g, (np.abs(x0) <= 0.5) * 1.0 + (x0 <= 0.25) * 1.0)
+
+
+NO_BACKWARD_WORK = '''
+@ad.kernel
+def bump(x: ad.array(dtype=float)):
+    i = ad.tid()
+    x[i] += 1.0
+
+@ad.kernel
+def histogram(bins: ad.array(dtype=ad.int64), counts: ad.array(dtype=float)):
+    i = ad.tid()
+    ad.atomic_add(counts, bins[i], 1.0)
+
+@ad.kernel
+def count_up(n: ad.array(dtype=ad.int64)):
+    i = ad.tid()
+    n[i] += 1
+'''
+
+
+def test_a_backward_with_nothing_to_do_is_valid_code(backend, kernel_module):
+    """Its body was only comments: an IndentationError broke even the forward launch."""
+    m = kernel_module(NO_BACKWARD_WORK)
+    x = ad.array([1.0, 2.0, 3.0], requires_grad=True)
+    counts = ad.zeros(3, requires_grad=True)
+    n = ad.array(np.array([5, 6, 7]))
+    with ad.Tape() as tape:
+        ad.launch(m.bump, dim=3, inputs=[], outputs=[x])
+        ad.launch(m.histogram, dim=4, inputs=[ad.array(np.array([0, 2, 2, 1]))], outputs=[counts])
+        ad.launch(m.count_up, dim=3, inputs=[], outputs=[n])
+    np.testing.assert_array_equal(x.numpy(), [2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(counts.numpy(), [1.0, 1.0, 2.0])
+    np.testing.assert_array_equal(n.numpy(), [6, 7, 8])
+    tape.backward(grads={x: np.array([0.5, 1.5, 2.5]), counts: np.ones(3)})
+    np.testing.assert_array_equal(x.grad.numpy(), [0.5, 1.5, 2.5])    # x + 1: d/dx = 1
+    assert "pass" in ad.source(m.histogram, "backward")

@@ -94,10 +94,10 @@ class Printer:
         self.block(body, depth + 1)
 
     def block(self, stmts, depth):
-        if not stmts:
-            self.emit(depth, "pass")
         for s in stmts:
             self.stmt(s, depth)
+        if all(getattr(s, "comment", None) is not None for s in stmts):
+            self.emit(depth, "pass")    # comments alone are no block (a backward with no work)
 
     def stmt(self, s, depth):
         text = getattr(s, "comment", None)
