@@ -34,12 +34,12 @@ def transform(pyfunc, role):
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
+    dims = _dims(s)
     if role == "kernel":
-        hazards.check(s)
+        hazards.check(s, dims)
     act = activity.active(s)
     rev = reverse.reverse(s, act)
     reads, writes = hazards.arrays_used(s)
-    dims = _dims(s)
     plans = None
     if role == "kernel":
         adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}

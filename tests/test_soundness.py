@@ -388,3 +388,53 @@ def test_a_backward_with_nothing_to_do_is_valid_code(backend, kernel_module):
     tape.backward(grads={x: np.array([0.5, 1.5, 2.5]), counts: np.ones(3)})
     np.testing.assert_array_equal(x.grad.numpy(), [0.5, 1.5, 2.5])    # x + 1: d/dx = 1
     assert "pass" in ad.source(m.histogram, "backward")
+
+
+STORE_THEN_LOAD = '''
+@ad.kernel
+def after_return(x: ad.array(dtype=float), out: ad.array(dtype=float), sq: ad.array(dtype=float)):
+    i = ad.tid()
+    if x[i] > 5.0:
+        return
+    out[i] = x[i] * 2.0
+    y = out[i]
+    sq[i] = y * y
+
+@ad.kernel
+def stored_in_a_loop(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float),
+                     sq: ad.array(dtype=float)):
+    i = ad.tid()
+    for k in range(n):
+        out[i] = x[i] * float(k)
+    sq[i] = out[i] * out[i]
+
+@ad.kernel
+def stored_at_a_shared_index(x: ad.array(dtype=float), idx: ad.array(dtype=ad.int64),
+                             out: ad.array(dtype=float), sq: ad.array(dtype=float)):
+    i = ad.tid()
+    out[idx[i]] = x[i]
+    sq[i] = out[idx[i]] * out[idx[i]]
+'''
+
+
+def test_store_then_load_of_the_same_element_after_an_early_return(backend, kernel_module):
+    """Refused as 'both read and written' once an early return had put the store under
+    a guard; the same kernel without the return ran."""
+    m = kernel_module(STORE_THEN_LOAD)
+    x0 = np.array([0.5, 7.0, -1.5])
+    x = ad.array(x0, requires_grad=True)
+    out, sq = ad.zeros(3, requires_grad=True), ad.zeros(3, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.after_return, dim=3, inputs=[x], outputs=[out, sq])
+    live = x0 <= 5.0
+    np.testing.assert_allclose(sq.numpy(), np.where(live, 4 * x0 * x0, 0.0))
+    tape.backward(grads={sq: np.ones(3), out: np.full(3, 0.5)})
+    np.testing.assert_allclose(x.grad.numpy(), np.where(live, 8 * x0 + 1.0, 0.0))
+
+
+@pytest.mark.parametrize("name", ["stored_in_a_loop", "stored_at_a_shared_index"])
+def test_store_then_load_stays_refused_where_the_replay_would_read_another_value(
+        name, kernel_module):
+    m = kernel_module(STORE_THEN_LOAD)
+    with pytest.raises(TransformError, match="both read and written"):
+        ad.source(getattr(m, name), "backward")
