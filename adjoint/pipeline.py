@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .emit.printer import render_function
 from .frontend.fence import fence
-from .frontend.parse import parse
+from .frontend.parse import parse, transforming
 from .generate import TARGETS
 from .transform import activity, hazards, normalize, parallel, reverse, ssa, types
 
@@ -30,6 +30,11 @@ class Transformed:
 
 
 def transform(pyfunc, role):
+    with transforming(pyfunc):
+        return _transform(pyfunc, role)
+
+
+def _transform(pyfunc, role):
     pf = fence(parse(pyfunc, role))
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)

@@ -438,3 +438,42 @@ def test_store_then_load_stays_refused_where_the_replay_would_read_another_value
     m = kernel_module(STORE_THEN_LOAD)
     with pytest.raises(TransformError, match="both read and written"):
         ad.source(getattr(m, name), "backward")
+
+
+RECURSION = '''
+@ad.func
+def halve(x: float, n: int) -> float:
+    if n == 0:
+        return x
+    return halve(x, n - 1) * 0.5
+
+@ad.func
+def ping(x: float, n: int) -> float:
+    if n <= 0:
+        return x
+    return pong(x, n - 1)
+
+@ad.func
+def pong(x: float, n: int) -> float:
+    return ping(x * 2.0, n)
+
+@ad.kernel
+def uses_halve(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = halve(x[i], 3)
+
+@ad.kernel
+def uses_ping(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = ping(x[i], 3)
+'''
+
+
+@pytest.mark.parametrize("kernel, call", [("uses_halve", "halve(x, n - 1)"),
+                                          ("uses_ping", "ping(x * 2.0, n)")])
+def test_recursion_is_refused_at_the_recursive_call(kernel, call, kernel_module):
+    """It ended in a 2,471-line RecursionError from inside gast."""
+    m = kernel_module(RECURSION)
+    with pytest.raises(TransformError, match="recursion is not supported") as err:
+        ad.launch(getattr(m, kernel), dim=2, inputs=[ad.zeros(2)], outputs=[ad.zeros(2)])
+    assert call in err.value.source_line and err.value.filename.endswith(".py")
