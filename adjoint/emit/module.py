@@ -129,11 +129,13 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
             loops.append((t, gast.Call(func=name("range"), args=rng, keywords=[])))
         return [note] + _nest(loops, thread_fn, call_args), DECORATOR
     if plan.mode == "parallel":
-        note = comment("each thread writes only its own elements: threads run in parallel")
+        note = comment("each thread writes only its own elements: threads run in parallel "
+                       "(rt.signed: numba's prange index is unsigned)")
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
-        return [small_note, small, note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
+        signed_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
+        return [small_note, small, note] + _nest(loops, thread_fn, signed_args), "@rt.jit_grid"
     if plan.mode == "color":
         return [small_note, small] + _colored(thread_fn, tids, dims, call_args, plan, fresh), \
             "@rt.jit_grid"

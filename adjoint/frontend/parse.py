@@ -8,9 +8,11 @@ device func); every global number is inlined as a constant; every other free
 name is an error naming file and line.
 """
 import builtins
+import contextlib
 import inspect
 import math
 import textwrap
+import threading
 from dataclasses import dataclass, field
 
 import gast
@@ -162,6 +164,26 @@ def parse(pyfunc, role):
     return pf
 
 
+_transforming = threading.local()
+
+
+def _in_progress():
+    """Functions whose transformation is under way on this thread, outermost first."""
+    if not hasattr(_transforming, "stack"):
+        _transforming.stack = []
+    return _transforming.stack
+
+
+@contextlib.contextmanager
+def transforming(pyfunc):
+    """Mark ``pyfunc`` as being transformed: a call to it met meanwhile is recursion."""
+    _in_progress().append(pyfunc)
+    try:
+        yield
+    finally:
+        _in_progress().pop()
+
+
 def _closure_globals(pyfunc):
     env = dict(pyfunc.__globals__)
     if pyfunc.__closure__:
@@ -213,6 +235,11 @@ class _Resolver(gast.NodeTransformer):
         obj = self._lookup(node.func)
         from ..api import Func  # late import: api imports the transformer
         if isinstance(obj, Func):
+            if obj.pyfunc in _in_progress():
+                chain = " -> ".join(f.__name__ for f in _in_progress()) + f" -> {obj.name}"
+                raise self.pf.error(f"recursion is not supported: '{self.pf.name}' calls "
+                                    f"'{obj.name}', which is being transformed ({chain}); "
+                                    "write the recursion as a loop", node)
             node.callee = Callee("func", obj.name, obj)
             node.func = _name(obj.name)
             if obj not in self.pf.funcs:

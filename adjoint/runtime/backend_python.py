@@ -6,7 +6,7 @@ parallel path: ``PARALLEL_MIN_THREADS`` reads 0 then.
 """
 from . import helpers, racecheck
 from .helpers import (add_chunks, chunk_start, clamp, float32,  # noqa: F401
-                      private_copies, stack_new_bool, stack_new_float, stack_new_float32,
+                      private_copies, signed, stack_new_bool, stack_new_float, stack_new_float32,
                       stack_new_int, stack_push, trip_count)
 from .racecheck import chunk_count, prange  # noqa: F401  (range and 1 when not checking)
 

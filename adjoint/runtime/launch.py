@@ -149,4 +149,4 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
-    spec.backward(*dims, *values, *adjs)
+    buffers.call_unaliased(spec.backward, (*dims, *values), adjs)

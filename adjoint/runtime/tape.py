@@ -45,7 +45,7 @@ class LaunchStep:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
         adjs = [adjoint_buffer(a) for p, a in zip(self.kernel.params, self.args) if p.has_adjoint]
-        self.kernel.backward(*self.dims, *self.values, *adjs)
+        buffers.call_unaliased(self.kernel.backward, (*self.dims, *self.values), adjs)
 
 
 @dataclass
