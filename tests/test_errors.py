@@ -273,6 +273,25 @@ def test_same_array_read_and_written_is_refused(backend, kernel_module):
     np.testing.assert_array_equal(u.numpy(), [1.0, 2.0, 3.0])      # nothing was run
 
 
+@pytest.mark.parametrize("cpu_backend", ["python", "numba"])
+def test_overlapping_views_of_one_buffer_read_and_written_are_refused(cpu_backend, kernel_module):
+    """Different numpy views of one buffer have different ids: the check compared ids."""
+    m = kernel_module('''
+        @ad.kernel
+        def double(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = x[i] * 2.0
+        ''')
+    buf = np.arange(6.0)
+    with ad.backend_scope(cpu_backend):
+        for x, out in ((buf, buf[:]), (buf[:3], buf[2:5])):
+            with pytest.raises(ad.LaunchError, match="overlapping views"):
+                ad.launch(m.double, 3, inputs=[x], outputs=[out])
+        np.testing.assert_array_equal(buf, np.arange(6.0))              # nothing was run
+        ad.launch(m.double, 3, inputs=[buf[:3]], outputs=[buf[3:]])     # disjoint views run
+    np.testing.assert_array_equal(buf, [0.0, 1.0, 2.0, 0.0, 2.0, 4.0])
+
+
 def test_two_funcs_with_one_name_are_refused(kernel_module):
     helpers = kernel_module('''
         @ad.func

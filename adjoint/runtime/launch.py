@@ -92,18 +92,17 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
 
 
 def _check_aliasing(spec, values):
-    """One buffer bound to a parameter the kernel reads and to one it writes would make
-    the kernel read what it overwrites (the backward would replay the wrong values)."""
-    seen = {}
-    for p, v in zip(spec.params, values):
-        if not p.is_array:
-            continue
-        other = seen.get(id(v))
-        if other is not None and (p.name in spec.writes or other.name in spec.writes):
-            raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array is passed "
-                              f"as '{other.name}' and '{p.name}', and the kernel writes one of "
-                              "them; pass a separate array (e.g. ad.clone)")
-        seen[id(v)] = p
+    """One buffer (or two overlapping views of one) bound to a parameter the kernel reads
+    and to one it writes would make the kernel read what it overwrites (the backward
+    would replay the wrong values)."""
+    arrays = [(p, v) for p, v in zip(spec.params, values) if p.is_array]
+    for k, (p, v) in enumerate(arrays):
+        for other, w in arrays[:k]:
+            if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
+                raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array (or "
+                                  f"overlapping views of one) is passed as '{other.name}' and "
+                                  f"'{p.name}', and the kernel writes one of them; pass a "
+                                  "separate array (e.g. ad.clone)")
 
 
 def _launch_device(device, args):
