@@ -151,11 +151,9 @@ def _where(obj):
 def load_generated(kernel, backend_name):
     from .emit.module import module_source
     items = module_items([kernel])
-    src_path = kernel.transformed.pf.source.filename
-    with open(src_path) as fh:
-        source_text = fh.read()
+    source = kernel.transformed.pf.source
     target = "cuda" if backend_name == "cuda" else "cpu"
-    text = module_source(items, os.path.basename(src_path), source_text, target)
+    text = module_source(items, source.display_name(), source.text(), target)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     modname = f"adjoint_gen_{kernel.name}_{digest}"
     path = os.path.join(cache_dir(), f"{modname}.py")
