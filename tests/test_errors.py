@@ -369,3 +369,29 @@ def test_adjoint_traceback_1_shows_every_frame(backend, tmp_path):
     for internal in ("pipeline.py", "parse.py", "api.py"):
         assert internal in err, err
     assert len(err.splitlines()) > 20
+
+
+def test_grads_keys_must_be_arrays(backend, kernel_module):
+    m = kernel_module(LAUNCHABLE)
+    x = ad.array(np.arange(4.0), requires_grad=True)
+    out = ad.zeros(4, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.scaled, 4, inputs=[x, 3.0], outputs=[out])
+    # the hashable mistakes reach backward: a name, an index, a tuple, a device buffer
+    mistakes = {"out": "builtins.str", 0: "builtins.int", ("out",): "builtins.tuple"}
+    if getattr(type(out.data), "__hash__", None) is not None:
+        mistakes[out.data] = type(out.data).__qualname__          # a (real) CUDA device array
+    for key, kind in mistakes.items():
+        with pytest.raises(ad.TapeError) as info:
+            tape.backward(grads={key: np.ones(4)})
+        msg = str(info.value)
+        assert "keys of grads= must be ad.Array" in msg and kind in msg, msg
+    with pytest.raises(ad.TapeError, match="must be ad.Array"):
+        tape.backward(loss=np.zeros(1))
+    # a numpy array is not even hashable: Python refuses the dict before adjoint sees it
+    with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
+        {out.numpy(): np.ones(4)}
+    np.testing.assert_array_equal(x.grad.numpy(), 0.0)         # nothing ran
+    tape.backward(grads={out: np.ones(4)})
+    np.testing.assert_array_equal(x.grad.numpy(), 3.0)         # d(x * s)/dx = s
