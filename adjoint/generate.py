@@ -26,7 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .cache import holds, write_atomic
+from .cache import LOCK, holds, write_atomic
 from .errors import AdjointError, StaleModuleError, user_frames
 
 HEADER_KEYS = ("adjoint-version", "adjoint-source", "adjoint-source-sha256")
@@ -149,15 +149,16 @@ def generate(path, out=None, target="cpu"):
     from .api import module_items
     from .emit.module import module_source
     check_target(target, path)
-    module = import_source(path)
-    try:
-        kernels, funcs = defined_here(module)
-        if not kernels and not funcs:
-            raise AdjointError(f"{path}: defines no @ad.kernel or @ad.func")
-        items = module_items(kernels, funcs)
-        return module_source(items, relative_source(path, out), read_text(path), target)
-    finally:
-        sys.modules.pop(module.__name__, None)
+    with LOCK:                  # import_source changes sys.path; kernels transform once
+        module = import_source(path)
+        try:
+            kernels, funcs = defined_here(module)
+            if not kernels and not funcs:
+                raise AdjointError(f"{path}: defines no @ad.kernel or @ad.func")
+            items = module_items(kernels, funcs)
+            return module_source(items, relative_source(path, out), read_text(path), target)
+        finally:
+            sys.modules.pop(module.__name__, None)
 
 
 def is_generated(path):

@@ -132,7 +132,8 @@ def _read_source(pyfunc):
             f"cannot read the source of '{pyfunc.__qualname__}' ({exc}): kernels and funcs "
             "must be defined in a .py file or a notebook cell; a function made by exec() "
             "of a string has no source to read", filename=filename,
-            lineno=pyfunc.__code__.co_firstlineno, function=pyfunc.__name__, stage="parse") from None
+            lineno=pyfunc.__code__.co_firstlineno, function=pyfunc.__name__,
+            stage="parse") from None
     all_lines = linecache.getlines(filename, pyfunc.__globals__)
     if len(all_lines) < first - 1 + len(lines):
         all_lines = [""] * (first - 1) + lines
