@@ -206,10 +206,10 @@ def numba_cache_files(folder, suffix):
     return sorted(glob.glob(str(folder / "__pycache__" / f"adjoint_gen_wave_*.{suffix}")))
 
 
-@pytest.mark.parametrize("suffix", ["nbi", "nbc"])
-@pytest.mark.parametrize("damage", ["truncate", "garble", "empty"])
-def test_a_damaged_numba_cache_is_cleared_and_recompiled(kernel_module, fresh_cache, suffix,
-                                                         damage):
+@pytest.mark.parametrize("damage,suffix", [("truncate", "nbi"), ("truncate", "nbc"),
+                                           ("garble", "nbi"), ("empty", "nbc")])
+def test_a_damaged_numba_cache_is_cleared_and_recompiled(kernel_module, fresh_cache, damage,
+                                                         suffix):
     m = kernel_module(KERNEL)
     x = np.linspace(-2.0, 2.0, 9)
     with ad.backend_scope("numba"):
