@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import AdjointError, LaunchError
+from ..errors import AdjointError, LaunchError, user_frames
 from . import buffers
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
@@ -49,6 +49,7 @@ def _convert(spec, param, value, device):
         param.np_dtype == np.int64 else param.np_dtype.type(value)
 
 
+@user_frames
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
            adj_inputs=None, adj_outputs=None, record_tape=True):
     """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple).
