@@ -4,6 +4,7 @@ Thread functions are compiled with ``njit``; grid functions with
 ``njit(parallel=True)`` so their ``prange`` loops run on all cores.
 """
 import numba
+import numpy as np
 
 from . import helpers
 
@@ -42,7 +43,14 @@ stack_new_bool = jit(helpers.stack_new_bool)
 stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
-signed = numba.njit(cache=True, inline="always")(helpers.signed)
+
+
+@numba.njit(cache=True, inline="always")
+def signed(i):
+    """helpers.signed: prange's unsigned index as int64 (int() keeps it unsigned)."""
+    return np.int64(i)
+
+
 private_copies = jit(helpers.private_copies)
 
 

@@ -56,8 +56,9 @@ def clamp(x, lo, hi):
 def signed(i):
     """A parallel loop's thread index as a signed integer. numba types a ``prange``
     index as unsigned, and unsigned meeting signed integers is typed float64 (so
-    ``j = i; if c: j = 0; x[j]`` would not compile)."""
-    return np.int64(i)
+    ``j = i; if c: j = 0; x[j]`` would not compile); backend_numba spells it
+    ``np.int64(i)``. In plain Python the index is already an int."""
+    return i
 
 
 def chunk_start(n, chunks, c):
