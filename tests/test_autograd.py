@@ -1,4 +1,4 @@
-"""ad.autograd: Jacobians (AD and FD), gradcheck, gradcheck_tape (REFERENCE-CASES §5).
+"""ad.autograd: Jacobians (AD and FD), gradcheck, gradcheck_tape (reference case 5).
 
 Expected Jacobians are closed forms; gradcheck failures come from a
 deliberately wrong hand-written rule, so they are known to be wrong.

@@ -139,7 +139,7 @@ def test_variable_defined_in_some_branches_only(backend, kernel_module):
 
 
 def test_rebinding_in_branch_keeps_alias_gradient(backend, kernel_module):
-    """REFERENCE-CASES.md section 1, exact values."""
+    """reference case 1 (the project's list of other systems' failures), exact values."""
     m = kernel_module('''
         @ad.kernel
         def aliasing(a: ad.array(dtype=float), b: ad.array(dtype=float)):
@@ -199,7 +199,7 @@ def test_range_with_runtime_bounds_and_step(backend, kernel_module):
 
 
 def test_dynamic_loop_mult_reference_case(backend, kernel_module):
-    """REFERENCE-CASES.md section 6: x.grad == [4, 4, 4], not [32, 8, 2]."""
+    """reference case 6 (the project's list of other systems' failures): x.grad == [4, 4, 4], not [32, 8, 2]."""
     m = kernel_module('''
         @ad.kernel
         def dynamic_loop_mult(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
@@ -237,7 +237,7 @@ def loop_branch(n: int, xs: ad.array(dtype=float), out: ad.array(dtype=float)):
 
 
 def test_loop_branching_on_carried_value(backend, kernel_module):
-    """REFERENCE-CASES.md section 6: x = 1.5, n = 4 gives dy/dx = 8.992623..."""
+    """reference case 6 (the project's list of other systems' failures): x = 1.5, n = 4 gives dy/dx = 8.992623..."""
     m = kernel_module(LOOP_BRANCH_ON_CARRIED)
     # closed form: iterations 0..2 have x*0.9^k > 1 (1.5, 1.35, 1.215), iteration 3 has 1.0935 > 1
     # so every term is (0.9^k x)^2, dy/dx = 2x * sum(0.81^k) -- unless a term falls below 1.
@@ -448,7 +448,7 @@ def test_ternary_chained_comparison_and_augmented_assignment(backend, kernel_mod
 
 
 def test_ternary_choosing_between_array_elements(backend, kernel_module):
-    """REFERENCE-CASES.md section 8: y = x[i] if c else x[j]."""
+    """reference case 8 (the project's list of other systems' failures): y = x[i] if c else x[j]."""
     m = kernel_module('''
         @ad.kernel
         def pick(c: ad.array(dtype=ad.int32), x: ad.array(dtype=float), out: ad.array(dtype=float)):
@@ -644,7 +644,7 @@ def test_func_grad_hand_written_adjoint_is_used(backend, kernel_module, adj_name
 
 
 def test_alias_inside_func(backend, kernel_module):
-    """REFERENCE-CASES.md section 1 inside an @ad.func."""
+    """reference case 1 (the project's list of other systems' failures) inside an @ad.func."""
     m = kernel_module('''
         @ad.func
         def branchy(x: float) -> float:
@@ -755,7 +755,7 @@ def test_gather_scatter_with_collisions(backend, kernel_module):
 
 
 def test_scalar_accumulator_atomics(backend, kernel_module):
-    """REFERENCE-CASES.md section 8: atomics into one accumulator, then a store read later."""
+    """reference case 8 (the project's list of other systems' failures): atomics into one accumulator, then a store read later."""
     m = kernel_module('''
         @ad.kernel
         def acc(x: ad.array(dtype=float), s: ad.array(dtype=float)):

@@ -188,7 +188,7 @@ def test_backward_loss_on_one_element_array(backend, m):
 # --------------------------------------------------------------------------- tape
 
 def test_seeds_zero_and_accumulation_reference_case(backend, m):
-    """REFERENCE-CASES.md section 3."""
+    """reference case 3 (the project's list of other systems' failures)."""
     x = ad.array([1.0, 2.0, 3.0], requires_grad=True)
     y, z, s = (ad.zeros(3, requires_grad=True) for _ in range(3))
     tape = ad.Tape()
@@ -266,7 +266,7 @@ def test_reset_forgets_launches(backend, m):
 
 
 def test_copies_on_tape_reference_case(backend, m):
-    """REFERENCE-CASES.md section 2, for ad.copy, ad.clone and Array.assign."""
+    """reference case 2 (the project's list of other systems' failures), for ad.copy, ad.clone and Array.assign."""
     for how in ("copy", "clone", "assign"):
         x = ad.array([1.0, 2.0, 3.0], requires_grad=True)
         z = ad.zeros(3, requires_grad=True)
@@ -288,7 +288,7 @@ def test_copies_on_tape_reference_case(backend, m):
 
 
 def test_overwrite_after_read_keeps_the_read_values(backend, m):
-    """REFERENCE-CASES.md section 7: the backward of 'square' must see the old u."""
+    """reference case 7 (the project's list of other systems' failures): the backward of 'square' must see the old u."""
     for overwrite in ("kernel", "copy"):
         u = ad.array([1.0, 2.0, 3.0], requires_grad=True)
         z = ad.zeros(3, requires_grad=True)
@@ -332,7 +332,7 @@ def step(m: ad.array(dtype=float), v: ad.array(dtype=float), gravity: float, dt:
 
 
 def test_low_level_adjoint_launch_reference_case(backend, kernel_module):
-    """REFERENCE-CASES.md section 4: explicit adjoint arrays, None for scalars."""
+    """reference case 4 (the project's list of other systems' failures): explicit adjoint arrays, None for scalars."""
     k = kernel_module(PHYSICS).step
     ms = np.array([1.0, 2.0, 0.5])
     vs = np.array([0.3, -1.0, 4.0])

@@ -1,6 +1,6 @@
 """Tapes over several launches: copies, seeds, overwrite safety, visualization.
 
-Expected values are the exact ones of REFERENCE-CASES.md (§2, §3, §7) or
+Expected values are the exact ones of reference cases 2, 3 and 7 (the project's list of other systems' failures) or
 closed forms worked out in the comments.
 """
 import shutil

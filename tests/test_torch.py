@@ -1,4 +1,4 @@
-"""adjoint.torch: kernels inside PyTorch's autograd (REFERENCE-CASES §4).
+"""adjoint.torch: kernels inside PyTorch's autograd (reference case 4).
 
 References: closed forms, ``torch.autograd.gradcheck`` (float64 finite
 differences run by PyTorch), and a fit that only converges with right gradients.
