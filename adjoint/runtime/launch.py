@@ -1,4 +1,5 @@
 """``launch``: check arguments against a kernel's signature, run it, record it."""
+import math
 import numbers
 
 import numpy as np
@@ -9,12 +10,38 @@ from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
 
+MAX_THREADS = 2**31 - 1
+"""The most threads one launch may have, in all: a thread's flat index fits a signed
+32-bit integer on every backend (Warp bounds each ``tid()`` coordinate the same way)."""
+
+
 def _dims(spec, dim):
-    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-    if len(dims) != spec.dims or not all(isinstance(d, numbers.Integral) and d >= 0 for d in dims):
-        raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) is {spec.dims}-D "
-                          f"(it unpacks {spec.dims} index(es) from ad.tid()), but dim={dim!r}")
-    return tuple(int(d) for d in dims)
+    """``dim`` as a tuple of ``spec.dims`` ints in ``[0, MAX_THREADS]`` whose product is at
+    most ``MAX_THREADS``; anything else is a ``LaunchError`` naming the kernel."""
+    where = f"kernel '{spec.name}' ({spec.origin})"
+    if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
+        dims = (dim,)
+    elif isinstance(dim, (tuple, list)) or (isinstance(dim, np.ndarray) and dim.ndim == 1):
+        dims = tuple(dim)
+    else:
+        raise LaunchError(f"{where}: dim must be an int or a tuple of ints (the kernel is "
+                          f"{spec.dims}-D), not {type(dim).__name__} {dim!r}")
+    bad = [d for d in dims if not isinstance(d, numbers.Integral) or isinstance(d, bool)]
+    if bad:
+        raise LaunchError(f"{where}: dim={dim!r} holds {type(bad[0]).__name__} {bad[0]!r}; "
+                          "every entry must be an int (e.g. int(n))")
+    if len(dims) != spec.dims:
+        raise LaunchError(f"{where} is {spec.dims}-D (it unpacks {spec.dims} index(es) from "
+                          f"ad.tid()), but dim={dim!r} has {len(dims)} entr"
+                          f"{'y' if len(dims) == 1 else 'ies'}")
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise LaunchError(f"{where}: dim={dim!r} is negative; a launch has 0 or more threads "
+                          "along each dimension")
+    if math.prod(dims) > MAX_THREADS or max(dims) > MAX_THREADS:
+        raise LaunchError(f"{where}: dim={dim!r} is too large: a launch has at most "
+                          f"2**31 - 1 = {MAX_THREADS} threads, in all and along each dimension")
+    return dims
 
 
 def _device_of(buffer):
@@ -41,6 +68,9 @@ def _convert(spec, param, value, device):
         if data.ndim != param.ndim or data.dtype != param.np_dtype:
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(data)}")
         return data
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        raise LaunchError(f"{where}: expects a real {param.dtype}, got the complex {value!r} "
+                          "(complex numbers are not supported: pass real and imaginary parts)")
     if isinstance(value, (Array, np.ndarray)) or not isinstance(value, numbers.Number):
         raise LaunchError(f"{where}: expects a scalar {param.dtype}, got {_describe(value)}")
     if param.np_dtype.kind in "iu" and not isinstance(value, numbers.Integral):

@@ -255,7 +255,7 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
 
     Without offsets and count the sizes must match; with an offset, ``count``
     defaults to what fits in both arrays."""
-    src_data = src.data if hasattr(src, "numpy") else np.asarray(src, dtype=dest.dtype)
+    src_data = src.data if hasattr(src, "numpy") else np.asarray(buffers.refuse_complex(src, kind), dtype=dest.dtype)
     if dest_offset < 0 or src_offset < 0 or (count is not None and count < 0):
         raise ValueError(f"{kind}: offsets and count must not be negative")
     if count is None:
