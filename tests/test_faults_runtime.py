@@ -130,3 +130,97 @@ def test_complex_launch_arguments_are_refused(backend, k):
             ad.launch(k.square, 3, inputs=[COMPLEX], outputs=[out])
         assert "parameter 'a'" in str(err.value)
     np.testing.assert_array_equal(out.numpy(), [0.0, 0.0, 0.0])
+
+
+# -- item 5: the active tape is per thread --------------------------------------------
+
+def _in_threads(n, work):
+    """Run ``work(index)`` on ``n`` real threads at once; re-raise the first failure
+    (one that broke a barrier for the others is reported before their BrokenBarrierError)."""
+    errors = []
+
+    def run(index):
+        try:
+            work(index)
+        except BaseException as exc:        # noqa: B036 (re-raised below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    errors.sort(key=lambda e: isinstance(e, threading.BrokenBarrierError))
+    if errors:
+        raise errors[0]
+
+
+def test_two_threads_with_two_tapes_get_their_own_gradients(backend, k):
+    ad.launch(k.square, 3, inputs=[ad.ones(3)], outputs=[ad.zeros(3)])  # compiled up front
+    both_recording, both_launched = (threading.Barrier(2, timeout=60) for _ in range(2))
+    # numba's CUDA simulator runs one kernel at a time, so device work takes turns; both
+    # tapes are open while both threads launch
+    one_at_a_time = threading.Lock()
+    grads, steps = {}, {}
+
+    def work(t):
+        with one_at_a_time:
+            a = ad.array([1.0, 2.0, 3.0] if t == 0 else [4.0, 5.0, 6.0], requires_grad=True)
+            out = ad.zeros(3, requires_grad=True)
+        with ad.Tape() as tape:
+            both_recording.wait()
+            with one_at_a_time:
+                ad.launch(k.square, 3, inputs=[a], outputs=[out])
+            both_launched.wait()
+        with one_at_a_time:
+            tape.backward(grads={out: np.ones(3)})
+            grads[t], steps[t] = a.grad.numpy().copy(), len(tape.steps)
+
+    _in_threads(2, work)
+    assert steps == {0: 1, 1: 1}
+    np.testing.assert_array_equal(grads[0], [2.0, 4.0, 6.0])      # d sum(a^2) / da = 2a
+    np.testing.assert_array_equal(grads[1], [8.0, 10.0, 12.0])
+
+
+def test_a_launch_on_another_thread_is_not_recorded(backend, k):
+    a = ad.array([1.0, 2.0, 3.0], requires_grad=True)
+    out = ad.zeros(3, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(k.square, 3, inputs=[a], outputs=[out])
+        _in_threads(1, lambda t: ad.launch(k.square, 3, inputs=[ad.ones(3)], outputs=[ad.zeros(3)]))
+        assert ad.runtime.active_tape() is tape
+    assert len(tape.steps) == 1
+    tape.backward(grads={out: np.ones(3)})
+    np.testing.assert_array_equal(a.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_one_tape_cannot_record_on_two_threads_at_once(backend, k):
+    with ad.Tape() as tape:
+        with pytest.raises(ad.TapeError, match="already recording"):
+            _in_threads(1, lambda t: tape.__enter__())
+        assert ad.runtime.active_tape() is tape
+
+
+# -- item 7: tapes do not nest ----------------------------------------------------------
+
+def test_a_nested_tape_is_refused_and_the_outer_tape_keeps_recording(backend, k):
+    a = ad.array([1.0, 2.0, 3.0], requires_grad=True)
+    out = ad.zeros(3, requires_grad=True)
+    with ad.Tape() as outer:
+        with pytest.raises(ad.TapeError) as err:
+            with ad.Tape():
+                pass
+        ad.launch(k.square, 3, inputs=[a], outputs=[out])
+        with pytest.raises(ad.TapeError, match="this tape is already recording"):
+            with outer:
+                pass
+        assert ad.runtime.active_tape() is outer
+    msg = str(err.value)
+    assert "another tape is already recording" in msg and "do not nest" in msg
+    assert f"{os.path.basename(__file__)}:" in msg            # where the outer tape was entered
+    assert ad.runtime.active_tape() is None and len(outer.steps) == 1
+    outer.backward(grads={out: np.ones(3)})
+    np.testing.assert_array_equal(a.grad.numpy(), [2.0, 4.0, 6.0])
+    with ad.Tape() as again:                     # one after the other is fine
+        ad.launch(k.square, 3, inputs=[a], outputs=[out])
+    assert len(again.steps) == 1

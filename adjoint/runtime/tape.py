@@ -5,6 +5,8 @@ reads. Before a later recorded step overwrites one of them, the tape copies it
 (``overwrite="copy"``, the default; ``memory_report()`` tells how much it
 kept) or refuses with an error naming both steps (``overwrite="error"``).
 """
+import sys
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,11 +14,12 @@ import numpy as np
 from ..errors import TapeError
 from . import buffers
 
-_ACTIVE = []
+_recording = threading.local()      # .tape: the tape recording on this thread
 
 
 def active_tape():
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The tape recording launches made on the calling thread, or ``None``."""
+    return getattr(_recording, "tape", None)
 
 
 @dataclass
@@ -129,17 +132,31 @@ class Tape:
     # id(live buffer) -> [(step, argument index)] of recorded reads, so that a write
     # finds its readers without scanning the whole tape
     _readers: dict = field(default_factory=dict, repr=False)
+    _entered_at: str = field(default="", repr=False)    # where __enter__ ran, while recording
 
     def __post_init__(self):
         if self.overwrite not in ("copy", "error"):
             raise ValueError("overwrite must be 'copy' or 'error'")
 
     def __enter__(self):
-        _ACTIVE.append(self)
+        """Record on this thread until ``__exit__``. One tape records per thread at a time:
+        a nested ``with ad.Tape():``, or a tape entered twice, is a ``TapeError``."""
+        frame = sys._getframe(1)
+        here = f"{frame.f_code.co_filename}:{frame.f_lineno}, thread {threading.current_thread().name!r}"
+        outer = active_tape()
+        if outer is not None or self._entered_at:
+            which = "this tape is" if outer is self or outer is None else "another tape is"
+            raise TapeError(f"cannot start recording at {here}: {which} already recording "
+                            f"(entered at {(outer or self)._entered_at}). Tapes do not nest (as "
+                            "in Warp): record everything on the outer tape, or leave its "
+                            "'with' block first")
+        self._entered_at = here
+        _recording.tape = self
         return self
 
     def __exit__(self, *exc):
-        _ACTIVE.remove(self)
+        _recording.tape = None
+        self._entered_at = ""
         return False
 
     # -- recording -------------------------------------------------------------
