@@ -88,6 +88,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     give an adjoint array (or ``None``) per argument; input adjoints are
     accumulated into, and the output adjoint of every element the kernel
     stores is handed back and then cleared (``+=`` and atomics leave it).
+    ``None`` for an array means its ``.grad`` (as in Warp), or no adjoint when it
+    has none; for a scalar, no adjoint. Leaving a list out is all ``None``.
     """
     args = list(inputs) + list(outputs)
     try:
@@ -165,12 +167,14 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
                           f"per input/output ({len(inputs)}/{len(outputs)}), got "
                           f"{len(adj_inputs)}/{len(adj_outputs)}")
     adjs = []
-    for p, v, a in zip(spec.params, values, adj_inputs + adj_outputs):
+    for p, v, arg, a in zip(spec.params, values, args, adj_inputs + adj_outputs):
         if not p.has_adjoint:
             if a is not None:
                 raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' has no adjoint; "
                                   "pass None for it")
             continue
+        if a is None:
+            a = getattr(arg, "grad", None)       # as in Warp: the array's own gradient
         if a is None:
             adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))
             continue
