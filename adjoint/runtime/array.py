@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import buffers
+from . import buffers, watch
 from .types import ArrayType, as_dtype
 
 _default_device = ["cpu"]
@@ -173,6 +173,7 @@ class Array:
 
     def fill_(self, value):
         buffers.refuse_complex(value, "fill_")
+        watch.before_write(self._data, f"fill_({value})")
         buffers.fill(self._data, value)
         return self
 

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError
-from . import buffers
+from . import buffers, watch
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
@@ -112,12 +112,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if adjoint:
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
     tape = active_tape() if record_tape else None
-    label = f"launch #{len(tape.steps) if tape else 0} of kernel '{spec.name}' ({spec.origin})"
+    label = f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch"
+    label += f" of kernel '{spec.name}' ({spec.origin})"
+    for p, v in zip(spec.params, values):
+        if p.is_array and p.name in spec.writes:
+            watch.before_write(v, label, tape)       # tapes that read v keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
-        for p, a in zip(spec.params, args):
-            if p.is_array and p.name in spec.writes:
-                tape.before_write(a, label)
     spec.forward(*dims, *values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
@@ -166,7 +167,7 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
         raise LaunchError(f"kernel '{spec.name}': adj_inputs/adj_outputs must have one entry "
                           f"per input/output ({len(inputs)}/{len(outputs)}), got "
                           f"{len(adj_inputs)}/{len(adj_outputs)}")
-    adjs = []
+    adjs, written = [], []
     for p, v, arg, a in zip(spec.params, values, args, adj_inputs + adj_outputs):
         if not p.has_adjoint:
             if a is not None:
@@ -176,11 +177,14 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
         if a is None:
             a = getattr(arg, "grad", None)       # as in Warp: the array's own gradient
         if a is None:
-            adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))
+            adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))   # scratch: unwatched
             continue
         data = a.data if isinstance(a, Array) else a
         if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or data.dtype != v.dtype:
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
+        written.append(data)
+    for data in written:
+        watch.before_write(data, f"adjoint launch of kernel '{spec.name}' ({spec.origin})")
     spec.backward(*dims, *values, *adjs)
