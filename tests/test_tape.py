@@ -1,7 +1,8 @@
-"""Tapes over several launches: copies, seeds, overwrite safety, visualization.
+"""Tapes over several launches: copies, seeds, overwrite safety (also against writes
+the tape does not record), visualization.
 
-Expected values are the exact ones of REFERENCE-CASES.md (§2, §3, §7) or
-closed forms worked out in the comments.
+Expected values are closed forms worked out by hand in the comments (the sections
+follow the project's reference cases 2, 3 and 7).
 """
 import gc
 import os
