@@ -81,7 +81,9 @@ def _convert(spec, param, value, device):
 
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
            adj_inputs=None, adj_outputs=None, record_tape=True):
-    """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple).
+    """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple of ints;
+    at most ``MAX_THREADS`` = 2**31 - 1 threads in all). A launch that writes an array
+    a tape's launch read first lets that tape keep a copy (``watch``), recorded or not.
 
     ``inputs + outputs`` are the kernel's arguments in order. With
     ``adjoint=True`` the backward runs instead: ``adj_inputs``/``adj_outputs``
