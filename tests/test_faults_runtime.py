@@ -187,7 +187,8 @@ def test_a_launch_on_another_thread_is_not_recorded(backend, k):
     out = ad.zeros(3, requires_grad=True)
     with ad.Tape() as tape:
         ad.launch(k.square, 3, inputs=[a], outputs=[out])
-        _in_threads(1, lambda t: ad.launch(k.square, 3, inputs=[ad.ones(3)], outputs=[ad.zeros(3)]))
+        _in_threads(1, lambda t: ad.launch(k.square, 3, inputs=[ad.ones(3)],
+                                           outputs=[ad.zeros(3)]))
         assert ad.runtime.active_tape() is tape
     assert len(tape.steps) == 1
     tape.backward(grads={out: np.ones(3)})

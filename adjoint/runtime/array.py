@@ -205,7 +205,8 @@ def _flat_values(values, dtype):
     if isinstance(values, Array):
         values = values.data
     if buffers.on_host(values) or not hasattr(values, "copy_to_host"):
-        return np.asarray(buffers.refuse_complex(values, "copy into an array"), dtype=dtype).reshape(-1)
+        values = buffers.refuse_complex(values, "copy into an array")
+        return np.asarray(values, dtype=dtype).reshape(-1)
     return buffers.flat(values)
 
 

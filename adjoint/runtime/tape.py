@@ -295,10 +295,11 @@ class Tape:
         self.steps.clear()
         self.seeded.clear()
         self.kept.clear()
-        for key in self._readers:
-            watch.unwatch(key, self)
-        self._readers.clear()
-        self._overwritten.clear()
+        with watch.LOCK:                    # another thread's write may be telling this tape
+            for key in self._readers:
+                watch.unwatch(key, self)
+            self._readers.clear()
+            self._overwritten.clear()
 
     def _touched(self):
         seen, out = set(), []
@@ -323,7 +324,10 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
 
     Without offsets and count the sizes must match; with an offset, ``count``
     defaults to what fits in both arrays."""
-    src_data = src.data if hasattr(src, "numpy") else np.asarray(buffers.refuse_complex(src, kind), dtype=dest.dtype)
+    if hasattr(src, "numpy"):
+        src_data = src.data
+    else:
+        src_data = np.asarray(buffers.refuse_complex(src, kind), dtype=dest.dtype)
     if dest_offset < 0 or src_offset < 0 or (count is not None and count < 0):
         raise ValueError(f"{kind}: offsets and count must not be negative")
     if count is None:

@@ -39,7 +39,10 @@ def memory_key(buf):
     def forget(ref):
         if _keys.get(buf_id, (None,))[0] is ref:
             del _keys[buf_id]
-    _keys[buf_id] = (weakref.ref(buf, forget), key)
+    try:
+        _keys[buf_id] = (weakref.ref(buf, forget), key)
+    except TypeError:                         # not weakly referenceable: not cached
+        pass
     return key
 
 
