@@ -357,6 +357,29 @@ def test_low_level_adjoint_launch_reference_case(backend, kernel_module):
     assert "gravity" in str(info.value)
 
 
+def test_adjoint_launch_none_means_the_arrays_grad_as_in_warp(backend, kernel_module):
+    """Issue 11 item 8: ``None`` for an array is its ``.grad`` (Warp's meaning); for a
+    scalar, and for an array without a gradient, it is no adjoint."""
+    k = kernel_module(PHYSICS).step
+    ms, vs, g, dt = np.array([1.0, 2.0, 0.5]), np.array([0.3, -1.0, 4.0]), -9.8, 0.01
+    m = ad.array(ms, requires_grad=True)
+    v = ad.array(vs)                               # no gradient: its adjoint goes nowhere
+    v_out = ad.zeros(3, requires_grad=True)
+    m.grad.fill_(1.0)                              # accumulated into, not overwritten
+    v_out.grad.assign([1.0, 2.0, 3.0])             # the output adjoint, read from .grad
+    ad.launch(k, 3, inputs=[m, v, g, dt], outputs=[v_out], adjoint=True,
+              adj_inputs=[None, None, None, None], adj_outputs=[None])
+    w = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(m.grad.numpy(), 1.0 + w * (vs + 2 * g * dt * ms), rtol=1e-14)
+    assert v.grad is None
+    # the store handed v_out's adjoint back and cleared it (as with an explicit array)
+    np.testing.assert_array_equal(v_out.grad.numpy(), [0.0, 0.0, 0.0])
+    # adj_inputs/adj_outputs left out altogether: every array's own .grad
+    v_out.grad.assign([1.0, 2.0, 3.0])
+    ad.launch(k, 3, inputs=[m, v, g, dt], outputs=[v_out], adjoint=True)
+    np.testing.assert_allclose(m.grad.numpy(), 1.0 + 2 * w * (vs + 2 * g * dt * ms), rtol=1e-14)
+
+
 # --------------------------------------------------------------------------- backends
 
 NONTRIVIAL = '''

@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from . import buffers
+from . import buffers, watch
 from .types import ArrayType, as_dtype
 
 _default_device = ["cpu"]
@@ -102,7 +102,7 @@ class Array:
             self._owner = data          # keeps the wrapped memory alive
             as_dtype(self._data.dtype)
         else:
-            arr = np.asarray(data)
+            arr = buffers.refuse_complex(np.asarray(data), "ad.Array")
             if not _owned:
                 arr = np.array(arr, copy=True)
             if arr.ndim == 0:
@@ -172,6 +172,8 @@ class Array:
         return self.fill_(0)
 
     def fill_(self, value):
+        buffers.refuse_complex(value, "fill_")
+        watch.before_write(self._data, f"fill_({value})")
         buffers.fill(self._data, value)
         return self
 
@@ -203,6 +205,7 @@ def _flat_values(values, dtype):
     if isinstance(values, Array):
         values = values.data
     if buffers.on_host(values) or not hasattr(values, "copy_to_host"):
+        values = buffers.refuse_complex(values, "copy into an array")
         return np.asarray(values, dtype=dtype).reshape(-1)
     return buffers.flat(values)
 
@@ -215,6 +218,7 @@ def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, sh
     if data is None:
         data = np.zeros(shape, dtype=as_dtype(dtype or float))
     arr = np.array(data.numpy() if isinstance(data, Array) else data, copy=True)
+    buffers.refuse_complex(arr, "ad.array")
     if dtype is not None:
         arr = arr.astype(as_dtype(dtype))
     elif arr.dtype.kind == "i":
@@ -243,6 +247,7 @@ def empty(shape, dtype=float, requires_grad=False, device=None):
 
 
 def full(shape, value, dtype=float, requires_grad=False, device=None):
+    buffers.refuse_complex(value, "ad.full")
     return Array(np.full(_shape(shape), value, as_dtype(dtype)), requires_grad, device, _owned=True)
 
 

@@ -9,6 +9,17 @@ one host copy of the region involved, never of the whole array.
 import numpy as np
 
 
+def refuse_complex(values, what):
+    """``values`` unchanged, unless they are complex: a ``TypeError`` naming ``what``
+    (adjoint arrays hold real numbers; a complex value is never cast to its real part)."""
+    dtype = values.dtype if isinstance(values, np.ndarray) else np.asarray(values).dtype
+    if dtype.kind == "c":
+        raise TypeError(f"{what}: complex values ({dtype}) are not supported; adjoint arrays "
+                        "hold float32, float64, int32 or int64: pass the real and imaginary "
+                        "parts as two arrays")
+    return values
+
+
 def on_host(buf):
     return isinstance(buf, np.ndarray)
 

@@ -1,20 +1,47 @@
 """``launch``: check arguments against a kernel's signature, run it, record it."""
+import math
 import numbers
 
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers
+from . import buffers, watch
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
 
+MAX_THREADS = 2**31 - 1
+"""The most threads one launch may have, in all: a thread's flat index fits a signed
+32-bit integer on every backend (Warp bounds each ``tid()`` coordinate the same way)."""
+
+
 def _dims(spec, dim):
-    dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-    if len(dims) != spec.dims or not all(isinstance(d, numbers.Integral) and d >= 0 for d in dims):
-        raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) is {spec.dims}-D "
-                          f"(it unpacks {spec.dims} index(es) from ad.tid()), but dim={dim!r}")
-    return tuple(int(d) for d in dims)
+    """``dim`` as a tuple of ``spec.dims`` ints in ``[0, MAX_THREADS]`` whose product is at
+    most ``MAX_THREADS``; anything else is a ``LaunchError`` naming the kernel."""
+    where = f"kernel '{spec.name}' ({spec.origin})"
+    if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
+        dims = (dim,)
+    elif isinstance(dim, (tuple, list)) or (isinstance(dim, np.ndarray) and dim.ndim == 1):
+        dims = tuple(dim)
+    else:
+        raise LaunchError(f"{where}: dim must be an int or a tuple of ints (the kernel is "
+                          f"{spec.dims}-D), not {type(dim).__name__} {dim!r}")
+    bad = [d for d in dims if not isinstance(d, numbers.Integral) or isinstance(d, bool)]
+    if bad:
+        raise LaunchError(f"{where}: dim={dim!r} holds {type(bad[0]).__name__} {bad[0]!r}; "
+                          "every entry must be an int (e.g. int(n))")
+    if len(dims) != spec.dims:
+        raise LaunchError(f"{where} is {spec.dims}-D (it unpacks {spec.dims} index(es) from "
+                          f"ad.tid()), but dim={dim!r} has {len(dims)} entr"
+                          f"{'y' if len(dims) == 1 else 'ies'}")
+    dims = tuple(int(d) for d in dims)
+    if any(d < 0 for d in dims):
+        raise LaunchError(f"{where}: dim={dim!r} is negative; a launch has 0 or more threads "
+                          "along each dimension")
+    if math.prod(dims) > MAX_THREADS or max(dims) > MAX_THREADS:
+        raise LaunchError(f"{where}: dim={dim!r} is too large: a launch has at most "
+                          f"2**31 - 1 = {MAX_THREADS} threads, in all and along each dimension")
+    return dims
 
 
 def _device_of(buffer):
@@ -41,6 +68,9 @@ def _convert(spec, param, value, device):
         if data.ndim != param.ndim or data.dtype != param.np_dtype:
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(data)}")
         return data
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        raise LaunchError(f"{where}: expects a real {param.dtype}, got the complex {value!r} "
+                          "(complex numbers are not supported: pass real and imaginary parts)")
     if isinstance(value, (Array, np.ndarray)) or not isinstance(value, numbers.Number):
         raise LaunchError(f"{where}: expects a scalar {param.dtype}, got {_describe(value)}")
     if param.np_dtype.kind in "iu" and not isinstance(value, numbers.Integral):
@@ -52,13 +82,17 @@ def _convert(spec, param, value, device):
 @user_frames
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
            adj_inputs=None, adj_outputs=None, record_tape=True):
-    """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple).
+    """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple of ints;
+    at most ``MAX_THREADS`` = 2**31 - 1 threads in all). A launch that writes an array
+    a tape's launch read first lets that tape keep a copy (``watch``), recorded or not.
 
     ``inputs + outputs`` are the kernel's arguments in order. With
     ``adjoint=True`` the backward runs instead: ``adj_inputs``/``adj_outputs``
     give an adjoint array (or ``None``) per argument; input adjoints are
     accumulated into, and the output adjoint of every element the kernel
     stores is handed back and then cleared (``+=`` and atomics leave it).
+    ``None`` for an array means its ``.grad`` (as in Warp), or no adjoint when it
+    has none; for a scalar, no adjoint. Leaving a list out is all ``None``.
     """
     args = list(inputs) + list(outputs)
     try:
@@ -81,12 +115,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if adjoint:
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
     tape = active_tape() if record_tape else None
-    label = f"launch #{len(tape.steps) if tape else 0} of kernel '{spec.name}' ({spec.origin})"
+    label = f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch"
+    label += f" of kernel '{spec.name}' ({spec.origin})"
+    for p, v in zip(spec.params, values):
+        if p.is_array and p.name in spec.writes:
+            watch.before_write(v, label, tape)       # tapes that read v keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
-        for p, a in zip(spec.params, args):
-            if p.is_array and p.name in spec.writes:
-                tape.before_write(a, label)
     spec.forward(*dims, *values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
@@ -134,19 +169,24 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
         raise LaunchError(f"kernel '{spec.name}': adj_inputs/adj_outputs must have one entry "
                           f"per input/output ({len(inputs)}/{len(outputs)}), got "
                           f"{len(adj_inputs)}/{len(adj_outputs)}")
-    adjs = []
-    for p, v, a in zip(spec.params, values, adj_inputs + adj_outputs):
+    adjs, written = [], []
+    for p, v, arg, a in zip(spec.params, values, args, adj_inputs + adj_outputs):
         if not p.has_adjoint:
             if a is not None:
                 raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' has no adjoint; "
                                   "pass None for it")
             continue
         if a is None:
-            adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))
+            a = getattr(arg, "grad", None)       # as in Warp: the array's own gradient
+        if a is None:
+            adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))   # scratch: unwatched
             continue
         data = a.data if isinstance(a, Array) else a
         if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or data.dtype != v.dtype:
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
+        written.append(data)
+    for data in written:
+        watch.before_write(data, f"adjoint launch of kernel '{spec.name}' ({spec.origin})")
     buffers.call_unaliased(spec.backward, (*dims, *values), adjs)

@@ -1,23 +1,33 @@
 """``Tape``: records launches and copies, replays their backward in reverse.
 
+The tape recording on a thread is that thread's own (``active_tape``); tapes
+do not nest.
+
 Overwrite safety: a recorded step keeps references to the arrays its backward
-reads. Before a later recorded step overwrites one of them, the tape copies it
-(``overwrite="copy"``, the default; ``memory_report()`` tells how much it
-kept) or refuses with an error naming both steps (``overwrite="error"``).
+reads, and the tape watches their memory (``watch``). Before anything adjoint
+does overwrites one of them -- a later step of this tape, a launch or copy on
+another tape or on none, ``fill_``/``zero_``, another backward writing
+gradients -- the tape copies it (``overwrite="copy"``, the default;
+``memory_report()`` tells how much it kept). With ``overwrite="error"`` a write
+this tape records is refused on the spot, and any other makes ``backward``
+refuse; both errors name the array and both steps.
 """
+import sys
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import TapeError
-from . import buffers
+from . import buffers, watch
 from .array import Array
 
-_ACTIVE = []
+_recording = threading.local()      # .tape: the tape recording on this thread
 
 
 def active_tape():
-    return _ACTIVE[-1] if _ACTIVE else None
+    """The tape recording launches made on the calling thread, or ``None``."""
+    return getattr(_recording, "tape", None)
 
 
 @dataclass
@@ -45,7 +55,9 @@ class LaunchStep:
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
-        adjs = [adjoint_buffer(a) for p, a in zip(self.kernel.params, self.args) if p.has_adjoint]
+        writer = f"the backward of {self.label}"
+        adjs = [adjoint_buffer(a, writer) for p, a in zip(self.kernel.params, self.args)
+                if p.has_adjoint]
         buffers.call_unaliased(self.kernel.backward, (*self.dims, *self.values), adjs)
 
 
@@ -75,6 +87,9 @@ class CopyStep:
         copy within one array (overlapping regions, or ``copy(a, a)``) is exact."""
         if self.dest.grad is None:
             return
+        for a in (self.dest, self.src):
+            if getattr(a, "grad", None) is not None:
+                watch.before_write(a.grad.data, f"the backward of {self.label}")
         region = self.dest.grad._flat(self.dest_offset, self.count)
         g = buffers.clone(region)
         buffers.fill(region, 0)
@@ -111,9 +126,22 @@ class KeptCopy:
     nbytes: int
 
 
-def adjoint_buffer(a):
-    """The buffer a backward pass accumulates into for ``a`` (scratch when it has no grad)."""
+def _overwrite_message(readers, writer, verb="overwrites"):
+    """The array, the step that read it (kernel, file:line, parameter) and its writer."""
+    step, k = readers[0]
+    others = "".join(f"\n  also read by {s.label} (parameter '{s.kernel.params[j].name}')"
+                     for s, j in readers[1:])
+    return (f"{writer} {verb} an array of shape {tuple(step.values[k].shape)} that {step.label} "
+            f"read as parameter '{step.kernel.params[k].name}'; the backward of that launch "
+            f"would see the new values.{others}\nWrite to a new array, or record with "
+            "ad.Tape(overwrite='copy') (the default), which keeps a copy of the values read")
+
+
+def adjoint_buffer(a, writer):
+    """The buffer ``writer``, a backward pass, accumulates into for ``a``: its gradient
+    (announced to ``watch``), or scratch when it has none."""
     if hasattr(a, "grad") and a.grad is not None:
+        watch.before_write(a.grad.data, writer)
         return a.grad.data
     if hasattr(a, "_snapshot"):
         return a.zeros_buffer()
@@ -127,45 +155,67 @@ class Tape:
     steps: list = field(default_factory=list)
     seeded: list = field(default_factory=list)
     kept: list = field(default_factory=list)
-    # id(live buffer) -> [(step, argument index)] of recorded reads, so that a write
-    # finds its readers without scanning the whole tape
+    # memory key (watch.memory_key) -> [(step, argument index)] of the recorded reads of
+    # live memory, so that a write finds its readers without scanning the whole tape
     _readers: dict = field(default_factory=dict, repr=False)
+    _overwritten: list = field(default_factory=list, repr=False)  # refusals backward raises
+    _entered_at: str = field(default="", repr=False)    # where __enter__ ran, while recording
 
     def __post_init__(self):
         if self.overwrite not in ("copy", "error"):
             raise ValueError("overwrite must be 'copy' or 'error'")
 
     def __enter__(self):
-        _ACTIVE.append(self)
+        """Record on this thread until ``__exit__``. One tape records per thread at a time:
+        a nested ``with ad.Tape():``, or a tape entered twice, is a ``TapeError``."""
+        caller = sys._getframe(1)
+        here = (f"{caller.f_code.co_filename}:{caller.f_lineno}, "
+                f"thread {threading.current_thread().name!r}")
+        outer = active_tape()
+        if outer is not None or self._entered_at:
+            which = "this tape is" if outer is self or outer is None else "another tape is"
+            raise TapeError(f"cannot start recording at {here}: {which} already recording "
+                            f"(entered at {(outer or self)._entered_at}). Tapes do not nest (as "
+                            "in Warp): record everything on the outer tape, or leave its "
+                            "'with' block first")
+        self._entered_at = here
+        _recording.tape = self
         return self
 
     def __exit__(self, *exc):
-        _ACTIVE.remove(self)
+        _recording.tape = None
+        self._entered_at = ""
         return False
 
     # -- recording -------------------------------------------------------------
-    def before_write(self, array, label):
-        """Keep what earlier steps read from ``array`` before ``label`` overwrites it.
-
-        Only steps that still hold the live buffer need it; after one copy they
-        all share the kept buffer, so an array is kept at most once per overwrite."""
-        buffer = array.data if hasattr(array, "data") and hasattr(array, "_snapshot") else array
-        readers = [(s, k) for s, k in self._readers.pop(id(buffer), []) if s.values[k] is buffer]
+    def before_write(self, key, writer, by):
+        """``writer`` is about to write memory ``key`` that recorded steps read (``watch``
+        calls this; ``by`` is the tape recording the write, if any). Keep a copy of what
+        they read, or (``overwrite="error"``) refuse: on the spot when this tape records
+        the write, else when ``backward`` runs. Memory is kept at most once per overwrite:
+        the steps then read the copy, which nothing writes."""
+        readers = self._readers.get(key)
         if not readers:
             return
+        if by is not None and by is not self:
+            writer = f"{writer}, recorded on another tape"
+        if self.overwrite == "error" and by is self:
+            raise TapeError(_overwrite_message(readers, writer))
         if self.overwrite == "error":
-            step, k = readers[0]
-            others = "".join(f"\n  also read by {s.label} (parameter '{s.kernel.params[j].name}')"
-                             for s, j in readers[1:])
-            raise TapeError(f"{label} overwrites an array of shape {tuple(array.shape)} that "
-                            f"{step.label} read as parameter '{step.kernel.params[k].name}'; "
-                            f"the backward of that launch would see the new values.{others}\n"
-                            "Write to a new array, or record with ad.Tape(overwrite='copy') "
-                            "(the default), which keeps a copy of the values read")
-        kept = array._snapshot() if buffer is not array else buffer.copy()
-        self.kept.append(KeptCopy(readers[0][0].label, label, tuple(array.shape), kept.nbytes))
-        for s, k in readers:
-            s.values[k] = kept
+            self._overwritten.append(_overwrite_message(readers, writer, "overwrote"))
+        else:
+            self._keep(readers, writer)
+        del self._readers[key]
+        watch.unwatch(key, self)
+
+    def _keep(self, readers, writer):
+        copies = {}
+        for step, k in readers:
+            buf = step.values[k]
+            if id(buf) not in copies:
+                copies[id(buf)] = buffers.clone(buf)
+                self.kept.append(KeptCopy(step.label, writer, tuple(buf.shape), buf.nbytes))
+            step.values[k] = copies[id(buf)]
 
     @property
     def kept_bytes(self):
@@ -176,9 +226,11 @@ class Tape:
         return len(self.kept)
 
     def record(self, step):
-        self.steps.append(step)
-        for k, _ in step.reads():
-            self._readers.setdefault(id(step.values[k]), []).append((step, k))
+        with watch.LOCK:
+            self.steps.append(step)
+            for k, _ in step.reads():
+                key = watch.watch(step.values[k], self)
+                self._readers.setdefault(key, []).append((step, k))
 
     def record_func(self, fn, arrays=()):
         """Run ``fn()`` at this point of the backward pass; ``arrays`` are zeroed by ``zero()``."""
@@ -194,14 +246,26 @@ class Tape:
     def backward(self, loss=None, grads=None):
         """Seed ``loss.grad = 1`` and/or copy each seed of ``grads`` into ``.grad``, then
         run every recorded step's backward in reverse order."""
+        self._refuse_overwritten()
+        self._seed_all(loss, grads)
+        for step in reversed(self.steps):
+            self._refuse_overwritten()      # this backward may write what a step read
+            step.backward()
+
+    def _refuse_overwritten(self):
+        """``overwrite="error"``: a write the tape did not record changed what a step read."""
+        if self._overwritten:
+            more = len(self._overwritten) - 1
+            raise TapeError(self._overwritten[0] + (f"\n({more} more overwrite(s) like it)"
+                                                    if more else ""))
+
+    def _seed_all(self, loss, grads):
         if loss is not None:
             if loss.size != 1:
                 raise TapeError(f"loss must have one element, not shape {loss.shape}")
             self._seed(loss, 1.0)
         for arr, seed in (grads or {}).items():
             self._seed(arr, seed)
-        for step in reversed(self.steps):
-            step.backward()
 
     def _seed(self, arr, seed):
         """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
@@ -211,6 +275,7 @@ class Tape:
                             f"{type(arr).__qualname__}; e.g. grads={{out: np.ones(out.shape)}}")
         if arr.grad is None:
             arr.requires_grad = True
+        watch.before_write(arr.grad.data, "a seed of tape.backward")
         if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape):
             arr.grad._region_set(0, seed)      # an Array: device to device on cuda
         else:
@@ -235,7 +300,11 @@ class Tape:
         self.steps.clear()
         self.seeded.clear()
         self.kept.clear()
-        self._readers.clear()
+        with watch.LOCK:                    # another thread's write may be telling this tape
+            for key in self._readers:
+                watch.unwatch(key, self)
+            self._readers.clear()
+            self._overwritten.clear()
 
     def _touched(self):
         seen, out = set(), []
@@ -260,7 +329,10 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
 
     Without offsets and count the sizes must match; with an offset, ``count``
     defaults to what fits in both arrays."""
-    src_data = src.data if hasattr(src, "numpy") else np.asarray(src, dtype=dest.dtype)
+    if hasattr(src, "numpy"):
+        src_data = src.data
+    else:
+        src_data = np.asarray(buffers.refuse_complex(src, kind), dtype=dest.dtype)
     if dest_offset < 0 or src_offset < 0 or (count is not None and count < 0):
         raise ValueError(f"{kind}: offsets and count must not be negative")
     if count is None:
@@ -271,9 +343,10 @@ def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy")
         raise ValueError(f"{kind}: dest_offset={dest_offset}, src_offset={src_offset}, count={count} "
                          f"run past the end of an array (sizes {dest.size} and {src_data.size})")
     tape = active_tape()
-    label = f"{kind} #{len(tape.steps) if tape else 0} into an array of shape {tuple(dest.shape)}"
+    label = f"{kind} #{len(tape.steps)}" if tape is not None else f"unrecorded {kind}"
+    label += f" into an array of shape {tuple(dest.shape)}"
+    watch.before_write(dest.data, label, tape)
     if tape is not None:
-        tape.before_write(dest, label)
         if getattr(src, "requires_grad", False) and not dest.requires_grad:
             dest.requires_grad = True
     values = buffers.flat(src_data, src_offset, count)

@@ -1,0 +1,102 @@
+"""Which tapes watch which memory: every write adjoint performs is announced here first.
+
+A tape watches the memory its recorded launches read (``watch``). Before adjoint
+writes to memory -- a launch (recorded on any tape, or on none), an adjoint
+launch, ``copy``/``clone``/``assign``, ``fill_``/``zero_``, a tape's seeds and
+the backward of its steps (which write gradients) -- it calls ``before_write``,
+and every tape watching that memory is told who is about to write it, while the
+old values are still there: it keeps a copy of what its launches read, or notes
+(or refuses) the overwrite.
+
+Memory is named by its allocation (``memory_key``): a numpy array by the root of
+its ``.base`` chain, so views, an ``Array`` and its ``numpy()`` all name the same
+memory; a simulated CUDA array by the numpy array inside it; a real device array
+by its device pointer. Writes adjoint does not perform (``a.numpy()[...] = v``,
+in-place PyTorch operations on shared memory) are not seen.
+
+Tapes are held weakly: a tape that is garbage collected stops watching. One
+lock serializes watching and announcing, so tapes on several threads stay
+consistent.
+"""
+import threading
+import weakref
+
+import numpy as np
+
+LOCK = threading.RLock()
+_watchers = {}      # memory key -> {id(watcher): weakref.ref(watcher)}
+_keys = {}          # id(buffer) -> (weakref.ref(buffer), its memory key)
+
+
+def memory_key(buf):
+    """A hashable name for the allocation holding ``buf`` (shared by its views and aliases).
+    Computed once per buffer object (reading a pointer costs more than a launch's checks)."""
+    hit = _keys.get(id(buf))
+    if hit is not None and hit[0]() is buf:
+        return hit[1]
+    key, buf_id = _allocation(buf), id(buf)
+
+    def forget(ref):
+        if _keys.get(buf_id, (None,))[0] is ref:
+            del _keys[buf_id]
+    try:
+        _keys[buf_id] = (weakref.ref(buf, forget), key)
+    except TypeError:                         # not weakly referenceable: not cached
+        pass
+    return key
+
+
+def _allocation(buf):
+    host = getattr(buf, "_ary", buf)          # numba's simulator: device memory is a numpy array
+    if isinstance(host, np.ndarray):
+        while isinstance(host.base, np.ndarray):
+            host = host.base
+        return ("host", host.__array_interface__["data"][0])
+    return ("device", buf.__cuda_array_interface__["data"][0])
+
+
+def watch(buf, watcher):
+    """Tell ``watcher.before_write(key, writer, by)`` about every later write to ``buf``'s
+    memory, until ``unwatch`` or until the watcher is garbage collected; returns the key."""
+    key, wid = memory_key(buf), id(watcher)
+    with LOCK:
+        refs = _watchers.setdefault(key, {})
+        if refs.get(wid) is None or refs[wid]() is not watcher:
+            refs[wid] = weakref.ref(watcher, lambda ref: _forget(key, wid, ref))
+    return key
+
+
+def unwatch(key, watcher):
+    with LOCK:
+        ref = _watchers.get(key, {}).get(id(watcher))
+        if ref is not None:
+            _forget(key, id(watcher), ref)
+
+
+def _forget(key, wid, ref):
+    with LOCK:
+        refs = _watchers.get(key)
+        if refs is not None and refs.get(wid) is ref:
+            del refs[wid]
+            if not refs:
+                del _watchers[key]
+
+
+def before_write(buf, writer, by=None):
+    """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)") is
+    about to write ``buf``; ``by`` is the tape recording that write, if any. A watcher
+    may raise to refuse the write: nothing has been written yet."""
+    key = memory_key(buf)
+    if key not in _watchers:                  # the common case: nobody read this memory
+        return
+    with LOCK:
+        for ref in list(_watchers.get(key, {}).values()):
+            watcher = ref()
+            if watcher is not None:
+                watcher.before_write(key, writer, by)
+
+
+def watched():
+    """How many allocations are watched (for tests: a forgotten tape leaves none)."""
+    with LOCK:
+        return len(_watchers)
