@@ -477,3 +477,35 @@ def test_recursion_is_refused_at_the_recursive_call(kernel, call, kernel_module)
     with pytest.raises(TransformError, match="recursion is not supported") as err:
         ad.launch(getattr(m, kernel), dim=2, inputs=[ad.zeros(2)], outputs=[ad.zeros(2)])
     assert call in err.value.source_line and err.value.filename.endswith(".py")
+
+
+CONSTANT_TEST = '''
+@ad.func
+def folded(x: float, n: int) -> float:
+    s = x
+    for k in range(n):
+        if 1 > 0:
+            s = s * x
+        else:
+            s = s + (x if x > 0.0 else -x)
+    return s
+
+@ad.kernel
+def uses_folded(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = folded(x[i], n)
+'''
+
+
+def test_a_constant_test_in_a_func_loop_with_a_ternary_in_the_dead_branch(backend, kernel_module):
+    """numba folded ``if 1 > 0`` and pruned the replay's else, the only assignment of the
+    ternary's test; the reverse pass's mirrored else still read it: TypingError."""
+    m = kernel_module(CONSTANT_TEST)
+    x0 = np.array([0.7, 1.2, -0.4])
+    x = ad.array(x0, requires_grad=True)
+    out = ad.zeros(3, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.uses_folded, dim=3, inputs=[3, x], outputs=[out])
+    np.testing.assert_allclose(out.numpy(), x0 ** 4, rtol=1e-12)       # s = x * x^3
+    tape.backward(grads={out: np.ones(3)})
+    np.testing.assert_allclose(x.grad.numpy(), 4 * x0 ** 3, rtol=1e-12)

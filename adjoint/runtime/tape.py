@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import TapeError
+from ..errors import TapeError, user_frames
 from . import buffers, watch
 from .array import Array
 
@@ -243,6 +243,7 @@ class Tape:
                 "steps": len(self.steps), "kept": list(self.kept)}
 
     # -- replay ------------------------------------------------------------------
+    @user_frames
     def backward(self, loss=None, grads=None):
         """Seed ``loss.grad = 1`` and/or copy each seed of ``grads`` into ``.grad``, then
         run every recorded step's backward in reverse order."""
