@@ -48,3 +48,8 @@ class TapeError(AdjointError):
 
 class StaleModuleError(AdjointError):
     """A generated module is out of date with its source."""
+
+
+class NonFiniteError(AdjointError, FloatingPointError):
+    """An inf or nan that ``adjoint.config.verify_fp`` found in a launch's output or
+    gradient (see adjoint/runtime/verify.py)."""

@@ -140,15 +140,11 @@ def grid(thread_fn, tids, dims, args):
             read, gast.If(test=test, body=[call], orelse=[])]
 
 
-HEADER = ["import math", "", "from numba import cuda, float64, int8, int64", "",
-          "import adjoint.runtime", "",
-          'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']
+IEEE_NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exceptions)"
 
 
 def header(float32=False):
     """The module's imports; float32 kernels' loop stacks also need numba's ``float32``."""
-    if not float32:
-        return list(HEADER)
-    return ["import math", "", "from numba import cuda, float32, float64, int8, int64", "",
-            "import adjoint.runtime", "",
-            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']
+    types = "cuda, float32, float64, int8, int64" if float32 else "cuda, float64, int8, int64"
+    return [f"from numba import {types}", "", "import adjoint.runtime", "",
+            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)', IEEE_NOTE]

@@ -4,7 +4,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError
-from . import buffers
+from . import buffers, verify
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
@@ -86,7 +86,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         for p, a in zip(spec.params, args):
             if p.is_array and p.name in spec.writes:
                 tape.before_write(a, label)
-    spec.forward(*dims, *values)
+    verify.run(spec, "forward", dims, values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
 
@@ -149,4 +149,4 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
-    spec.backward(*dims, *values, *adjs)
+    verify.run(spec, "backward", dims, values, adjs)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError
-from . import buffers
+from . import buffers, verify
 
 _ACTIVE = []
 
@@ -45,7 +45,7 @@ class LaunchStep:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
         adjs = [adjoint_buffer(a) for p, a in zip(self.kernel.params, self.args) if p.has_adjoint]
-        self.kernel.backward(*self.dims, *self.values, *adjs)
+        verify.run(self.kernel, "backward", self.dims, self.values, adjs)
 
 
 @dataclass
