@@ -7,6 +7,7 @@ arithmetic (``rt.div``, ``rt.sin``, ...: runtime/ieee.py) are device functions
 ``@cuda.jit`` grid kernel into the ``forward``/``backward`` callables of a
 ``KernelSpec``.
 """
+import threading
 import warnings
 
 import numpy as np
@@ -38,6 +39,9 @@ def simulated():
     return bool(numba.config.ENABLE_CUDASIM)
 
 
+_SIMULATOR = threading.Lock()
+
+
 def _threads(ndim):
     if simulated():
         return {1: (32,), 2: (8, 4), 3: (4, 4, 2)}[ndim]
@@ -62,8 +66,10 @@ def launcher(kernel, ndim, status=False, check=True):
         blocks = tuple((d + t - 1) // t for d, t in zip(dims, threads))
         if simulated():
             # the simulator runs each GPU thread as a Python thread on numpy scalars:
-            # an overflow or inf - inf is IEEE there too, but numpy would warn
-            with warnings.catch_warnings():
+            # an overflow or inf - inf is IEEE there too, but numpy would warn. Warning
+            # filters are process-wide, hence the lock (the simulator, which swaps the
+            # ``cuda`` global of the kernel's module while it runs, is not thread-safe either)
+            with _SIMULATOR, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return launch(blocks, threads, dims, rest)
         return launch(blocks, threads, dims, rest)
