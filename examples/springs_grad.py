@@ -8,7 +8,7 @@ Do not edit: regenerate with `adjoint generate`; `adjoint check` tells when it i
 import adjoint.runtime
 
 rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0
-# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exceptions)
+# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)
 
 
 @rt.jit

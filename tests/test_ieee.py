@@ -10,6 +10,7 @@ and in float32, and the outputs and the gradients must agree bit for bit (any
 nan equals any nan; -0.0 differs from 0.0). Where NumPy defines the operation,
 the outputs must also equal NumPy's. runtime/ieee.py states the rules.
 """
+import itertools
 import math
 import os
 import re
@@ -110,7 +111,8 @@ def _source(dtype):
         lines += [f"    A{r} = a[{r}, i]", f"    B{r} = b[{r}, i]", f"    out[{r}, i] = {body}"]
     lines += ["", "", "@ad.kernel",
               "def int_edges(n: ad.array(dtype=ad.int64, ndim=2),",
-              "              m: ad.array(dtype=ad.int64, ndim=2), out: ad.array(dtype=float, ndim=2)):",
+              "              m: ad.array(dtype=ad.int64, ndim=2),",
+              "              out: ad.array(dtype=float, ndim=2)):",
               "    i = ad.tid()"]
     for r, (expr, _) in enumerate(INT_TABLE):
         body = re.sub(r"\bm\b", f"M{r}", re.sub(r"\bn\b", f"N{r}", expr))
@@ -263,7 +265,7 @@ def test_python_and_numba_functions_agree(name):
     py, nb = getattr(backend_python, name), getattr(backend_numba, name)
     n = 2 if name in BINARY else 1
     cases = [args for vals in (F64, [np.int64(v) for v in I64], F64[:6] + I64[:4])
-             for args in (((x, y) for x in vals for y in vals) if n == 2 else ((x,) for x in vals))]
+             for args in (itertools.product(vals, repeat=n))]
     with np.errstate(all="ignore"):
         for args in cases:
             if name == "power" and all(isinstance(v, np.integer) for v in args) and args[1] > 64:

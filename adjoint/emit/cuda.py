@@ -23,6 +23,7 @@ import copy
 
 import gast
 
+from . import ieee
 from ..transform.ir import const, if_, name
 from ..transform.parallel import _tid_names, is_exclusive
 from ..transform.reverse import comment
@@ -140,11 +141,8 @@ def grid(thread_fn, tids, dims, args):
             read, gast.If(test=test, body=[call], orelse=[])]
 
 
-IEEE_NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exceptions)"
-
-
 def header(float32=False):
     """The module's imports; float32 kernels' loop stacks also need numba's ``float32``."""
     types = "cuda, float32, float64, int8, int64" if float32 else "cuda, float64, int8, int64"
     return [f"from numba import {types}", "", "import adjoint.runtime", "",
-            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)', IEEE_NOTE]
+            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)', ieee.NOTE]

@@ -24,6 +24,7 @@ import gast
 from ..rules import RULES
 from ..transform.ir import rt_call
 
+NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)"
 _RUNTIME = {key: r.runtime for key, r in RULES.items() if r.runtime}
 _DIVISIONS = ("Div", "FloorDiv", "Mod")
 

@@ -3,10 +3,11 @@
 Generated modules import only ``adjoint.runtime`` (bound to ``rt``; and
 ``numba.cuda`` for CUDA), so they run where the transformer, gast and astor
 are absent. Math functions and ``/ // % **`` are spelled as ``rt`` calls
-(``rt.sin``, ``rt.div``: IEEE arithmetic on every backend, emit/ieee.py). The same input
-always gives byte-identical text: names come from the deterministic namer,
-functions are emitted in a fixed order, and no path, time or random value is
-written (only the source's relative name and its content hash).
+(``rt.sin``, ``rt.div``: IEEE arithmetic on every backend, see emit/ieee.py).
+The same input always gives byte-identical text: names come from the
+deterministic namer, functions are emitted in a fixed order, and no path, time
+or random value is written (only the source's relative name and its content
+hash).
 """
 import copy
 import hashlib
@@ -307,7 +308,7 @@ def _header(target, float32):
         return cuda.header(float32)
     return ["import adjoint.runtime", "",
             "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
-            cuda.IEEE_NOTE]
+            ieee.NOTE]
 
 
 def module_source(items, relname, source_text, target="cpu"):

@@ -91,7 +91,7 @@ class _Substitute(gast.NodeTransformer):
         if isinstance(node.value, gast.Name) and node.value.id == "math":
             rule = RULES.get(node.attr)
             if rule is None:
-                raise ValueError(f"adjoint rule template calls math.{node.attr}, which has no rule")
+                raise ValueError(f"a rule template calls math.{node.attr}, which has no rule")
             return rule.callee_expr()
         return self.generic_visit(node)
 
