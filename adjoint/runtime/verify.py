@@ -3,8 +3,9 @@
 ``run`` is the one place a launch calls generated code (``launch`` and the
 tape's backward both go through it). Generated code follows IEEE arithmetic:
 inf and nan, never an exception (runtime/ieee.py); ``run`` turns NumPy's
-floating-point warnings off while it runs, since under the Python backend the
-numbers are numpy scalars, which warn about the infs and nans they make.
+floating-point warnings off while plain-Python generated code runs (the Python
+backend computes on numpy scalars, which warn about the infs and nans they
+make; numba-compiled code never warns and runs as it is).
 
 With ``adjoint.config.verify_fp`` on (or ``ADJOINT_VERIFY_FP=1``), ``run`` then
 checks, as ``warp.config.verify_fp`` does, every float array the launch wrote:
@@ -13,6 +14,8 @@ adjoint arrays. The first one holding an inf or a nan raises ``NonFiniteError``
 naming the kernel (name and file:line), the launch (forward or backward), the
 array and its first non-finite element (index and value, in C order).
 """
+import types
+
 import numpy as np
 
 from ..errors import NonFiniteError
@@ -24,7 +27,10 @@ def run(spec, part, dims, values, adjoints=()):
     *adjoints)``: ``values`` one per parameter, ``adjoints`` one per parameter
     that has an adjoint (a float array), in order."""
     fn = spec.forward if part == "forward" else spec.backward
-    with np.errstate(all="ignore"):
+    if isinstance(fn, types.FunctionType):     # plain Python: numpy scalars (or a launcher)
+        with np.errstate(all="ignore"):
+            fn(*dims, *values, *adjoints)
+    else:                                      # compiled by numba: nothing warns
         fn(*dims, *values, *adjoints)
     if config.verify_fp:
         check(spec, part, values, adjoints)
