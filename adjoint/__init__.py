@@ -6,13 +6,15 @@ launches on a ``Tape`` and replay their generated backward passes.
 __version__ = "0.1.0"
 
 from .api import Func, Kernel, func, func_grad, kernel, source  # noqa: E402
-from .errors import AdjointError, LaunchError, StaleModuleError, TapeError, TransformError  # noqa: E402
+from .errors import (AdjointError, LaunchError, NonFiniteError, StaleModuleError,  # noqa: E402
+                     TapeError, TransformError)
 from .runtime import (Array, Tape, array, backend_name, backend_scope, empty,  # noqa: E402
                       full, launch, ones, ones_like, use_backend, zeros, zeros_like)
 from .runtime.builtins import (abs, acos, asin, atan, atan2, atomic_add, atomic_sub,  # noqa: E402,A004
                                ceil, clamp, cos, cosh, exp, floor, log, log1p, max, min, pow,
                                sin, sinh, sqrt, tan, tanh, tid)
 from .runtime.types import float32, float64, int32, int64  # noqa: E402
+from .runtime import config  # noqa: E402
 from .copies import clone, copy  # noqa: E402
 from . import autograd  # noqa: E402,F401
 from .generate import generate  # noqa: E402
@@ -23,4 +25,5 @@ __all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointEr
            "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",
            "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",
            "sqrt", "tan", "tanh", "tid", "float32", "float64", "int32", "int64", "clone", "copy",
-           "autograd", "generate", "backend_name", "backend_scope", "use_backend"]
+           "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
+           "NonFiniteError"]

@@ -101,3 +101,8 @@ def user_frames(fn):
             tb = outside_frames(exc.__traceback__)
             raise exc.with_traceback(tb)  # adjoint's frames hidden: ADJOINT_TRACEBACK=1 shows them
     return entry_point
+
+
+class NonFiniteError(AdjointError, FloatingPointError):
+    """An inf or nan that ``adjoint.config.verify_fp`` found in a launch's output or
+    gradient (see adjoint/runtime/verify.py)."""

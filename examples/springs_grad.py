@@ -5,11 +5,10 @@ Do not edit: regenerate with `adjoint generate`; `adjoint check` tells when it i
 # adjoint-version: 0.1.0
 # adjoint-source: springs_kernels.py
 # adjoint-source-sha256: 98708444e28f497230398fd77fee8b3d5dc479c4c1ce3279b7ec0c03cb443b50
-import math
-
 import adjoint.runtime
 
 rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0
+# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)
 
 
 @rt.jit
@@ -18,11 +17,11 @@ def spring_force_forward(dx, dy, rest, stiffness):
     t1 = dx * dx
     t2 = dy * dy
     t0 = t1 + t2
-    length = math.sqrt(t0)
+    length = rt.sqrt(t0)
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     t3 = stiffness * t4
-    scale = t3 / length
+    scale = rt.div(t3, length)
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     t6 = scale * dy
@@ -36,11 +35,11 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     t1 = dx * dx
     t2 = dy * dy
     t0 = t1 + t2
-    length = math.sqrt(t0)
+    length = rt.sqrt(t0)
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     t3 = stiffness * t4
-    scale = t3 / length
+    scale = rt.div(t3, length)
     # reverse pass: every adjoint starts at zero, statements in reverse order
     adj_dx = 0.0
     adj_dy = 0.0
@@ -63,14 +62,14 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_scale += adj_t5 * dx
     adj_dx += adj_t5 * scale
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
-    adj_t3 += adj_scale / length
-    adj_length -= adj_scale * scale / length
+    adj_t3 += rt.div(adj_scale, length)
+    adj_length -= rt.div(adj_scale * scale, length)
     adj_stiffness += adj_t3 * t4
     adj_t4 += adj_t3 * stiffness
     adj_length += adj_t4
     adj_rest -= adj_t4
     # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
-    adj_t0 += adj_length * 0.5 / length
+    adj_t0 += rt.div(adj_length * 0.5, length)
     adj_t1 += adj_t0
     adj_t2 += adj_t0
     adj_dy += adj_t2 * dy

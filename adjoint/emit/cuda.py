@@ -23,6 +23,7 @@ import copy
 
 import gast
 
+from . import ieee
 from ..transform.ir import const, if_, name
 from ..transform.parallel import _tid_names, is_exclusive
 from ..transform.reverse import comment
@@ -140,15 +141,8 @@ def grid(thread_fn, tids, dims, args):
             read, gast.If(test=test, body=[call], orelse=[])]
 
 
-HEADER = ["import math", "", "from numba import cuda, float64, int8, int64", "",
-          "import adjoint.runtime", "",
-          'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']
-
-
 def header(float32=False):
     """The module's imports; float32 kernels' loop stacks also need numba's ``float32``."""
-    if not float32:
-        return list(HEADER)
-    return ["import math", "", "from numba import cuda, float32, float64, int8, int64", "",
-            "import adjoint.runtime", "",
-            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)']
+    types = "cuda, float32, float64, int8, int64" if float32 else "cuda, float64, int8, int64"
+    return [f"from numba import {types}", "", "import adjoint.runtime", "",
+            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)', ieee.NOTE]

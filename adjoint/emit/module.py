@@ -1,10 +1,13 @@
 """Assemble a generated module: forward/backward functions and launch specs.
 
-Generated modules import only ``math`` and ``adjoint.runtime`` (as ``rt``),
-so they run where the transformer, gast and astor are absent. The same input
-always gives byte-identical text: names come from the deterministic namer,
-functions are emitted in a fixed order, and no path, time or random value is
-written (only the source's relative name and its content hash).
+Generated modules import only ``adjoint.runtime`` (bound to ``rt``; and
+``numba.cuda`` for CUDA), so they run where the transformer, gast and astor
+are absent. Math functions and ``/ // % **`` are spelled as ``rt`` calls
+(``rt.sin``, ``rt.div``: IEEE arithmetic on every backend, see emit/ieee.py).
+The same input always gives byte-identical text: names come from the
+deterministic namer, functions are emitted in a fixed order, and no path, time
+or random value is written (only the source's relative name and its content
+hash).
 """
 import copy
 import hashlib
@@ -13,7 +16,7 @@ import gast
 
 from .. import __version__
 from ..generate import TARGETS
-from . import cuda, precision
+from . import cuda, ieee, precision
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
@@ -245,7 +248,7 @@ def function_sources(tr, stage, target="cpu"):
             p.emit(0, "")
         p.source = src[0] if src else tr.pf.source
         p.last_line = None
-        p.function(fname, params, body)
+        p.function(fname, params, ieee.spell(body))
     return p.text()
 
 
@@ -308,8 +311,9 @@ def _target_line(target):
 def _header(target, float32):
     if target == "cuda":
         return cuda.header(float32)
-    return ["import math", "", "import adjoint.runtime", "",
-            "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0"]
+    return ["import adjoint.runtime", "",
+            "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
+            ieee.NOTE]
 
 
 def module_source(items, relname, source_text, target="cpu"):
@@ -344,7 +348,7 @@ def module_source(items, relname, source_text, target="cpu"):
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
-            p.function(fname, params, body, decorator=decorator)
+            p.function(fname, params, ieee.spell(body), decorator=decorator)
         specs += _spec_lines(role, tr, relname, target, _writes_status(fns, tr.pf.name))
     p.lines += [""]
     for line in specs:

@@ -13,6 +13,7 @@ import copy
 
 import gast
 
+from ..rules import RULES
 from ..transform.ir import name, rt_attr, rt_call
 
 
@@ -24,7 +25,9 @@ def float32_kernel(tr):
     return bool(dtypes) and all(d == "float32" for d in dtypes)
 
 
-_INT_MATH = {"floor", "ceil"}     # math functions numba returns as int64
+# rt.<f> spelling a math rule (rt.sin, rt.floor): the kind of its result (rt.floor is an int64)
+_RUNTIME_KINDS = {r.runtime: r.result_kind(*["float"] * len(r.params))
+                  for r in RULES.values() if r.runtime and r.symbol[0].isalpha()}
 
 
 class _Float32(gast.NodeTransformer):
@@ -32,7 +35,7 @@ class _Float32(gast.NodeTransformer):
 
     To numba a bare ``0.5`` is a float64, an int an int64, and either widens a
     float32 it meets to float64. So: float literals become ``rt.float32(c)``
-    (numpy's float32); an int (literal, variable, ``math.floor``/``ceil`` result)
+    (numpy's float32); an int (literal, variable, ``rt.floor``/``ceil`` result)
     meeting a float in ``+ - * / **``, or given to a float variable, is converted the
     same way, as C converts an int meeting a float;
     ``float(n)`` becomes ``rt.float32(n)``; float loop stacks hold float32. ``kinds`` are the SSA kinds (bool/int/float)."""
@@ -56,11 +59,12 @@ class _Float32(gast.NodeTransformer):
             return self.is_float(node.body) or self.is_float(node.orelse)
         if isinstance(node, gast.Call):
             f = node.func
-            if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name):
-                if f.value.id == "rt" and f.attr == "float32":
+            if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
+                    f.value.id == "rt":
+                if f.attr == "float32":
                     return True
-                if f.value.id == "math":
-                    return f.attr not in _INT_MATH
+                if f.attr in _RUNTIME_KINDS:
+                    return _RUNTIME_KINDS[f.attr] == "float"
             return any(self.is_float(a) for a in node.args)
         return False
 
@@ -71,9 +75,11 @@ class _Float32(gast.NodeTransformer):
             return self.kinds.get(node.id) == "int"
         if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
             return self.is_int(node.operand)
+        if isinstance(node, gast.BinOp) and not isinstance(node.op, gast.Div):
+            return self.is_int(node.left) and self.is_int(node.right)    # y - 1 in a rule
         if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
-                isinstance(node.func.value, gast.Name) and node.func.value.id == "math":
-            return node.func.attr in _INT_MATH
+                isinstance(node.func.value, gast.Name) and node.func.value.id == "rt":
+            return _RUNTIME_KINDS.get(node.func.attr) == "int"
         return False
 
     def visit_Constant(self, node):

@@ -28,24 +28,27 @@ def mul(z, x, y):
     adj_y += adj_z * x
 
 
-@rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: "float")
+@rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: "float",
+      runtime="div")
 def div(z, x, y):
     adj_x += adj_z / y
     adj_y -= adj_z * z / y
 
 
-@rule("FloorDiv", "//", domain=[(0.1, 5), (0.7, 2)], differentiable=False)
+@rule("FloorDiv", "//", domain=[(0.1, 5), (0.7, 2)], differentiable=False,
+      runtime="floordiv")
 def floordiv(z, x, y):
     pass
 
 
-@rule("Mod", "%", domain=[(0.1, 5), (0.7, 2)])
+@rule("Mod", "%", domain=[(0.1, 5), (0.7, 2)], runtime="mod")
 def mod(z, x, y):
+    # z = x - y * (x // y), and x // y is a float here (y has an adjoint): no int overflow
     adj_x += adj_z
-    adj_y -= adj_z * math.floor(x / y)
+    adj_y -= adj_z * (x // y)
 
 
-@rule("Pow", "**", domain=[(0.5, 2), (-2, 2)])
+@rule("Pow", "**", domain=[(0.5, 2), (-2, 2)], runtime="power")
 def power(z, x, y):
     adj_x += adj_z * y * x ** (y - 1)
     if x > 0.0:

@@ -46,7 +46,8 @@ def float_(z, x):
     adj_x += adj_z
 
 
-@rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: "int", differentiable=False)
+@rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: "int", differentiable=False,
+      runtime="to_int")
 def int_(z, x):
     pass
 

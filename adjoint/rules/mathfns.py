@@ -14,89 +14,94 @@ def _int(*kinds):
     return "int"
 
 
-@rule("sin", "math.sin", domain=[(-3, 3)], result_kind=_float)
+def math_rule(name, domain, result_kind=_float, differentiable=True):
+    """The rule of ``math.<name>``; generated code calls ``rt.<name>`` (runtime/ieee.py)."""
+    return rule(name, f"math.{name}", domain, result_kind, differentiable, runtime=name)
+
+
+@math_rule("sin", domain=[(-3, 3)])
 def sin(z, x):
     adj_x += adj_z * math.cos(x)
 
 
-@rule("cos", "math.cos", domain=[(-3, 3)], result_kind=_float)
+@math_rule("cos", domain=[(-3, 3)])
 def cos(z, x):
     adj_x -= adj_z * math.sin(x)
 
 
-@rule("tan", "math.tan", domain=[(-1.2, 1.2)], result_kind=_float)
+@math_rule("tan", domain=[(-1.2, 1.2)])
 def tan(z, x):
     adj_x += adj_z * (1.0 + z * z)
 
 
-@rule("asin", "math.asin", domain=[(-0.9, 0.9)], result_kind=_float)
+@math_rule("asin", domain=[(-0.9, 0.9)])
 def asin(z, x):
     adj_x += adj_z / math.sqrt(1.0 - x * x)
 
 
-@rule("acos", "math.acos", domain=[(-0.9, 0.9)], result_kind=_float)
+@math_rule("acos", domain=[(-0.9, 0.9)])
 def acos(z, x):
     adj_x -= adj_z / math.sqrt(1.0 - x * x)
 
 
-@rule("atan", "math.atan", domain=[(-3, 3)], result_kind=_float)
+@math_rule("atan", domain=[(-3, 3)])
 def atan(z, x):
     adj_x += adj_z / (1.0 + x * x)
 
 
-@rule("atan2", "math.atan2", domain=[(-2, 2), (0.3, 2)], result_kind=_float)
+@math_rule("atan2", domain=[(-2, 2), (0.3, 2)])
 def atan2(z, y, x):
     adj_y += adj_z * x / (x * x + y * y)
     adj_x -= adj_z * y / (x * x + y * y)
 
 
-@rule("sinh", "math.sinh", domain=[(-2, 2)], result_kind=_float)
+@math_rule("sinh", domain=[(-2, 2)])
 def sinh(z, x):
     adj_x += adj_z * math.cosh(x)
 
 
-@rule("cosh", "math.cosh", domain=[(-2, 2)], result_kind=_float)
+@math_rule("cosh", domain=[(-2, 2)])
 def cosh(z, x):
     adj_x += adj_z * math.sinh(x)
 
 
-@rule("tanh", "math.tanh", domain=[(-2, 2)], result_kind=_float)
+@math_rule("tanh", domain=[(-2, 2)])
 def tanh(z, x):
     adj_x += adj_z * (1.0 - z * z)
 
 
-@rule("exp", "math.exp", domain=[(-2, 2)], result_kind=_float)
+@math_rule("exp", domain=[(-2, 2)])
 def exp(z, x):
     adj_x += adj_z * z
 
 
-@rule("log", "math.log", domain=[(0.1, 3)], result_kind=_float)
+@math_rule("log", domain=[(0.1, 3)])
 def log(z, x):
     adj_x += adj_z / x
 
 
-@rule("log1p", "math.log1p", domain=[(-0.5, 3)], result_kind=_float)
+@math_rule("log1p", domain=[(-0.5, 3)])
 def log1p(z, x):
     adj_x += adj_z / (1.0 + x)
 
 
-@rule("sqrt", "math.sqrt", domain=[(0.1, 3)], result_kind=_float)
+@math_rule("sqrt", domain=[(0.1, 3)])
 def sqrt(z, x):
     adj_x += adj_z * 0.5 / z
 
 
-@rule("pow", "math.pow", domain=[(0.5, 2), (-2, 2)], result_kind=_float)
+@math_rule("pow", domain=[(0.5, 2), (-2, 2)])
 def pow_(z, x, y):
     adj_x += adj_z * y * math.pow(x, y - 1.0)
     if x > 0.0:
         adj_y += adj_z * z * math.log(x)
 
 
-@rule("floor", "math.floor", domain=[(-3, 3)], result_kind=_int, differentiable=False)
+@math_rule("floor", domain=[(-3, 3)], result_kind=_int, differentiable=False)
 def floor(z, x):
     pass
 
 
-@rule("ceil", "math.ceil", domain=[(-3, 3)], result_kind=_int, differentiable=False)
+@math_rule("ceil", domain=[(-3, 3)], result_kind=_int, differentiable=False)
 def ceil(z, x):
     pass

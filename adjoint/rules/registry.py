@@ -5,8 +5,12 @@ updates ``adj_x``/``adj_y`` from ``adj_z`` (``z`` is the result). The body is
 parsed once into a gast template; ``instantiate`` substitutes the real names,
 drops the statements that update an operand with no adjoint (a constant, an
 integer, an inactive value) and returns fresh statements. Every rule also says
-how the primal is written in generated code, the kind of its result and the
-range its table-driven test samples.
+how the user writes the primal (``symbol``), the runtime function generated
+code calls instead where Python's own operation raises rather than follow IEEE
+arithmetic (``runtime``: ``x / y`` is ``rt.div(x, y)``, ``math.sin(x)`` is
+``rt.sin(x)``; see adjoint/runtime/ieee.py), the kind of its result and the
+range its table-driven test samples. Templates call math functions as user
+code does (``math.cos(x)``) and get the same spelling (``rt.cos(x)``).
 """
 import ast
 import copy
@@ -38,16 +42,19 @@ def numeric(*kinds):
 class Rule:
     """One operation: its primal spelling, its adjoint template and its test domain."""
     key: str                 # registry key: gast operator class name or canonical call name
-    symbol: str              # how the primal is written: '*' or 'math.sin'
+    symbol: str              # how the user writes the primal: '*' or 'math.sin'
     params: tuple            # operand names used in the template
     template: list           # gast statements of the adjoint (empty: zero derivative)
     result_kind: object      # callable(*operand kinds) -> kind
     domain: tuple            # per operand (lo, hi) sampled by the rule tests
     differentiable: bool
+    runtime: str = None      # generated code calls rt.<runtime> (None: written as symbol)
 
     def callee_expr(self):
-        """gast expression calling this op (for call-style rules)."""
-        return gast.parse(self.symbol, mode="eval").body
+        """gast expression of the function generated code calls (call-style rules):
+        ``rt.sin`` for ``math.sin``, ``abs`` for ``abs``."""
+        text = f"rt.{self.runtime}" if self.runtime else self.symbol
+        return gast.parse(text, mode="eval").body
 
     def instantiate(self, z, args, adj_of):
         """Adjoint statements for ``z = op(args)``.
@@ -95,6 +102,15 @@ class _Substitute(gast.NodeTransformer):
     def __init__(self, mapping):
         self.mapping = mapping
 
+    def visit_Attribute(self, node):
+        # math.cos(x) in a template: spelled as the user's math.cos(x) is (rt.cos)
+        if isinstance(node.value, gast.Name) and node.value.id == "math":
+            rule = RULES.get(node.attr)
+            if rule is None:
+                raise ValueError(f"a rule template calls math.{node.attr}, which has no rule")
+            return rule.callee_expr()
+        return self.generic_visit(node)
+
     def visit_Name(self, node):
         if node.id not in self.mapping:
             return node
@@ -114,13 +130,14 @@ def _template(fn):
     return params, body
 
 
-def rule(key, symbol, domain, result_kind=numeric, differentiable=True):
+def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None):
     """Register the decorated template function as the rule for ``key``."""
     def deco(fn):
         params, body = _template(fn)
         if key in RULES:
             raise ValueError(f"duplicate adjoint rule for {key}")
-        RULES[key] = Rule(key, symbol, params, body, result_kind, tuple(domain), differentiable)
+        RULES[key] = Rule(key, symbol, params, body, result_kind, tuple(domain), differentiable,
+                          runtime)
         return fn
     return deco
 

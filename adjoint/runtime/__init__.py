@@ -1,6 +1,6 @@
 """The runtime: arrays, launches, the tape and the helpers generated code calls.
 
-Generated modules import only this package (as ``rt``) and ``math``: never
+Generated modules import only this package (as ``rt``; CUDA modules also numba): never
 the transformer, gast or astor.
 """
 from .array import Array, array, empty, full, ones, ones_like, zeros, zeros_like

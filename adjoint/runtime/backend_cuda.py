@@ -1,14 +1,19 @@
 """The CUDA backend: ``numba.cuda`` kernels, or numba's simulator under
 ``NUMBA_ENABLE_CUDASIM=1`` (how CI tests it on machines without a GPU).
 
-Generated CUDA modules bind ``rt`` to this module: ``rt.clamp`` is a device
-function and ``rt.launcher`` turns a ``@cuda.jit`` grid kernel into the
-``forward``/``backward`` callables of a ``KernelSpec``.
+Generated CUDA modules bind ``rt`` to this module: ``rt.clamp`` and the IEEE
+arithmetic (``rt.div``, ``rt.sin``, ...: runtime/ieee.py) are device functions
+(under the simulator, the plain-Python functions), and ``rt.launcher`` turns a
+``@cuda.jit`` grid kernel into the ``forward``/``backward`` callables of a
+``KernelSpec``.
 """
+import threading
+import warnings
+
 import numpy as np
 
 from ..errors import AdjointError
-from . import helpers
+from . import helpers, ieee, ieee_compiled
 
 NAME = "cuda"
 float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)
@@ -34,6 +39,9 @@ def simulated():
     return bool(numba.config.ENABLE_CUDASIM)
 
 
+_SIMULATOR = threading.Lock()
+
+
 def _threads(ndim):
     if simulated():
         return {1: (32,), 2: (8, 4), 3: (4, 4, 2)}[ndim]
@@ -56,6 +64,17 @@ def launcher(kernel, ndim, status=False, check=True):
             return
         threads = _threads(ndim)
         blocks = tuple((d + t - 1) // t for d, t in zip(dims, threads))
+        if simulated():
+            # the simulator runs each GPU thread as a Python thread on numpy scalars:
+            # an overflow or inf - inf is IEEE there too, but numpy would warn. Warning
+            # filters are process-wide, hence the lock (the simulator, which swaps the
+            # ``cuda`` global of the kernel's module while it runs, is not thread-safe either)
+            with _SIMULATOR, warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return launch(blocks, threads, dims, rest)
+        return launch(blocks, threads, dims, rest)
+
+    def launch(blocks, threads, dims, rest):
         if not status:
             kernel[blocks, threads](*dims, *rest)
             return
@@ -133,14 +152,24 @@ def _kernels():
     return _compiled
 
 
-def _device_functions():
+def _device_function(attr):
+    """``rt.<attr>`` of generated CUDA code: a device function compiled on first use
+    (under the simulator, which runs kernels as Python, IEEE arithmetic is ieee.py's)."""
+    if attr == "clamp":
+        fn = helpers.clamp
+    elif attr in ieee.__all__:
+        if simulated():
+            return getattr(ieee, attr)
+        fn = getattr(ieee_compiled, attr)
+    else:
+        return None
     from numba import cuda
-    return cuda.jit(device=True)(helpers.clamp)
+    return cuda.jit(device=True)(fn)
 
 
 def __getattr__(attr):
-    if attr == "clamp":
-        value = _device_functions()
-        globals()["clamp"] = value
-        return value
-    raise AttributeError(attr)
+    value = _device_function(attr)
+    if value is None:
+        raise AttributeError(attr)
+    globals()[attr] = value
+    return value

@@ -6,7 +6,7 @@ Thread functions are compiled with ``njit``; grid functions with
 import numba
 import numpy as np
 
-from . import helpers
+from . import helpers, ieee_compiled
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
@@ -20,6 +20,11 @@ def jit(fn):
 def jit_inline(fn):
     """Thread functions: inlined into their grid loop at numba-IR level."""
     return numba.njit(cache=True, inline="always")(fn)
+
+
+def jit_ieee(fn):
+    """rt.div, rt.sin, ...: IEEE arithmetic (runtime/ieee.py), no ZeroDivisionError."""
+    return numba.njit(cache=True, error_model="numpy")(fn)
 
 
 def jit_grid(fn):
@@ -65,3 +70,26 @@ def add_chunks(arr, copies):
             total += parts[c, e]
         flat[e] = total
 block_count = jit(helpers.block_count)
+
+div = jit_ieee(ieee_compiled.div)
+floordiv = jit_ieee(ieee_compiled.floordiv)
+mod = jit_ieee(ieee_compiled.mod)
+power = jit_ieee(ieee_compiled.power)
+pow = jit_ieee(ieee_compiled.pow)  # noqa: A001
+sin = jit_ieee(ieee_compiled.sin)
+cos = jit_ieee(ieee_compiled.cos)
+tan = jit_ieee(ieee_compiled.tan)
+asin = jit_ieee(ieee_compiled.asin)
+acos = jit_ieee(ieee_compiled.acos)
+atan = jit_ieee(ieee_compiled.atan)
+atan2 = jit_ieee(ieee_compiled.atan2)
+sinh = jit_ieee(ieee_compiled.sinh)
+cosh = jit_ieee(ieee_compiled.cosh)
+tanh = jit_ieee(ieee_compiled.tanh)
+exp = jit_ieee(ieee_compiled.exp)
+log = jit_ieee(ieee_compiled.log)
+log1p = jit_ieee(ieee_compiled.log1p)
+sqrt = jit_ieee(ieee_compiled.sqrt)
+floor = jit_ieee(ieee_compiled.floor)
+ceil = jit_ieee(ieee_compiled.ceil)
+to_int = jit_ieee(ieee_compiled.to_int)

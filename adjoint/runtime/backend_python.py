@@ -8,6 +8,8 @@ from . import helpers, racecheck
 from .helpers import (add_chunks, chunk_start, clamp, float32,  # noqa: F401
                       private_copies, signed, stack_new_bool, stack_new_float, stack_new_float32,
                       stack_new_int, stack_push, trip_count)
+from .ieee import (acos, asin, atan, atan2, ceil, cos, cosh, div, exp, floor,  # noqa: F401
+                   floordiv, log, log1p, mod, pow, power, sin, sinh, sqrt, tan, tanh, to_int)
 from .racecheck import chunk_count, prange  # noqa: F401  (range and 1 when not checking)
 
 SERIAL_BELOW = 2048  # smaller grids run serially: thread start-up costs more

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers, watch
+from . import buffers, verify, watch
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
 
@@ -122,7 +122,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
             watch.before_write(v, label, tape)       # tapes that read v keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
-    spec.forward(*dims, *values)
+    verify.run(spec, "forward", dims, values)
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
 
@@ -189,4 +189,4 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
         written.append(data)
     for data in written:
         watch.before_write(data, f"adjoint launch of kernel '{spec.name}' ({spec.origin})")
-    buffers.call_unaliased(spec.backward, (*dims, *values), adjs)
+    verify.run(spec, "backward", dims, values, adjs)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError, user_frames
-from . import buffers, watch
+from . import buffers, verify, watch
 from .array import Array
 
 _recording = threading.local()      # .tape: the tape recording on this thread
@@ -58,7 +58,7 @@ class LaunchStep:
         writer = f"the backward of {self.label}"
         adjs = [adjoint_buffer(a, writer) for p, a in zip(self.kernel.params, self.args)
                 if p.has_adjoint]
-        buffers.call_unaliased(self.kernel.backward, (*self.dims, *self.values), adjs)
+        verify.run(self.kernel, "backward", self.dims, self.values, adjs)
 
 
 @dataclass

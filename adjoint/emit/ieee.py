@@ -1,0 +1,58 @@
+"""Spell the operators whose Python meaning is not IEEE arithmetic as runtime calls.
+
+Python raises ``ZeroDivisionError`` for ``x / 0.0`` (also ``//``, ``%``), raises
+``OverflowError`` or returns a complex number for some ``x ** y``, where IEEE
+arithmetic (numba, CUDA, NumPy) gives inf or nan. So the functions emitted here
+spell ``x / y`` as ``rt.div(x, y)``, ``x // y`` as ``rt.floordiv(x, y)``,
+``x % y`` as ``rt.mod(x, y)`` and ``x ** y`` as ``rt.power(x, y)``: the
+``runtime`` column of the rule registry, which also spells ``math.sin(x)`` as
+``rt.sin(x)`` when parsing (see adjoint/runtime/ieee.py for their meaning).
+
+A division by a positive number literal (``x / 2.0``, ``i % 2``, also
+``rt.float32(2.0)`` in a float32 kernel) stays an operator: it cannot divide by
+zero, and Python, numba and NumPy agree on it. ``**`` is always a call: Python
+and numba compute ``x ** 3`` differently (``pow`` against repeated products).
+
+Expects: function bodies as emitted, after the float32 pass (emit/precision.py,
+which reads ``/`` and ``**`` as operators). Guarantees: new statements; no other
+node changes.
+"""
+import copy
+
+import gast
+
+from ..rules import RULES
+from ..transform.ir import rt_call
+
+NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)"
+_RUNTIME = {key: r.runtime for key, r in RULES.items() if r.runtime}
+_DIVISIONS = ("Div", "FloorDiv", "Mod")
+
+
+def spell(body):
+    """``body`` (a list of statements) with ``/ // % **`` spelled as runtime calls."""
+    return [_Spell().visit(copy.deepcopy(s)) for s in body]
+
+
+class _Spell(gast.NodeTransformer):
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        op = type(node.op).__name__
+        if op not in _RUNTIME or (op in _DIVISIONS and _positive_literal(node.right)):
+            return node
+        return gast.copy_location(rt_call(_RUNTIME[op], node.left, node.right), node)
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if type(node.op).__name__ in _RUNTIME:     # (rules only emit += and -=)
+            raise ValueError(f"cannot spell augmented {type(node.op).__name__} in emitted code")
+        return node
+
+
+def _positive_literal(node):
+    if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
+            isinstance(node.func.value, gast.Name) and node.func.value.id == "rt" and \
+            node.func.attr == "float32" and len(node.args) == 1:
+        node = node.args[0]
+    return isinstance(node, gast.Constant) and type(node.value) in (int, float) and \
+        node.value > 0

@@ -1,0 +1,69 @@
+"""Calling a kernel's compiled forward or backward, and the opt-in ``verify_fp`` check.
+
+``run`` is the one place a launch calls generated code (``launch`` and the
+tape's backward both go through it). Generated code follows IEEE arithmetic:
+inf and nan, never an exception (runtime/ieee.py); ``run`` turns NumPy's
+floating-point warnings off while plain-Python generated code runs (the Python
+backend computes on numpy scalars, which warn about the infs and nans they
+make; numba-compiled code never warns and runs as it is).
+
+With ``adjoint.config.verify_fp`` on (or ``ADJOINT_VERIFY_FP=1``), ``run`` then
+checks, as ``warp.config.verify_fp`` does, every float array the launch wrote:
+after a forward, the arrays the kernel stores into; after a backward, the
+adjoint arrays. The first one holding an inf or a nan raises ``NonFiniteError``
+naming the kernel (name and file:line), the launch (forward or backward), the
+array and its first non-finite element (index and value, in C order).
+"""
+import types
+
+import numpy as np
+
+from ..errors import NonFiniteError
+from . import buffers, config
+
+
+def run(spec, part, dims, values, adjoints=()):
+    """Run ``spec``'s ``part`` ("forward" or "backward") on ``(*dims, *values,
+    *adjoints)``: ``values`` one per parameter, ``adjoints`` one per parameter
+    that has an adjoint (a float array), in order."""
+    fn = spec.forward if part == "forward" else spec.backward
+    buffers.call_unaliased(_quiet(fn), (*dims, *values), adjoints)
+    if config.verify_fp:
+        check(spec, part, values, adjoints)
+
+
+def _quiet(fn):
+    """``fn`` with numpy's floating-point warnings off: plain Python computes with numpy
+    scalars (or it is a launcher); what numba compiled warns of nothing."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            fn(*args)
+    return quiet
+
+
+def check(spec, part, values, adjoints=()):
+    """Raise ``NonFiniteError`` for the first written float array holding an inf or a nan."""
+    if part == "forward":
+        written = [(p.name, v) for p, v in zip(spec.params, values)
+                   if p.is_array and p.name in spec.writes]
+    else:
+        written = [(f"adj_{p.name}", a) for p, a in
+                   zip([p for p in spec.params if p.has_adjoint], adjoints)]
+    for label, buf in written:
+        if np.dtype(buf.dtype).kind != "f":
+            continue
+        data = buffers.to_host(buf)
+        finite = np.isfinite(data)
+        if finite.all():
+            continue
+        where = np.unravel_index(int(np.argmin(finite.reshape(-1))), data.shape)
+        index = ", ".join(str(int(k)) for k in where)
+        count = int(data.size - np.count_nonzero(finite))
+        what = "gradient" if part == "backward" else "output"
+        raise NonFiniteError(
+            f"kernel '{spec.name}' ({spec.origin}), {part} launch: {what} array "
+            f"'{label}' holds a non-finite value: {label}[{index}] = {float(data[where])!r}"
+            f" (the first of {count}; verify_fp is on)")
