@@ -71,14 +71,17 @@ def stack_kinds(tr):
     return out
 
 
-def declare(body, params, tr):
+def declare(body, params, tr, with_stacks=True):
     """``(declarations, ok)``: typed zero assignments for every maybe-unassigned local,
-    and whether all their kinds are known."""
+    and whether all their kinds are known. With ``with_stacks=False`` loop stacks are left
+    out (CUDA spells each stack as one fixed local array of its own type)."""
     names = sorted(maybe_unassigned(body, set(params)))
     stacks = stack_kinds(tr)
     decls = []
     for n in names:
         if n in stacks and n.startswith("loop") and not (n.endswith("_count") or n.endswith("_iter")):
+            if not with_stacks:
+                continue
             kind = stacks[n]
             call = gast.Call(func=gast.Attribute(value=name("rt"), attr=f"stack_new_{kind}",
                                                  ctx=gast.Load()),

@@ -68,13 +68,15 @@ def _kernel_functions(tr, target, custom_grads):
     if target == "cuda":
         cap = getattr(tr, "loop_capacity", 256)
         out = [(f"{k}_forward_thread", tids + params,
-                cuda.lower_body(_lower(tr.rev.forward), tr, cap, custom_grads), cuda.DEVICE),
+                cuda.lower_body(_declared(_lower(tr.rev.forward), tids + params, tr, target),
+                                tr, cap, custom_grads), cuda.DEVICE),
                (f"{k}_forward", dims + params,
                 cuda.grid(f"{k}_forward_thread", tids, dims, params), cuda.KERNEL)]
         if tr.rev.backward is not None:
             bparams = params + adj_params + [cuda.STATUS]
             out += [(f"{k}_backward_thread", tids + bparams,
-                     cuda.lower_body(_lower(tr.rev.backward), tr, cap, custom_grads), cuda.DEVICE),
+                     cuda.lower_body(_declared(_lower(tr.rev.backward), tids + bparams, tr, target),
+                                     tr, cap, custom_grads), cuda.DEVICE),
                     (f"{k}_backward", dims + bparams,
                      cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
         return out
@@ -89,6 +91,14 @@ def _kernel_functions(tr, target, custom_grads):
                  *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
                         backward=True))]
     return out
+
+
+def _declared(body, names, tr, target):
+    """``body`` with its maybe-unassigned locals declared first (emit/declare.py), where
+    their kinds are known: numba must see a value on every path, also when it prunes a
+    branch whose test it can fold (``if 1 > 0``)."""
+    decls, ok = declare(body, names, tr, with_stacks=target != "cuda")
+    return decls + body if ok else body
 
 
 def _thread_body(body, params, tr):
@@ -208,11 +218,8 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
     deco = cuda.DEVICE if target == "cuda" else DECORATOR
 
     def lower(body, names):
-        body = _lower(body)
-        if target == "cuda":
-            return cuda.lower_body(body, tr, 256, custom_grads)
-        decls, ok = declare(body, names, tr)    # numba must see a value on every path
-        return decls + body if ok else body
+        body = _declared(_lower(body), names, tr, target)
+        return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
     out = [(f"{f}_forward", params, lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
