@@ -6,6 +6,7 @@ Thread functions are compiled with ``njit``; grid functions with
 import numba
 
 from . import helpers
+from .bounds import checked  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
@@ -43,6 +44,9 @@ stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
 private_copies = jit(helpers.private_copies)
+range_outside = jit(helpers.range_outside)
+index_outside_loop = jit(helpers.index_outside_loop)
+fault = jit(helpers.fault)
 
 
 @numba.njit(cache=True, parallel=True)
