@@ -145,6 +145,10 @@ def _fault(status, site, a, b, c):
     """``helpers.fault`` for GPU threads: the first to fail claims the record
     atomically, so its site and values are reported together."""
     if cuda.atomic.cas(status, 1, 0, site) == 0:
+        if a > 9223372036854775807:      # the simulator's int(1e30) is a Python int
+            a = 9223372036854775807
+        elif a < -9223372036854775807:
+            a = -9223372036854775807
         status[2] = a
         status[3] = b
         status[4] = c

@@ -107,7 +107,14 @@ def fault(status, site, a, b, c):
     """Record a failed bounds check (site number, index or loop range) unless one is
     recorded already; the launcher raises (see adjoint/runtime/bounds.py)."""
     if status[1] == 0:
+        if a > INT64_MAX:        # plain Python's int(1e30) is exact; an int64 holds less
+            a = INT64_MAX
+        elif a < -INT64_MAX:
+            a = -INT64_MAX
         status[1] = site
         status[2] = a
         status[3] = b
         status[4] = c
+
+
+INT64_MAX = 9223372036854775807
