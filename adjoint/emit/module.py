@@ -29,7 +29,10 @@ class _Lower(gast.NodeTransformer):
     a bounds check -> its test and fault report (emit/bounds.py)."""
 
     def visit_Expr(self, node):
-        return bounds.lower(node) if getattr(node, "check", None) is not None else node
+        if getattr(node, "check", None) is not None:
+            return bounds.lower(node)
+        self.generic_visit(node)
+        return node
 
     def visit_Assign(self, node):
         v = node.value

@@ -19,9 +19,13 @@ component (axis) of an access, the cheapest sound place is chosen:
   an access every iteration makes: the range's first and last values are
   checked before the loop (``pos[j, 0]``); a component the loop does not
   change is checked there as well, when the loop runs at all;
+- **not at all** where the enclosing ``if`` tests prove it: ``u[i - 1, j]``
+  under ``if i > 0 and ...`` (``i`` being a thread index bounded per launch),
+  ``u[i + 1, j]`` under ``i < nx - 1`` with ``nx = u.shape[0]``
+  (transform/facts.py);
 - **where it is used** (kind ``index``): everything else (gathers
-  ``x[idx[j]]``, ``x[i + 1]``, accesses under an ``if``), once per value in a
-  block.
+  ``x[idx[j]]``, ``x[i + 1]``, accesses under other tests), once per value in
+  a block.
 
 A negative index is out of bounds, as in Warp and CUDA: nothing wraps around
 (the ``color`` plan of pass parallel relies on it). A check is a statement of
@@ -37,6 +41,7 @@ from dataclasses import dataclass
 
 import gast
 
+from .facts import Facts
 from .ir import at, const, name, rt_call, target_names, walk_stmts
 from .parallel import _tid_names
 
@@ -91,6 +96,7 @@ class _Bounder:
         self.arrays = {p.name for p in ssa.norm.pf.params if p.is_array}
         self.owner = _tid_names(ssa, dims)
         self.copies = _single_copies(ssa.body)
+        self.facts = Facts(ssa)
         self.sites = []
         self.site_no = {}
         self.proven = self.launch_bounds(ssa.body)
@@ -167,20 +173,21 @@ class _Bounder:
         stmt.check = Check(self.site(site), kind)
         return stmt
 
-    def block(self, stmts, loop, done, hoisted=None):
+    def block(self, stmts, loop, done, hoisted=None, facts=frozenset()):
         """``stmts`` with checks. ``loop``: the checked loop whose body ``stmts`` is
         (checks that can run before it go to ``hoisted``); ``done``: the
-        {(array, axis, index)} already checked on every path to here."""
+        {(array, axis, index)} already checked on every path to here; ``facts``: the
+        comparisons the enclosing ``if`` tests guarantee (transform/facts.py)."""
         out = []
         done = set(done)
         for s in stmts:
             if _exits(s):
                 loop = None
-            out += self.checks(s, loop, done, hoisted)
-            out += self.nested(s, done)
+            out += self.checks(s, loop, done, hoisted, facts)
+            out += self.nested(s, done, facts)
         return out
 
-    def checks(self, s, loop, done, hoisted):
+    def checks(self, s, loop, done, hoisted, facts):
         out = []
         for arr, idx in _accesses(s, self.arrays):
             for axis, c in enumerate(idx):
@@ -188,7 +195,7 @@ class _Bounder:
                 if key is not None and (arr, axis) + key in self.proven:
                     continue
                 seen = (arr, axis, c.id if isinstance(c, gast.Name) else key)
-                if seen in done:
+                if seen in done or self.guarded(c, arr, axis, facts):
                     continue
                 done.add(seen)
                 size = _shape(arr, axis)
@@ -205,20 +212,28 @@ class _Bounder:
                                           [copy.deepcopy(c), size], s.lineno))
         return out
 
-    def nested(self, s, done):
+    def guarded(self, c, arr, axis, facts):
+        """Whether ``c`` is in bounds by the enclosing tests (``i - 1`` under ``i > 0``)."""
+        if not facts:
+            return False
+        below = {n for n, d in self.owner.items() if (arr, axis, "thread", d) in self.proven}
+        return self.facts.within(c, arr, axis, facts, nonnegative=set(self.owner),
+                                 below_shape=below)
+
+    def nested(self, s, done, facts):
         """[``s``] with checks inside its blocks, preceded by those run before its loop."""
         if isinstance(s, gast.If):
             new = copy.copy(s)
-            new.body = self.block(s.body, None, done)
-            new.orelse = self.block(s.orelse, None, done)
+            new.body = self.block(s.body, None, done, facts=facts | self.facts.implied(s.test))
+            new.orelse = self.block(s.orelse, None, done, facts=facts)
             return [new]
         if isinstance(s, (gast.For, gast.While)):
             inside = _assigned_in(s)
             entry = {k for k in done if not (isinstance(k[2], str) and k[2] in inside)}
             hoisted = []
             new = copy.copy(s)
-            new.body = self.block(s.body, self.checked_loop(s), entry, hoisted)
-            latch = self.block(s.loop.latch, None, set())
+            new.body = self.block(s.body, self.checked_loop(s), entry, hoisted, facts)
+            latch = self.block(s.loop.latch, None, set(), facts=facts)
             if any(getattr(x, "check", None) is not None for x in walk_stmts(latch)):
                 new.loop = copy.copy(s.loop)
                 new.loop.latch = latch
