@@ -337,3 +337,62 @@ def test_bounds_check_false_emits_no_checks_and_keeps_results(backend, kernel_mo
 def test_zero_size_launch_checks_nothing(backend, kernels):
     """No thread runs: a launch over dim=0 indexes nothing, whatever the shapes."""
     ad.launch(kernels.scale, 0, inputs=[ad.zeros(0)], outputs=[ad.zeros(0)])
+
+
+STENCIL = '''
+@ad.kernel
+def smooth(u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    nx = u.shape[0]
+    c = u[i, j]
+    if i > 0 and i < nx - 1 and j > 0:
+        out[i, j] = u[i - 1, j] + u[i + 1, j] + u[i, j - 1] - 3.0 * c
+    else:
+        out[i, j] = c
+
+
+@ad.kernel
+def off_by_one(u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    nx = u.shape[0]
+    if i >= 0 and i < nx:
+        out[i, j] = u[i - 1, j] + u[i + 1, j]
+'''
+
+
+def test_neighbours_proven_by_their_guard_need_no_check(backend, kernel_module):
+    """``u[i - 1, j]`` under ``i > 0``, ``u[i + 1, j]`` under ``i < nx - 1`` (nx =
+    u.shape[0]) and ``u[i, j - 1]`` under ``j > 0`` are in bounds: no check is made;
+    results and gradients are those of numpy (d sum(out) / du by hand)."""
+    m = kernel_module(STENCIL)
+    for stage in ("forward", "backward"):
+        assert "rt.fault" not in ad.source(m.smooth, stage)
+    u0 = np.arange(20.0).reshape(4, 5) ** 1.5
+    u = ad.array(u0, requires_grad=True)
+    out = ad.zeros((4, 5), requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.smooth, (4, 5), inputs=[u], outputs=[out])
+    tape.backward(grads={out: np.ones((4, 5))})
+    want, grad = u0.copy(), np.ones((4, 5))
+    for i in range(1, 3):
+        for j in range(1, 5):
+            want[i, j] = u0[i - 1, j] + u0[i + 1, j] + u0[i, j - 1] - 3.0 * u0[i, j]
+            grad[i, j] -= 4.0                  # the 1 of the border copy becomes -3
+            grad[i - 1, j] += 1.0
+            grad[i + 1, j] += 1.0
+            grad[i, j - 1] += 1.0
+    np.testing.assert_allclose(out.numpy(), want)
+    np.testing.assert_allclose(u.grad.numpy(), grad)
+
+
+def test_a_guard_that_does_not_prove_the_index_leaves_the_check(backend, kernel_module):
+    """``i >= 0`` does not make ``i - 1`` an index, nor ``i < nx`` ``i + 1``: both are
+    checked, and i = 0 fails (before the checks numba read u[-1, j], the last row)."""
+    m = kernel_module(STENCIL)
+    src = ad.source(m.off_by_one, "forward")
+    assert src.count(">= u.shape[0]:") == 2           # u[i - 1, j] and u[i + 1, j]
+    with pytest.raises(ad.BoundsError) as err:
+        ad.launch(m.off_by_one, (3, 2), inputs=[ad.array(np.ones((3, 2)))],
+                  outputs=[ad.zeros((3, 2))])
+    assert err.value.index in (-1, 3) and err.value.array == "u" and err.value.shape == (3, 2)
