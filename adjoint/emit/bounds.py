@@ -12,7 +12,19 @@ exception can leave neither numba's parallel loops nor a GPU thread::
 and each kernel with checked sites gets a ``<kernel>_bounds`` record
 (``adjoint.runtime.Bounds``) that its launcher uses to check the per-launch
 sites and to name a reported fault (adjoint/runtime/bounds.py).
+
+The early return has a price where a grid's loop over threads accumulates into
+one element (the springs workload's ``energy[0] += e``): numba keeps that
+element in a register only if every thread stores to it, so a check that may
+return makes it load and store the element per thread. Going on at index 0
+after a failed check and handing the failure back through the thread's return
+value keeps the register, but its bookkeeping cost as much on that workload
+(both about +15% on its forward, see docs/benchmarks.md) for a longer
+generated code and a runtime that must give empty arrays a valid element 0;
+so checks return.
 """
+import copy
+
 import gast
 
 from ..transform.ir import const, if_, name, rt_call, walk_stmts
@@ -23,21 +35,21 @@ from .printer import WIDTH
 def lower(stmt):
     """The ``if <index out of bounds>: rt.fault(...); return`` of check statement ``stmt``."""
     kind = stmt.check.kind
-    args = stmt.value.args
-    site = args[-1]
-    if kind == "index":
-        index, size = args[0], args[1]
+
+    def arg(k):          # a fresh copy per use: later passes rewrite nodes in place
+        return copy.deepcopy(stmt.value.args[k])
+    if kind == "index":          # (index, size)
         test = gast.BoolOp(op=gast.Or(), values=[
-            gast.Compare(left=index, ops=[gast.Lt()], comparators=[const(0)]),
-            gast.Compare(left=index, ops=[gast.GtE()], comparators=[size])])
-        values = [index, const(0), const(0)]
-    elif kind == "range":
-        test = rt_call("range_outside", *args[:4])
-        values = list(args[:3])
-    else:
-        test = rt_call("index_outside_loop", *args[:5])
-        values = [args[0], const(0), const(0)]
-    report = gast.Expr(value=rt_call("fault", name(STATUS), site, *values))
+            gast.Compare(left=arg(0), ops=[gast.Lt()], comparators=[const(0)]),
+            gast.Compare(left=arg(0), ops=[gast.GtE()], comparators=[arg(1)])])
+        values = [arg(0), const(0), const(0)]
+    elif kind == "range":        # (start, stop, step, size)
+        test = rt_call("range_outside", *[arg(k) for k in range(4)])
+        values = [arg(k) for k in range(3)]
+    else:                        # loop_index: (index, start, stop, step, size)
+        test = rt_call("index_outside_loop", *[arg(k) for k in range(5)])
+        values = [arg(0), const(0), const(0)]
+    report = gast.Expr(value=rt_call("fault", name(STATUS), arg(-1), *values))
     report.lineno = stmt.lineno
     ret = gast.Return(value=None)
     ret.lineno = stmt.lineno

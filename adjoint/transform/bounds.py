@@ -27,9 +27,11 @@ component (axis) of an access, the cheapest sound place is chosen:
   ``x[idx[j]]``, ``x[i + 1]``, accesses under other tests), once per value in
   a block.
 
-A negative index is out of bounds, as in Warp and CUDA: nothing wraps around
-(the ``color`` plan of pass parallel relies on it). A check is a statement of
-its own, so the backward pass replays it even where it drops the store it
+A failed check stops its thread before the access (emit/bounds.py: the site is
+recorded in the launch's status array and the thread function returns; the
+launch raises). A negative index is out of bounds, as in Warp and CUDA: nothing
+wraps around (the ``color`` plan of pass parallel relies on it). A check is a
+statement of its own, so the backward pass replays it even where it drops the store it
 guards; an adjoint access uses the same index on an array of the same shape,
 so the replayed checks cover it. ``bound(..., enabled=False)`` returns the SSA
 unchanged with no sites (``@ad.kernel(bounds_check=False)``).
@@ -44,6 +46,7 @@ import gast
 from .facts import Facts
 from .ir import at, const, name, rt_call, target_names, walk_stmts
 from .parallel import _tid_names
+
 
 @dataclass(frozen=True)
 class Site:
@@ -258,7 +261,8 @@ def _accesses(stmt, arrays):
     for s in subs:
         if isinstance(s, gast.Subscript) and isinstance(s.value, gast.Name) and \
                 s.value.id in arrays:
-            out.append((s.value.id, s.slice.elts if isinstance(s.slice, gast.Tuple) else [s.slice]))
+            idx = s.slice.elts if isinstance(s.slice, gast.Tuple) else [s.slice]
+            out.append((s.value.id, idx))
     return out
 
 
