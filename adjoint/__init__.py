@@ -6,7 +6,8 @@ launches on a ``Tape`` and replay their generated backward passes.
 __version__ = "0.1.0"
 
 from .api import Func, Kernel, func, func_grad, kernel, source  # noqa: E402
-from .errors import (AdjointError, LaunchError, NonFiniteError, StaleModuleError,  # noqa: E402
+from .errors import (AdjointError, BoundsError, LaunchError, NonFiniteError,  # noqa: E402
+                     StaleModuleError,
                      TapeError, TransformError)
 from .runtime import (Array, Tape, array, backend_name, backend_scope, empty,  # noqa: E402
                       full, launch, ones, ones_like, use_backend, zeros, zeros_like)
@@ -20,7 +21,7 @@ from . import autograd  # noqa: E402,F401
 from .generate import generate  # noqa: E402
 
 __all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointError",
-           "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
+           "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",
            "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",

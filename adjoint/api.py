@@ -52,11 +52,12 @@ class Func:
 class Kernel:
     """A kernel: launched over a 1-, 2- or 3-D grid with ``ad.launch``."""
 
-    def __init__(self, pyfunc, enable_backward=True, loop_capacity=256):
+    def __init__(self, pyfunc, enable_backward=True, loop_capacity=256, bounds_check=True):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
         self.enable_backward = enable_backward
         self.loop_capacity = loop_capacity
+        self.bounds_check = bounds_check
         self._tr = None
         self._specs = {}
         self.modules = {}
@@ -79,7 +80,7 @@ class Kernel:
             with LOCK:
                 if self._tr is None:
                     from .pipeline import transform
-                    self._tr = transform(self.pyfunc, "kernel")
+                    self._tr = transform(self.pyfunc, "kernel", self.bounds_check)
         return self._tr
 
     @property
@@ -170,14 +171,22 @@ def load_generated(kernel, backend_name):
     return load(cache_dir(), stem, text, f"{stem}_{backend_name}")
 
 
-def kernel(fn=None, *, enable_backward=True, loop_capacity=256):
-    """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False, loop_capacity=N)``.
+def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=True):
+    """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False, loop_capacity=N,
+    bounds_check=False)``.
 
     ``loop_capacity`` bounds the iterations one GPU thread may record per loop
-    (CUDA only: CPU stacks grow as needed)."""
+    (CUDA only: CPU stacks grow as needed). ``bounds_check`` (default on): every
+    array index is checked -- once per launch where it is the thread index, once
+    before a loop where it is the loop variable, else where it is used -- and an
+    index out of bounds (negative ones included: nothing wraps around) raises
+    ``ad.BoundsError``. ``bounds_check=False`` emits no checks: an index out of
+    bounds then reads or writes outside the array."""
+    options = dict(enable_backward=enable_backward, loop_capacity=loop_capacity,
+                   bounds_check=bounds_check)
     if fn is None:
-        return lambda f: Kernel(f, enable_backward=enable_backward, loop_capacity=loop_capacity)
-    return Kernel(fn, enable_backward=enable_backward, loop_capacity=loop_capacity)
+        return lambda f: Kernel(f, **options)
+    return Kernel(fn, **options)
 
 
 def func(fn):
@@ -206,4 +215,4 @@ def source(obj, stage="backward", target="cpu"):
     if not isinstance(obj, (Kernel, Func)):
         raise TypeError("ad.source expects an @ad.kernel or an @ad.func")
     return stage_source(obj.pyfunc, role, stage, target,
-                        getattr(obj, "loop_capacity", 256))
+                        getattr(obj, "loop_capacity", 256), getattr(obj, "bounds_check", True))

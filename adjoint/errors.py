@@ -54,6 +54,18 @@ class LaunchError(AdjointError, TypeError):
     """Wrong arguments to ``launch`` (count, dtype, ndim, device, dim)."""
 
 
+class BoundsError(LaunchError, IndexError):
+    """An array index out of bounds in a kernel (checked unless
+    ``@ad.kernel(bounds_check=False)``). Attributes: ``kernel``, ``array``,
+    ``index``, ``shape``, ``filename`` and ``lineno`` (the access)."""
+
+    def __init__(self, message, *, kernel="", array="", index=None, shape=(), filename="",
+                 lineno=0):
+        super().__init__(message)
+        self.kernel, self.array, self.index, self.shape = kernel, array, index, shape
+        self.filename, self.lineno = filename, lineno
+
+
 class TapeError(AdjointError):
     """Misuse of a Tape, or an unsafe overwrite it refuses to record."""
 

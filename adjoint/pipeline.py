@@ -1,6 +1,6 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
-parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> reverse.
+parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
 from dataclasses import dataclass
@@ -9,7 +9,7 @@ from .emit.printer import render_function
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .generate import TARGETS
-from .transform import activity, hazards, normalize, parallel, reverse, ssa, types
+from .transform import activity, bounds, hazards, normalize, parallel, reverse, ssa, types
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
 
@@ -27,14 +27,17 @@ class Transformed:
     writes: set
     dims: int
     plans: tuple = None     # kernels: (forward Plan, backward Plan) from pass parallel
+    sites: tuple = ()       # kernels: the bounds.Site of every checked index (pass bounds)
 
 
-def transform(pyfunc, role):
+def transform(pyfunc, role, bounds_check=True):
+    """Run every pass on ``pyfunc`` (``role`` "kernel" or "func"). ``bounds_check``
+    (kernels): check array indices (pass bounds); ``ssa`` is then the checked tree."""
     with transforming(pyfunc):
-        return _transform(pyfunc, role)
+        return _transform(pyfunc, role, bounds_check)
 
 
-def _transform(pyfunc, role):
+def _transform(pyfunc, role, bounds_check):
     pf = fence(parse(pyfunc, role))
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)
@@ -43,13 +46,15 @@ def _transform(pyfunc, role):
     if role == "kernel":
         hazards.check(s, dims)
     act = activity.active(s)
-    rev = reverse.reverse(s, act)
+    checked = bounds.bound(s, dims, enabled=bounds_check and role == "kernel")
+    rev = reverse.reverse(checked.ssa, act)
     reads, writes = hazards.arrays_used(s)
     plans = None
     if role == "kernel":
         adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
         plans = parallel.plan(s, dims, adj_arrays)
-    return Transformed(pf, norm, kinds, return_kinds, s, act, rev, reads, writes, dims, plans)
+    return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
+                       plans, checked.sites)
 
 
 def _dims(s):
@@ -63,12 +68,13 @@ def _dims(s):
     return 1
 
 
-def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256):
+def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):
     """Python source of ``pyfunc`` after ``stage`` (one of STAGES).
 
     ``target`` ("cpu" or "cuda") spells the forward and backward stages; the
     earlier stages are the same for both. ``loop_capacity`` sizes a kernel's
-    CUDA loop stacks (``@ad.kernel(loop_capacity=N)``).
+    CUDA loop stacks (``@ad.kernel(loop_capacity=N)``); ``bounds_check=False``
+    leaves out the index checks (``@ad.kernel(bounds_check=False)``).
     """
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
@@ -82,7 +88,7 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256):
         pf = fence(parse(pyfunc, role))
         norm = normalize.normalize(pf)
         return render_function(pf.name, params, norm.body, pf.source)
-    tr = transform(pyfunc, role)
+    tr = transform(pyfunc, role, bounds_check)
     if stage == "ssa":
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
     from .emit.module import function_sources

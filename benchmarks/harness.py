@@ -32,9 +32,20 @@ import time
 
 import numpy as np
 
+import adjoint as ad
+
+from .report import bounds_check_cost
+
 BASELINE = "numba-par"
 # the baseline of the ratio column per device: the hand-written numba pair
 BASELINES = {"cpu": "numba-par", "cuda": "numba-cuda"}
+
+
+def unchecked(kernel):
+    """``kernel`` compiled with ``@ad.kernel(bounds_check=False)``: the ``adjoint-unchecked``
+    system, which shows what the default bounds checks cost."""
+    return ad.Kernel(kernel.pyfunc, enable_backward=kernel.enable_backward,
+                     loop_capacity=kernel.loop_capacity, bounds_check=False)
 
 
 class GradientMismatch(RuntimeError):
@@ -213,4 +224,6 @@ def format_table(rows, baseline=BASELINE):
             fb_over_f = paired_ratio(r.fb, r.fwd)
             lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.fb_ms:.2f} | "
                          f"{fb_over_f:.2f} | {ratio} | {1e3 * min(r.fb):.2f} |")
-    return "\n".join(lines)
+    checks = bounds_check_cost({wl: {n: (r.fwd, r.fb) for n, r in s.items()}
+                                for wl, s in by_wl.items()})
+    return "\n".join(lines + ([""] + checks if checks else []))

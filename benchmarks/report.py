@@ -13,6 +13,19 @@ def paired(a, b):
     return statistics.median(x / y for x, y in zip(a, b))
 
 
+def bounds_check_cost(samples):
+    """Markdown rows: adjoint (bounds checks on, the default) over adjoint-unchecked
+    (``bounds_check=False``), paired per round. ``samples``: {workload: {system:
+    (forward seconds, fwd+bwd seconds)}}; no rows when either system is missing."""
+    lines = ["| workload | bounds checks: forward, checked / unchecked | "
+             "fwd+bwd, checked / unchecked |", "| --- | ---: | ---: |"]
+    for wl, systems in samples.items():
+        if "adjoint" in systems and "adjoint-unchecked" in systems:
+            (f1, b1), (f0, b0) = systems["adjoint"], systems["adjoint-unchecked"]
+            lines.append(f"| {wl} | {paired(f1, f0):.3f}x | {paired(b1, b0):.3f}x |")
+    return lines if len(lines) > 2 else []
+
+
 def render(rep):
     m, rev = rep["machine"], rep["adjoint"]
     baseline = rep.get("baseline", BASELINE)
@@ -42,6 +55,12 @@ def render(rep):
             lines.append(f"| {wl} | {bold}{name}{bold} | {s['fwd_ms_median']:.2f} | "
                          f"{s['fwd_bwd_ms_median']:.2f} | {paired(s['fwd_bwd_s'], s['fwd_s']):.2f} | "
                          f"{ratio} | {1e3 * min(s['fwd_bwd_s']):.2f} |")
+    checks = bounds_check_cost({wl: {n: (s["fwd_s"], s["fwd_bwd_s"]) for n, s in d["systems"].items()}
+                                for wl, d in rep["workloads"].items()})
+    if checks:
+        lines += ["", "What the bounds checks cost (adjoint, checked by default, over "
+                  "adjoint-unchecked, `@ad.kernel(bounds_check=False)`; medians of per-round "
+                  "ratios):", ""] + checks
     notes = [(wl, n, s["note"]) for wl, d in rep["workloads"].items()
              for n, s in d["systems"].items() if s.get("note")]
     if notes:

@@ -6,6 +6,8 @@
     python benchmarks/run.py --device cuda   # the same workloads on an NVIDIA GPU
 
 Systems on ``--device cpu``: ``adjoint`` (@ad.kernel + ad.Tape, numba backend),
+``adjoint-unchecked`` (the same with @ad.kernel(bounds_check=False): the table
+ends with what the default bounds checks cost, paired round by round),
 ``numba-ser`` and ``numba-par`` (a hand-written numba forward/adjoint pair,
 serial ``njit`` and ``njit(parallel=True)`` with ``prange``, race-free), ``warp``
 (NVIDIA Warp, CPU device) and ``jax`` (jax.jit on CPU) when importable. On
@@ -33,8 +35,9 @@ import adjoint as ad  # noqa: E402
 from benchmarks import harness, startup  # noqa: E402
 from benchmarks.workloads import ORDER, cuda_systems, load, optional  # noqa: E402
 
-SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "numba-ser", "numba-par", "warp", "jax"],
-                     "cuda": ["adjoint", "numba-cuda", "warp", "jax"]}
+SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "adjoint-unchecked", "numba-ser", "numba-par", "warp",
+                             "jax"],
+                     "cuda": ["adjoint", "adjoint-unchecked", "numba-cuda", "warp", "jax"]}
 ALL_SYSTEMS = SYSTEMS_BY_DEVICE["cpu"]
 
 

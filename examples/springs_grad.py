@@ -81,7 +81,7 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
 
 
 @rt.jit_inline
-def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
+def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status):
     # springs_kernels.py:29: s = ad.tid()
     s = tid0
     # springs_kernels.py:30: i = ends[s, 0]
@@ -90,7 +90,13 @@ def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
     j = ends[s, 1]
     # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
     # rest[s], stiffness)
+    if j < 0 or j >= x.shape[0]:
+        rt.fault(rt_status, 9, j, 0, 0)
+        return
     t1 = x[j, 0]
+    if i < 0 or i >= x.shape[0]:
+        rt.fault(rt_status, 9, i, 0, 0)
+        return
     t2 = x[i, 0]
     t0 = t1 - t2
     t4 = x[j, 1]
@@ -99,21 +105,27 @@ def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f):
     t6 = rest[s]
     fx, fy = spring_force_forward(t0, t3, t6, stiffness)
     # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    if i < 0 or i >= f.shape[0]:
+        rt.fault(rt_status, 10, i, 0, 0)
+        return
     f[i, 0] += fx
     # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
     f[i, 1] += fy
     # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    if j < 0 or j >= f.shape[0]:
+        rt.fault(rt_status, 11, j, 0, 0)
+        return
     f[j, 0] -= fx
     # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
     f[j, 1] -= fy
 
 
 @rt.jit_grid
-def spring_forces_forward(dim0, x, ends, rest, stiffness, f):
+def spring_forces_forward(dim0, x, ends, rest, stiffness, f, rt_status):
     # a small launch runs serially: starting threads would cost more
     if dim0 < rt.PARALLEL_MIN_THREADS:
         for tid0 in range(dim0):
-            spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f)
+            spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status)
         return
     # 'f' may be accumulated by several threads: each chunk of threads adds into its own
     # zeroed copy, and the copies are summed at the end (no races)
@@ -122,12 +134,14 @@ def spring_forces_forward(dim0, x, ends, rest, stiffness, f):
     for chunk in rt.prange(n_chunks):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f_chunks[chunk])
+            spring_forces_forward_thread(
+                    tid0, x, ends, rest, stiffness, f_chunks[chunk], rt_status)
     rt.add_chunks(f, f_chunks)
 
 
 @rt.jit_inline
-def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f):
+def spring_forces_backward_thread(
+        tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
     # forward replay (stores and atomics are not repeated)
     # springs_kernels.py:29: s = ad.tid()
     s = tid0
@@ -137,13 +151,27 @@ def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_
     j = ends[s, 1]
     # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
     # rest[s], stiffness)
+    if j < 0 or j >= x.shape[0]:
+        rt.fault(rt_status, 9, j, 0, 0)
+        return
     t1 = x[j, 0]
+    if i < 0 or i >= x.shape[0]:
+        rt.fault(rt_status, 9, i, 0, 0)
+        return
     t2 = x[i, 0]
     t0 = t1 - t2
     t4 = x[j, 1]
     t5 = x[i, 1]
     t3 = t4 - t5
     t6 = rest[s]
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    if i < 0 or i >= f.shape[0]:
+        rt.fault(rt_status, 10, i, 0, 0)
+        return
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    if j < 0 or j >= f.shape[0]:
+        rt.fault(rt_status, 11, j, 0, 0)
+        return
     # reverse pass: every adjoint starts at zero, statements in reverse order
     adj_fx = 0.0
     adj_fy = 0.0
@@ -180,12 +208,12 @@ def spring_forces_backward_thread(tid0, x, ends, rest, stiffness, f, adj_x, adj_
 
 
 @rt.jit_grid
-def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f):
+def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
     # a small launch runs serially: starting threads would cost more
     if dim0 < rt.PARALLEL_MIN_THREADS:
         for tid0 in range(dim0):
             spring_forces_backward_thread(
-                    tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f)
+                    tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status)
         return
     # 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own
     # zeroed copy, and the copies are summed at the end (no races)
@@ -195,12 +223,13 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_backward_thread(
-                    tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f)
+                    tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f,
+                    rt_status)
     rt.add_chunks(adj_x, adj_x_chunks)
 
 
 @rt.jit_inline
-def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new):
+def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status):
     # springs_kernels.py:48: p = ad.tid()
     p = tid0
     # springs_kernels.py:49: if pinned[p] == 1:
@@ -216,13 +245,31 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
         vy_2 = vy
     else:
         # springs_kernels.py:53: vx = damping * (v[p, 0] + dt * f[p, 0])
+        if p < 0 or p >= v.shape[0]:
+            rt.fault(rt_status, 11, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= v.shape[1]:
+            rt.fault(rt_status, 12, 0, 0, 0)
+            return
         t3 = v[p, 0]
+        if p < 0 or p >= f.shape[0]:
+            rt.fault(rt_status, 13, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= f.shape[1]:
+            rt.fault(rt_status, 14, 0, 0, 0)
+            return
         t5 = f[p, 0]
         t4 = dt * t5
         t2 = t3 + t4
         vx_1 = damping * t2
         # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
+        if 1 < 0 or 1 >= v.shape[1]:
+            rt.fault(rt_status, 15, 1, 0, 0)
+            return
         t7 = v[p, 1]
+        if 1 < 0 or 1 >= f.shape[1]:
+            rt.fault(rt_status, 16, 1, 0, 0)
+            return
         t10 = f[p, 1]
         t9 = t10 - gravity
         t8 = dt * t9
@@ -248,29 +295,53 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
 
 
 @rt.jit_grid
-def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new):
+def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status):
     # a small launch runs serially: starting threads would cost more
     if dim0 < rt.PARALLEL_MIN_THREADS:
         for tid0 in range(dim0):
-            integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
+            integrate_forward_thread(
+                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status)
         return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
         integrate_forward_thread(
-                rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new)
+                rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status)
 
 
 @rt.jit_inline
 def integrate_backward_thread(
         tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
-        adj_v_new):
+        adj_v_new, rt_status):
     # forward replay (stores and atomics are not repeated)
     # springs_kernels.py:48: p = ad.tid()
     p = tid0
     # springs_kernels.py:49: if pinned[p] == 1:
     t1 = pinned[p]
     t0 = t1 == 1
+    if t0:
+        pass
+    else:
+        # springs_kernels.py:53: vx = damping * (v[p, 0] + dt * f[p, 0])
+        if p < 0 or p >= v.shape[0]:
+            rt.fault(rt_status, 11, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= v.shape[1]:
+            rt.fault(rt_status, 12, 0, 0, 0)
+            return
+        if p < 0 or p >= f.shape[0]:
+            rt.fault(rt_status, 13, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= f.shape[1]:
+            rt.fault(rt_status, 14, 0, 0, 0)
+            return
+        # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
+        if 1 < 0 or 1 >= v.shape[1]:
+            rt.fault(rt_status, 15, 1, 0, 0)
+            return
+        if 1 < 0 or 1 >= f.shape[1]:
+            rt.fault(rt_status, 16, 1, 0, 0)
+            return
     # reverse pass: every adjoint starts at zero, statements in reverse order
     adj_t10 = 0.0
     adj_t11 = 0.0
@@ -337,20 +408,20 @@ def integrate_backward_thread(
 @rt.jit_grid
 def integrate_backward(
         dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
-        adj_v_new):
+        adj_v_new, rt_status):
     # a small launch runs serially: starting threads would cost more
     if dim0 < rt.PARALLEL_MIN_THREADS:
         for tid0 in range(dim0):
             integrate_backward_thread(
                     tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
-                    adj_x_new, adj_v_new)
+                    adj_x_new, adj_v_new, rt_status)
         return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
         integrate_backward_thread(
                 rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v,
-                adj_f, adj_x_new, adj_v_new)
+                adj_f, adj_x_new, adj_v_new, rt_status)
 
 
 @rt.jit_inline
@@ -454,6 +525,26 @@ spring_force = adjoint.runtime.FuncSpec(
     n_returns=2,
 )
 
+spring_forces_bounds = adjoint.runtime.Bounds(
+    kernel='spring_forces',
+    file='springs_kernels.py',
+    params=('x', 'ends', 'rest', 'stiffness', 'f'),
+    dims=1,
+    sites=(
+        adjoint.runtime.Site('ends', 0, 30, 'thread', 0, 'i = ends[s, 0]'),
+        adjoint.runtime.Site('ends', 1, 30, 'const', 0, 'i = ends[s, 0]'),
+        adjoint.runtime.Site('ends', 1, 31, 'const', 1, 'j = ends[s, 1]'),
+        adjoint.runtime.Site('x', 1, 32, 'const', 0, 'fx, fy = spring_force(x[j, 0] - x[i, 0]...'),
+        adjoint.runtime.Site('x', 1, 32, 'const', 1, 'fx, fy = spring_force(x[j, 0] - x[i, 0]...'),
+        adjoint.runtime.Site('rest', 0, 32, 'thread', 0, 'fx, fy = spring_force(x[j, 0] - x[i...'),
+        adjoint.runtime.Site('f', 1, 33, 'const', 0, 'ad.atomic_add(f, i, 0, fx)'),
+        adjoint.runtime.Site('f', 1, 34, 'const', 1, 'ad.atomic_add(f, i, 1, fy)'),
+        adjoint.runtime.Site('x', 0, 32, 'index', 0, 'fx, fy = spring_force(x[j, 0] - x[i, 0]...'),
+        adjoint.runtime.Site('f', 0, 33, 'index', 0, 'ad.atomic_add(f, i, 0, fx)'),
+        adjoint.runtime.Site('f', 0, 35, 'index', 0, 'ad.atomic_sub(f, j, 0, fx)'),
+    ),
+)
+
 spring_forces = adjoint.runtime.KernelSpec(
     name='spring_forces',
     params=(
@@ -466,9 +557,35 @@ spring_forces = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('ends', 'rest', 'x'),
     writes=('f',),
-    forward=spring_forces_forward,
-    backward=spring_forces_backward,
+    forward=rt.checked(spring_forces_forward, spring_forces_bounds, status=True),
+    backward=rt.checked(spring_forces_backward, spring_forces_bounds, status=True),
     origin='springs_kernels.py:23',
+    bounds=spring_forces_bounds,
+)
+
+integrate_bounds = adjoint.runtime.Bounds(
+    kernel='integrate',
+    file='springs_kernels.py',
+    params=('x', 'v', 'f', 'pinned', 'gravity', 'damping', 'dt', 'x_new', 'v_new'),
+    dims=1,
+    sites=(
+        adjoint.runtime.Site('pinned', 0, 49, 'thread', 0, 'if pinned[p] == 1:'),
+        adjoint.runtime.Site('v_new', 0, 55, 'thread', 0, 'v_new[p, 0] = vx'),
+        adjoint.runtime.Site('v_new', 1, 55, 'const', 0, 'v_new[p, 0] = vx'),
+        adjoint.runtime.Site('v_new', 1, 56, 'const', 1, 'v_new[p, 1] = vy'),
+        adjoint.runtime.Site('x', 0, 57, 'thread', 0, 'x_new[p, 0] = x[p, 0] + dt * vx'),
+        adjoint.runtime.Site('x', 1, 57, 'const', 0, 'x_new[p, 0] = x[p, 0] + dt * vx'),
+        adjoint.runtime.Site('x_new', 0, 57, 'thread', 0, 'x_new[p, 0] = x[p, 0] + dt * vx'),
+        adjoint.runtime.Site('x_new', 1, 57, 'const', 0, 'x_new[p, 0] = x[p, 0] + dt * vx'),
+        adjoint.runtime.Site('x', 1, 58, 'const', 1, 'x_new[p, 1] = x[p, 1] + dt * vy'),
+        adjoint.runtime.Site('x_new', 1, 58, 'const', 1, 'x_new[p, 1] = x[p, 1] + dt * vy'),
+        adjoint.runtime.Site('v', 0, 53, 'index', 0, 'vx = damping * (v[p, 0] + dt * f[p, 0])'),
+        adjoint.runtime.Site('v', 1, 53, 'index', 0, 'vx = damping * (v[p, 0] + dt * f[p, 0])'),
+        adjoint.runtime.Site('f', 0, 53, 'index', 0, 'vx = damping * (v[p, 0] + dt * f[p, 0])'),
+        adjoint.runtime.Site('f', 1, 53, 'index', 0, 'vx = damping * (v[p, 0] + dt * f[p, 0])'),
+        adjoint.runtime.Site('v', 1, 54, 'index', 0, 'vy = damping * (v[p, 1] + dt * (f[p, 1]...'),
+        adjoint.runtime.Site('f', 1, 54, 'index', 0, 'vy = damping * (v[p, 1] + dt * (f[p, 1]...'),
+    ),
 )
 
 integrate = adjoint.runtime.KernelSpec(
@@ -487,9 +604,26 @@ integrate = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('f', 'pinned', 'v', 'x'),
     writes=('v_new', 'x_new'),
-    forward=integrate_forward,
-    backward=integrate_backward,
+    forward=rt.checked(integrate_forward, integrate_bounds, status=True),
+    backward=rt.checked(integrate_backward, integrate_bounds, status=True),
     origin='springs_kernels.py:40',
+    bounds=integrate_bounds,
+)
+
+shape_loss_bounds = adjoint.runtime.Bounds(
+    kernel='shape_loss',
+    file='springs_kernels.py',
+    params=('x', 'target', 'loss'),
+    dims=1,
+    sites=(
+        adjoint.runtime.Site('x', 0, 67, 'thread', 0, 'dx = x[p, 0] - target[p, 0]'),
+        adjoint.runtime.Site('x', 1, 67, 'const', 0, 'dx = x[p, 0] - target[p, 0]'),
+        adjoint.runtime.Site('target', 0, 67, 'thread', 0, 'dx = x[p, 0] - target[p, 0]'),
+        adjoint.runtime.Site('target', 1, 67, 'const', 0, 'dx = x[p, 0] - target[p, 0]'),
+        adjoint.runtime.Site('x', 1, 68, 'const', 1, 'dy = x[p, 1] - target[p, 1]'),
+        adjoint.runtime.Site('target', 1, 68, 'const', 1, 'dy = x[p, 1] - target[p, 1]'),
+        adjoint.runtime.Site('loss', 0, 69, 'const', 0, 'ad.atomic_add(loss, 0, dx * dx + dy...'),
+    ),
 )
 
 shape_loss = adjoint.runtime.KernelSpec(
@@ -502,7 +636,8 @@ shape_loss = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('target', 'x'),
     writes=('loss',),
-    forward=shape_loss_forward,
-    backward=shape_loss_backward,
+    forward=rt.checked(shape_loss_forward, shape_loss_bounds),
+    backward=rt.checked(shape_loss_backward, shape_loss_bounds),
     origin='springs_kernels.py:62',
+    bounds=shape_loss_bounds,
 )

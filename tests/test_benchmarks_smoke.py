@@ -6,6 +6,7 @@ for each. It times nothing itself (timings are the benchmark's business).
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from conftest import run_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ["elementwise", "springs", "nbody", "stencil", "dense"]
-SYSTEMS = ["adjoint", "numba-ser", "numba-par"]
+SYSTEMS = ["adjoint", "adjoint-unchecked", "numba-ser", "numba-par"]
 
 
 def _run(args, tmp_path):
@@ -48,6 +49,10 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
             assert systems[s]["fwd_bwd_ms_median"] > 0
     for s in SYSTEMS:
         assert f"| dense | {s} |" in report["table"]
+    # what the bounds checks cost: adjoint over adjoint-unchecked, one row per workload
+    assert "bounds checks: forward, checked / unchecked" in report["table"]
+    for wl in WORKLOADS:
+        assert re.search(rf"\| {wl} \| \d+\.\d+x \| \d+\.\d+x \|", report["table"]), wl
 
 
 def test_startup_measurements(tmp_path):

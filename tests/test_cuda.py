@@ -148,8 +148,10 @@ def no_host_transfers(monkeypatch):
 def test_tape_work_stays_on_the_device(kernel_module, no_host_transfers):
     """Zeroing, device seeds, clones, copies and their backward, scratch adjoints, and
     the backward of a kernel without loop stacks (no status to read back): nothing
-    goes through host memory on the GPU."""
-    m = kernel_module(LOOPS)
+    goes through host memory on the GPU. (Unchecked: a launch of a kernel that checks
+    a gathered index waits for it and reads its status back, see test_bounds.py.)"""
+    m = kernel_module(LOOPS.replace("@ad.kernel\ndef scatter", "@ad.kernel(bounds_check=False)\n"
+                                    "def scatter"))
     x = ad.array([0.5, -1.0, 2.0, 3.0], requires_grad=True, device="cuda")
     idx = ad.array(np.array([1, 0, 1, 3], np.int32), device="cuda")
     out = ad.zeros(4, requires_grad=True, device="cuda")
@@ -232,9 +234,18 @@ def test_cuda_array_interface_refusals():
 
 
 def test_only_a_backward_with_loop_stacks_reads_the_status(kernel_module):
-    m = kernel_module(LOOPS)
+    m = kernel_module(LOOPS.replace("@ad.kernel\n", "@ad.kernel(bounds_check=False)\n")
+                      .replace("loop_capacity=4)", "loop_capacity=4, bounds_check=False)"))
     m.powers.spec_for("cuda")
     m.scatter.spec_for("cuda")
     assert "powers_backward, 1, status=True)" in open(m.powers.modules["cuda"].__file__).read()
     text = open(m.scatter.modules["cuda"].__file__).read()
     assert "scatter_backward, 1, status=True, check=False)" in text
+    assert "scatter_forward, 1)" in text
+    # with bounds checks, a launch whose kernel checks an index where it is used (the
+    # gathered idx[i]) reads the status too (see test_bounds.py)
+    m = kernel_module(LOOPS)
+    m.scatter.spec_for("cuda")
+    text = open(m.scatter.modules["cuda"].__file__).read()
+    assert "scatter_forward, 1, status=True, bounds=scatter_bounds)" in text
+    assert "scatter_backward, 1, status=True, bounds=scatter_bounds)" in text

@@ -16,7 +16,7 @@ import gast
 
 from .. import __version__
 from ..generate import TARGETS
-from . import cuda, ieee, precision
+from . import bounds, cuda, ieee, precision
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
@@ -28,7 +28,14 @@ INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
 
 class _Lower(gast.NodeTransformer):
-    """Spell kernel-only pieces for a target: tid() -> tid0, f(...) -> f_forward(...)."""
+    """Spell kernel-only pieces for a target: tid() -> tid0, f(...) -> f_forward(...),
+    a bounds check -> its test and fault report (emit/bounds.py)."""
+
+    def visit_Expr(self, node):
+        if getattr(node, "check", None) is not None:
+            return bounds.lower(node)
+        self.generic_visit(node)
+        return node
 
     def visit_Assign(self, node):
         v = node.value
@@ -65,30 +72,33 @@ def _kernel_functions(tr, target, custom_grads):
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
     adj_params = tr.rev.adj_params
+    forward = _lower(tr.rev.forward)
+    backward = _lower(tr.rev.backward) if tr.rev.backward is not None else None
+    fparams = params + ([cuda.STATUS] if bounds.reports(forward) else [])
     if target == "cuda":
         cap = getattr(tr, "loop_capacity", 256)
-        out = [(f"{k}_forward_thread", tids + params,
-                cuda.lower_body(_declared(_lower(tr.rev.forward), tids + params, tr, target),
+        out = [(f"{k}_forward_thread", tids + fparams,
+                cuda.lower_body(_declared(forward, tids + fparams, tr, target),
                                 tr, cap, custom_grads), cuda.DEVICE),
-               (f"{k}_forward", dims + params,
-                cuda.grid(f"{k}_forward_thread", tids, dims, params), cuda.KERNEL)]
-        if tr.rev.backward is not None:
+               (f"{k}_forward", dims + fparams,
+                cuda.grid(f"{k}_forward_thread", tids, dims, fparams), cuda.KERNEL)]
+        if backward is not None:
             bparams = params + adj_params + [cuda.STATUS]
             out += [(f"{k}_backward_thread", tids + bparams,
-                     cuda.lower_body(_declared(_lower(tr.rev.backward), tids + bparams, tr, target),
+                     cuda.lower_body(_declared(backward, tids + bparams, tr, target),
                                      tr, cap, custom_grads), cuda.DEVICE),
                     (f"{k}_backward", dims + bparams,
                      cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
         return out
-    out = [(f"{k}_forward_thread", tids + params,
-            *_thread_body(_lower(tr.rev.forward), tids + params, tr)),
-           (f"{k}_forward", dims + params,
-            *_grid(f"{k}_forward_thread", tids, dims, params, tr.plans[0], backward=False))]
-    if tr.rev.backward is not None:
-        out += [(f"{k}_backward_thread", tids + params + adj_params,
-                 *_thread_body(_lower(tr.rev.backward), tids + params + adj_params, tr)),
-                (f"{k}_backward", dims + params + adj_params,
-                 *_grid(f"{k}_backward_thread", tids, dims, params + adj_params, tr.plans[1],
+    out = [(f"{k}_forward_thread", tids + fparams, *_thread_body(forward, tids + fparams, tr)),
+           (f"{k}_forward", dims + fparams,
+            *_grid(f"{k}_forward_thread", tids, dims, fparams, tr.plans[0], backward=False))]
+    if backward is not None:
+        bparams = params + adj_params + ([cuda.STATUS] if bounds.reports(backward) else [])
+        out += [(f"{k}_backward_thread", tids + bparams,
+                 *_thread_body(backward, tids + bparams, tr)),
+                (f"{k}_backward", dims + bparams,
+                 *_grid(f"{k}_backward_thread", tids, dims, bparams, tr.plans[1],
                         backward=True))]
     return out
 
@@ -259,17 +269,41 @@ def function_sources(tr, stage, target="cpu"):
     return p.text()
 
 
-def _writes_status(fns, kernel):
-    """Whether a CUDA backward can report a loop overflow (it has loop stacks, or calls
-    a func adjoint that may): only then does its launcher read the status back."""
+def _writes_status(fns, kernel, part="backward"):
+    """Whether a kernel's forward or backward can report a failed bounds check or (CUDA
+    backward) a loop overflow (it has loop stacks, or calls a func adjoint that may):
+    only then does its launcher read the status back."""
     for fname, _params, body, *_ in fns:
-        if fname == f"{kernel}_backward_thread":
-            return any(isinstance(n, gast.Name) and n.id == cuda.STATUS
-                       for st in body for n in gast.walk(st))
+        if fname == f"{kernel}_{part}_thread":
+            return bounds.reports(body)
     return False
 
 
-def _spec_lines(kind, tr, relname, target="cpu", check_status=True):
+def _launchers(tr, target, fns):
+    """How the ``KernelSpec`` names the forward and backward: the grid functions,
+    behind the bounds checks (``rt.checked``) or the CUDA launcher."""
+    n = tr.pf.name
+    forward, backward = f"{n}_forward", f"{n}_backward" if tr.rev.backward is not None else None
+    fwd_status, bwd_status = _writes_status(fns, n, "forward"), _writes_status(fns, n)
+    checked = f", {bounds.bounds_name(n)}" if tr.sites else ""
+    if target == "cuda":
+        with_bounds = f", bounds={bounds.bounds_name(n)}" if tr.sites else ""
+        forward = f"rt.launcher({n}_forward, {tr.dims}" + \
+            (", status=True" if fwd_status else "") + with_bounds + ")"
+        if backward is not None:
+            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True" + \
+                ("" if bwd_status else ", check=False") + with_bounds + ")"
+            if tr.plans[1].mode == "serial":
+                backward = f"rt.refused({tr.plans[1].reason!r})"
+    elif checked:
+        forward = f"rt.checked({forward}{checked}" + (", status=True" if fwd_status else "") + ")"
+        if backward is not None:
+            backward = f"rt.checked({backward}{checked}" + \
+                (", status=True" if bwd_status else "") + ")"
+    return forward, backward
+
+
+def _spec_lines(kind, tr, relname, target="cpu", fns=()):
     n = tr.pf.name
     if kind == "func":
         return [f"{n} = adjoint.runtime.FuncSpec(",
@@ -286,15 +320,9 @@ def _spec_lines(kind, tr, relname, target="cpu", check_status=True):
                           f"{p.type.ndim}),")
         else:
             params.append(f"        adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0),")
-    forward, backward = f"{n}_forward", f"{n}_backward" if tr.rev.backward is not None else None
-    if target == "cuda":
-        forward = f"rt.launcher({n}_forward, {tr.dims})"
-        if backward is not None:
-            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True" + \
-                ("" if check_status else ", check=False") + ")"
-            if tr.plans[1].mode == "serial":
-                backward = f"rt.refused({tr.plans[1].reason!r})"
-    lines = [f"{n} = adjoint.runtime.KernelSpec(",
+    forward, backward = _launchers(tr, target, fns)
+    lines = bounds.bounds_lines(tr, relname)
+    lines = ([""] if lines else []) + lines + [f"{n} = adjoint.runtime.KernelSpec(",
              f"    name={n!r},",
              "    params=(", *params, "    ),",
              f"    dims={tr.dims},",
@@ -305,6 +333,8 @@ def _spec_lines(kind, tr, relname, target="cpu", check_status=True):
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
+    if tr.sites:
+        lines.append(f"    bounds={bounds.bounds_name(n)},")
     lines.append(")")
     return lines
 
@@ -356,7 +386,7 @@ def module_source(items, relname, source_text, target="cpu"):
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
             p.function(fname, params, ieee.spell(body), decorator=decorator)
-        specs += _spec_lines(role, tr, relname, target, _writes_status(fns, tr.pf.name))
+        specs += _spec_lines(role, tr, relname, target, fns)
     p.lines += [""]
     for line in specs:
         p.lines += [""] if line.startswith(tuple(f"{tr.pf.name} =" for _, tr, _ in items)) else []

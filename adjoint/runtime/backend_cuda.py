@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import AdjointError
 from . import helpers, ieee, ieee_compiled
+from .bounds import STATUS_SIZE
 
 NAME = "cuda"
 float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)
@@ -48,20 +49,24 @@ def _threads(ndim):
     return {1: (256,), 2: (16, 16), 3: (8, 8, 4)}[ndim]
 
 
-def launcher(kernel, ndim, status=False, check=True):
+def launcher(kernel, ndim, status=False, check=True, bounds=None):
     """A callable ``(*dims, *args)`` launching ``kernel`` over ``dims`` threads.
 
-    ``status``: the kernel takes a one-integer status array last, where a thread whose
-    loop overflows its stack writes the loop's line; with ``check`` the launcher waits
-    for the kernel, reads it and raises. Without ``check`` (a backward with no loop
-    stacks, which never writes it) a zeroed array made once is passed and never read,
-    so the launch stays asynchronous."""
+    ``status``: the kernel takes a status array last (see runtime/bounds.py), where a
+    thread whose loop overflows its stack writes the loop's line and one whose index
+    is out of bounds the check's site; with ``check`` the launcher waits for the
+    kernel, reads it and raises. Without ``check`` (a backward with no loop stacks and
+    no index checks, which never writes it) a zeroed array made once is passed and
+    never read, so the launch stays asynchronous. ``bounds`` (the kernel's
+    ``Bounds``): checked before the launch, and names a reported fault."""
     unused = []
 
     def run(*args):
         dims, rest = args[:ndim], args[ndim:]
         if any(d == 0 for d in dims):
             return
+        if bounds is not None:
+            bounds.check_launch(dims, rest)
         threads = _threads(ndim)
         blocks = tuple((d + t - 1) // t for d, t in zip(dims, threads))
         if simulated():
@@ -82,12 +87,15 @@ def launcher(kernel, ndim, status=False, check=True):
         if not check:
             if not unused:
                 from .buffers import zeros
-                unused.append(zeros(1, np.int64, "cuda"))
+                unused.append(zeros(STATUS_SIZE, np.int64, "cuda"))
             kernel[blocks, threads](*dims, *rest, unused[0])
             return
-        flag = cuda.to_device(np.zeros(1, np.int64))
+        flag = cuda.to_device(np.zeros(STATUS_SIZE, np.int64))
         kernel[blocks, threads](*dims, *rest, flag)
-        line = int(flag.copy_to_host()[0])
+        flags = flag.copy_to_host()
+        if flags[1] and bounds is not None:
+            bounds.fault(flags, rest)
+        line = int(flags[0])
         if line:
             fn = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
             raise AdjointError(f"{fn}: the loop on line {line} ran more iterations in one GPU "
@@ -152,22 +160,42 @@ def _kernels():
     return _compiled
 
 
+def _fault(status, site, a, b, c):
+    """``helpers.fault`` for GPU threads: the first to fail claims the record
+    atomically, so its site and values are reported together."""
+    if cuda.atomic.cas(status, 1, 0, site) == 0:
+        if a > 9223372036854775807:      # the simulator's int(1e30) is a Python int
+            a = 9223372036854775807
+        elif a < -9223372036854775807:
+            a = -9223372036854775807
+        status[2] = a
+        status[3] = b
+        status[4] = c
+
+
+_DEVICE = {"clamp": helpers.clamp, "range_outside": helpers.range_outside,
+           "index_outside_loop": helpers.index_outside_loop, "fault": _fault}
+
+
 def _device_function(attr):
     """``rt.<attr>`` of generated CUDA code: a device function compiled on first use
     (under the simulator, which runs kernels as Python, IEEE arithmetic is ieee.py's)."""
-    if attr == "clamp":
-        fn = helpers.clamp
-    elif attr in ieee.__all__:
+    if attr in ieee.__all__:
         if simulated():
             return getattr(ieee, attr)
         fn = getattr(ieee_compiled, attr)
+    elif attr in _DEVICE:
+        fn = _DEVICE[attr]
     else:
         return None
-    from numba import cuda
+    global cuda
+    import numba.cuda
+    cuda = numba.cuda       # _fault reads cuda.atomic when it is compiled
     return cuda.jit(device=True)(fn)
 
 
 def __getattr__(attr):
+    """The device functions generated CUDA code calls as ``rt.<name>``, compiled on first use."""
     value = _device_function(attr)
     if value is None:
         raise AttributeError(attr)

@@ -7,6 +7,7 @@ import numba
 import numpy as np
 
 from . import helpers, ieee_compiled
+from .bounds import checked  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
@@ -57,6 +58,9 @@ def signed(i):
 
 
 private_copies = jit(helpers.private_copies)
+range_outside = jit(helpers.range_outside)
+index_outside_loop = jit(helpers.index_outside_loop)
+fault = jit(helpers.fault)
 
 
 @numba.njit(cache=True, parallel=True)

@@ -83,3 +83,46 @@ def block_count(n, radius):
     height = 2 * radius if radius > 0 else 1
     blocks = n // height
     return max(1, min(blocks, 64))
+
+
+def range_outside(start, stop, step, size):
+    """Whether ``range(start, stop, step)`` has a value outside ``[0, size)`` (a bounds
+    check made once before a loop; written without min/max for numba's CUDA target)."""
+    lo = start
+    hi = start
+    if step > 0:
+        if stop <= start:
+            return False
+        hi = start + (stop - start - 1) // step * step
+    elif step < 0:
+        if stop >= start:
+            return False
+        lo = start - (start - stop - 1) // (-step) * (-step)
+    else:
+        return False
+    return lo < 0 or hi >= size
+
+
+def index_outside_loop(index, start, stop, step, size):
+    """Whether a loop over ``range(start, stop, step)`` runs and ``index`` is outside
+    ``[0, size)`` (a loop-invariant index, checked once before the loop)."""
+    if index >= 0 and index < size:
+        return False
+    return (step > 0 and stop > start) or (step < 0 and stop < start)
+
+
+def fault(status, site, a, b, c):
+    """Record a failed bounds check (site number, index or loop range) unless one is
+    recorded already; the launcher raises (see adjoint/runtime/bounds.py)."""
+    if status[1] == 0:
+        if a > INT64_MAX:        # plain Python's int(1e30) is exact; an int64 holds less
+            a = INT64_MAX
+        elif a < -INT64_MAX:
+            a = -INT64_MAX
+        status[1] = site
+        status[2] = a
+        status[3] = b
+        status[4] = c
+
+
+INT64_MAX = 9223372036854775807

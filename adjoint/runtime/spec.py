@@ -41,6 +41,7 @@ class KernelSpec:
     backward: object
     origin: str = ""
     target: str = "cpu"
+    bounds: object = None   # the checked indices (runtime.bounds.Bounds), None if unchecked
 
     @property
     def spec(self):

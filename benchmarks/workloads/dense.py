@@ -11,7 +11,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, unchecked
 from . import optional
 
 NAME = "dense"
@@ -56,6 +56,8 @@ def reference(p, seed):
 
 # -- systems -----------------------------------------------------------------------
 class Adjoint:
+    kernel = dense_tanh
+
     def __init__(self, p):
         self.n = p.inputs["x"].size
         self.W = ad.array(p.inputs["W"], requires_grad=True)
@@ -65,7 +67,7 @@ class Adjoint:
         self.tape = None
 
     def _launch(self):
-        ad.launch(dense_tanh, dim=self.n, inputs=[self.n, self.W, self.x, self.b], outputs=[self.y])
+        ad.launch(self.kernel, dim=self.n, inputs=[self.n, self.W, self.x, self.b], outputs=[self.y])
 
     def forward(self):
         self._launch()
@@ -81,6 +83,11 @@ class Adjoint:
     def result(self):
         return {"y": self.y.numpy()}, {"W": self.W.grad.numpy(), "x": self.x.grad.numpy(),
                                        "b": self.b.grad.numpy()}
+
+
+class AdjointUnchecked(Adjoint):
+    """The same kernel with @ad.kernel(bounds_check=False): what the bounds checks cost."""
+    kernel = unchecked(dense_tanh)
 
 
 @numba.njit(cache=True)
@@ -225,5 +232,5 @@ class Jax:
                                         "b": np.asarray(gb)}
 
 
-SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
-           "warp": Warp, "jax": Jax}
+SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+           "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}

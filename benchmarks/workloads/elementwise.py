@@ -11,7 +11,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, unchecked
 from . import optional
 
 NAME = "elementwise"
@@ -51,6 +51,8 @@ def reference(p, seed):
 
 # -- systems -----------------------------------------------------------------------
 class Adjoint:
+    kernel = wave
+
     def __init__(self, p):
         self.n = p.inputs["x"].size
         self.x = ad.array(p.inputs["x"], requires_grad=True)
@@ -58,18 +60,23 @@ class Adjoint:
         self.tape = None
 
     def forward(self):
-        ad.launch(wave, dim=self.n, inputs=[self.x], outputs=[self.out])
+        ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
 
     def fwd_bwd(self, seed):
         if self.tape is not None:
             self.tape.zero()
         self.tape = ad.Tape()
         with self.tape:
-            ad.launch(wave, dim=self.n, inputs=[self.x], outputs=[self.out])
+            ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
         self.tape.backward(grads={self.out: seed["out"]})
 
     def result(self):
         return {"out": self.out.numpy()}, {"x": self.x.grad.numpy()}
+
+
+class AdjointUnchecked(Adjoint):
+    """The same kernel with @ad.kernel(bounds_check=False): what the bounds checks cost."""
+    kernel = unchecked(wave)
 
 
 @numba.njit(cache=True)
@@ -182,5 +189,5 @@ class Jax:
         return {"out": np.asarray(self.res[0])}, {"x": np.asarray(self.res[1])}
 
 
-SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
-           "warp": Warp, "jax": Jax}
+SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+           "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}

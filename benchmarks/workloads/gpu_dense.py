@@ -8,7 +8,7 @@ import numba
 from numba import cuda
 
 from . import gpu
-from .dense import Adjoint, Jax, Warp
+from .dense import Adjoint, AdjointUnchecked, Jax, Warp
 
 
 # -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
@@ -77,5 +77,6 @@ class NumbaCuda:
                  "b": self.adj_b.copy_to_host()})
 
 
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint),
+                "adjoint-unchecked": gpu.adjoint_on_cuda(AdjointUnchecked),
+                "numba-cuda": NumbaCuda, "warp": gpu.warp_on_cuda(Warp), "jax": Jax}

@@ -8,7 +8,7 @@ import numpy as np
 from numba import cuda
 
 from . import gpu
-from .elementwise import Adjoint, Jax, Warp
+from .elementwise import Adjoint, AdjointUnchecked, Jax, Warp
 
 
 # -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
@@ -52,5 +52,6 @@ class NumbaCuda:
         return {"out": self.out.copy_to_host()}, {"x": self.adj_x.copy_to_host()}
 
 
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint),
+                "adjoint-unchecked": gpu.adjoint_on_cuda(AdjointUnchecked),
+                "numba-cuda": NumbaCuda, "warp": gpu.warp_on_cuda(Warp), "jax": Jax}

@@ -9,7 +9,7 @@ import numpy as np
 from numba import cuda
 
 from . import gpu
-from .nbody import EPS2, Adjoint, Jax, Warp
+from .nbody import EPS2, Adjoint, AdjointUnchecked, Jax, Warp
 
 
 # -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
@@ -83,5 +83,6 @@ class NumbaCuda:
                 {"pos": self.adj_pos.copy_to_host(), "mass": self.adj_mass.copy_to_host()})
 
 
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint),
+                "adjoint-unchecked": gpu.adjoint_on_cuda(AdjointUnchecked),
+                "numba-cuda": NumbaCuda, "warp": gpu.warp_on_cuda(Warp), "jax": Jax}

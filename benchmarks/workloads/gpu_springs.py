@@ -8,7 +8,7 @@ import numpy as np
 from numba import cuda
 
 from . import gpu
-from .springs import K, Adjoint, Jax, Warp
+from .springs import K, Adjoint, AdjointUnchecked, Jax, Warp
 
 
 # -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
@@ -74,5 +74,6 @@ class NumbaCuda:
                 {"pos": self.adj_pos.copy_to_host(), "rest": self.adj_rest.copy_to_host()})
 
 
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint),
+                "adjoint-unchecked": gpu.adjoint_on_cuda(AdjointUnchecked),
+                "numba-cuda": NumbaCuda, "warp": gpu.warp_on_cuda(Warp), "jax": Jax}

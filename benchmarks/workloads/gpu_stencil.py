@@ -7,7 +7,7 @@ import numpy as np
 from numba import cuda
 
 from . import gpu
-from .stencil import ALPHA, Adjoint, Jax, Warp
+from .stencil import ALPHA, Adjoint, AdjointUnchecked, Jax, Warp
 
 
 # -- GPU: a hand-written numba.cuda pair (run.py --device cuda) -------------------
@@ -86,5 +86,6 @@ class NumbaCuda:
         return {"u": self.fields[-1].copy_to_host()}, {"u0": self.grad.copy_to_host()}
 
 
-CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint), "numba-cuda": NumbaCuda,
-                "warp": gpu.warp_on_cuda(Warp), "jax": Jax}
+CUDA_SYSTEMS = {"adjoint": gpu.adjoint_on_cuda(Adjoint),
+                "adjoint-unchecked": gpu.adjoint_on_cuda(AdjointUnchecked),
+                "numba-cuda": NumbaCuda, "warp": gpu.warp_on_cuda(Warp), "jax": Jax}

@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, unchecked
 from . import optional
 
 NAME = "nbody"
@@ -86,6 +86,8 @@ def reference(p, seed):
 
 # -- systems -----------------------------------------------------------------------
 class Adjoint:
+    kernel = nbody_energy
+
     def __init__(self, p):
         self.n = p.inputs["mass"].size
         self.pos = ad.array(p.inputs["pos"], requires_grad=True)
@@ -94,7 +96,7 @@ class Adjoint:
         self.tape = None
 
     def _launch(self):
-        ad.launch(nbody_energy, dim=self.n, inputs=[self.n, EPS2, self.mass, self.pos],
+        ad.launch(self.kernel, dim=self.n, inputs=[self.n, EPS2, self.mass, self.pos],
                   outputs=[self.out])
 
     def forward(self):
@@ -111,6 +113,11 @@ class Adjoint:
     def result(self):
         return {"out": self.out.numpy()}, {"pos": self.pos.grad.numpy(),
                                            "mass": self.mass.grad.numpy()}
+
+
+class AdjointUnchecked(Adjoint):
+    """The same kernel with @ad.kernel(bounds_check=False): what the bounds checks cost."""
+    kernel = unchecked(nbody_energy)
 
 
 @numba.njit(cache=True)
@@ -279,5 +286,5 @@ class Jax:
         return {"out": np.asarray(out)}, {"pos": np.asarray(gp), "mass": np.asarray(gm)}
 
 
-SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
-           "warp": Warp, "jax": Jax}
+SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+           "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}

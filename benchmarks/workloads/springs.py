@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, unchecked
 from . import optional
 
 NAME = "springs"
@@ -80,6 +80,8 @@ def reference(p, seed):
 
 # -- systems -----------------------------------------------------------------------
 class Adjoint:
+    kernel = spring_energy
+
     def __init__(self, p):
         inp = p.inputs
         self.a, self.b = ad.array(inp["a"]), ad.array(inp["b"])
@@ -91,7 +93,7 @@ class Adjoint:
 
     def _launch(self):
         self.energy.zero_()
-        ad.launch(spring_energy, dim=self.n,
+        ad.launch(self.kernel, dim=self.n,
                   inputs=[self.a, self.b, self.rest, K, self.pos], outputs=[self.energy])
 
     def forward(self):
@@ -108,6 +110,11 @@ class Adjoint:
     def result(self):
         return ({"energy": self.energy.numpy()},
                 {"pos": self.pos.grad.numpy(), "rest": self.rest.grad.numpy()})
+
+
+class AdjointUnchecked(Adjoint):
+    """The same kernel with @ad.kernel(bounds_check=False): what the bounds checks cost."""
+    kernel = unchecked(spring_energy)
 
 
 @numba.njit(cache=True)
@@ -284,5 +291,5 @@ class Jax:
         return {"energy": np.asarray(out)}, {"pos": np.asarray(gp), "rest": np.asarray(gr)}
 
 
-SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
-           "warp": Warp, "jax": Jax}
+SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+           "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}

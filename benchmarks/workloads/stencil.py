@@ -9,7 +9,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, unchecked
 from . import optional
 
 NAME = "stencil"
@@ -78,6 +78,8 @@ def reference(p, seed):
 
 # -- systems -----------------------------------------------------------------------
 class Adjoint:
+    kernel = heat_step
+
     def __init__(self, p):
         n, self.steps = p.inputs["u0"].shape[0], p.inputs["steps"]
         self.dim = (n, n)
@@ -87,7 +89,7 @@ class Adjoint:
 
     def _run(self):
         for k in range(self.steps):
-            ad.launch(heat_step, dim=self.dim, inputs=[ALPHA, self.u[k]], outputs=[self.u[k + 1]])
+            ad.launch(self.kernel, dim=self.dim, inputs=[ALPHA, self.u[k]], outputs=[self.u[k + 1]])
 
     def forward(self):
         self._run()
@@ -102,6 +104,11 @@ class Adjoint:
 
     def result(self):
         return {"u": self.u[-1].numpy()}, {"u0": self.u[0].grad.numpy()}
+
+
+class AdjointUnchecked(Adjoint):
+    """The same kernel with @ad.kernel(bounds_check=False): what the bounds checks cost."""
+    kernel = unchecked(heat_step)
 
 
 @numba.njit(cache=True)
@@ -266,5 +273,5 @@ class Jax:
         return {"u": np.asarray(self.res[0])}, {"u0": np.asarray(self.res[1])}
 
 
-SYSTEMS = {"adjoint": Adjoint, "numba-ser": NumbaSerial, "numba-par": NumbaParallel,
-           "warp": Warp, "jax": Jax}
+SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+           "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}
