@@ -225,3 +225,27 @@ def test_a_nested_tape_is_refused_and_the_outer_tape_keeps_recording(backend, k)
     with ad.Tape() as again:                     # one after the other is fine
         ad.launch(k.square, 3, inputs=[a], outputs=[out])
     assert len(again.steps) == 1
+
+
+def test_four_threads_launch_zero_and_seed_at_once(backend, k):
+    """No turn-taking in the test: launches, seeds and zeroing from four threads at once
+    (numba's CUDA simulator runs one kernel at a time; the backend makes them take turns)."""
+    ad.launch(k.square, 3, inputs=[ad.ones(3)], outputs=[ad.zeros(3)])  # compiled up front
+    start = threading.Barrier(4, timeout=60)
+    grads = {}
+
+    def work(t):
+        a = ad.array([1.0 + t, 2.0 + t, 3.0 + t], requires_grad=True)
+        out = ad.zeros(3, requires_grad=True)
+        start.wait()
+        for _ in range(3):
+            with ad.Tape() as tape:
+                ad.launch(k.square, 3, inputs=[a], outputs=[out])
+            tape.backward(grads={out: np.ones(3)})
+            grads.setdefault(t, []).append(a.grad.numpy().copy())
+            tape.zero()
+
+    _in_threads(4, work)
+    for t in range(4):
+        for g in grads[t]:
+            np.testing.assert_array_equal(g, 2 * np.array([1.0 + t, 2.0 + t, 3.0 + t]))

@@ -40,7 +40,7 @@ def simulated():
     return bool(numba.config.ENABLE_CUDASIM)
 
 
-_SIMULATOR = threading.Lock()
+_SIMULATOR = threading.RLock()   # re-entrant: a locked launch may zero a buffer (fill)
 
 
 def _threads(ndim):
@@ -118,18 +118,27 @@ def _flat_grid(n):
     return (n + threads - 1) // threads, threads
 
 
-def fill(out, value):
-    """``out[:] = value`` on the device, for a flat device array."""
+def _flat_launch(name, out, *args):
+    """Run the runtime's grid kernel ``name`` over the elements of flat ``out`` (in the
+    simulator, which runs one kernel at a time, under its lock)."""
     if out.size:
         blocks, threads = _flat_grid(out.size)
-        _kernels()["fill"][blocks, threads](out, value)
+        kernel = _kernels()[name][blocks, threads]
+        if simulated():
+            with _SIMULATOR:
+                kernel(out, *args)
+        else:
+            kernel(out, *args)
+
+
+def fill(out, value):
+    """``out[:] = value`` on the device, for a flat device array."""
+    _flat_launch("fill", out, value)
 
 
 def add(out, src):
     """``out += src`` on the device, for flat device arrays of one size and dtype."""
-    if out.size:
-        blocks, threads = _flat_grid(out.size)
-        _kernels()["add"][blocks, threads](out, src)
+    _flat_launch("add", out, src)
 
 
 _compiled = {}
