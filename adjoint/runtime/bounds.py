@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import BoundsError
+from . import racecheck
 
 STATUS_SIZE = 5
 LAUNCH_KINDS = ("thread", "const")
@@ -120,7 +121,8 @@ def checked(fn, bounds, status=False):
             fn(*args)
             return
         flags = np.zeros(STATUS_SIZE, np.int64)
-        fn(*args, flags)
+        with racecheck.unrecorded(flags):
+            fn(*args, flags)
         if flags[1]:
             bounds.fault(flags, rest)
     run.__wrapped__ = fn

@@ -273,6 +273,20 @@ def _plan_of(fn):
     return "parallel"
 
 
+_unrecorded = set()     # ids of buffers any thread may write (see ``unrecorded``)
+
+
+@contextlib.contextmanager
+def unrecorded(buf):
+    """Leave ``buf`` out of the record while it is in use: a fault report that every
+    failing thread may write (the first write wins by design), not a race."""
+    _unrecorded.add(id(buf))
+    try:
+        yield buf
+    finally:
+        _unrecorded.discard(id(buf))
+
+
 def grid(fn):
     """``fn`` (a grid function) checked when race checking is on, else run as it is."""
     code = fn.__code__
@@ -285,7 +299,7 @@ def grid(fn):
             return fn(*args)
         views = []
         for k, a in enumerate(args):
-            if isinstance(a, np.ndarray):
+            if isinstance(a, np.ndarray) and id(a) not in _unrecorded:
                 a = a.view(_Recorded)
                 a._rc_param = k
             views.append(a)

@@ -20,7 +20,6 @@ import numpy as np
 
 from ..errors import TapeError, user_frames
 from . import buffers, verify, watch
-from .array import Array
 
 _recording = threading.local()      # .tape: the tape recording on this thread
 
@@ -270,7 +269,7 @@ class Tape:
 
     def _seed(self, arr, seed):
         """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
-        if not isinstance(arr, Array):
+        if not (hasattr(arr, "grad") and hasattr(arr, "_region_set")):   # not an ad.Array
             raise TapeError(f"tape.backward: loss and the keys of grads= must be ad.Array (the "
                             f"array whose .grad is seeded), not {type(arr).__module__}."
                             f"{type(arr).__qualname__}; e.g. grads={{out: np.ones(out.shape)}}")
