@@ -1,17 +1,14 @@
-"""The decorators ``@ad.kernel``, ``@ad.func``, ``@ad.func_grad`` and ``ad.source``."""
+"""The decorators ``@ad.kernel``, ``@ad.func``, ``@ad.func_grad`` and ``ad.source``.
+
+Kernels and funcs are transformed lazily, and a kernel's module is generated and
+loaded at its first launch on a backend. Both happen under ``cache.LOCK``, so
+any number of threads may make a kernel's first launch at once: one generates
+and loads, the others wait and then share the result.
+"""
 import hashlib
-import importlib.util
-import os
-import sys
 
-from .errors import AdjointError
-
-
-def cache_dir():
-    """Where generated modules live: ``$ADJOINT_CACHE_DIR`` or ``~/.cache/adjoint``."""
-    root = os.environ.get("ADJOINT_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "adjoint")
-    return root
+from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
+from .errors import AdjointError, user_frames
 
 
 class Func:
@@ -37,8 +34,10 @@ class Func:
     @property
     def transformed(self):
         if self._tr is None:
-            from .pipeline import transform
-            self._tr = transform(self.pyfunc, "func")
+            with LOCK:
+                if self._tr is None:
+                    from .pipeline import transform
+                    self._tr = transform(self.pyfunc, "func")
         return self._tr
 
     @property
@@ -77,8 +76,10 @@ class Kernel:
     @property
     def transformed(self):
         if self._tr is None:
-            from .pipeline import transform
-            self._tr = transform(self.pyfunc, "kernel")
+            with LOCK:
+                if self._tr is None:
+                    from .pipeline import transform
+                    self._tr = transform(self.pyfunc, "kernel")
         return self._tr
 
     @property
@@ -86,14 +87,22 @@ class Kernel:
         """The compiled CPU ``KernelSpec`` for the active backend."""
         return self.spec_for("cpu")
 
+    @user_frames
     def spec_for(self, device):
-        """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported once)."""
+        """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported
+        once per process, also when several threads ask at once)."""
         from .runtime.jit import cpu_backend_name
         name = "cuda" if device == "cuda" else cpu_backend_name()
-        if name not in self._specs:
-            self.modules[name] = load_generated(self, name)
-            self._specs[name] = getattr(self.modules[name], self.name)
-        return self._specs[name]
+        spec = self._specs.get(name)
+        if spec is None:
+            with LOCK:
+                spec = self._specs.get(name)
+                if spec is None:
+                    module = load_generated(self, name)
+                    spec = getattr(module, self.name)
+                    self.modules[name] = module
+                    self._specs[name] = spec
+        return spec
 
 
 def func_closure(roots):
@@ -149,33 +158,16 @@ def _where(obj):
 
 
 def load_generated(kernel, backend_name):
+    """The generated module of ``kernel`` for ``backend_name``, from the cache folder
+    (written or repaired there first; see ``adjoint.cache``)."""
     from .emit.module import module_source
     items = module_items([kernel])
-    src_path = kernel.transformed.pf.source.filename
-    with open(src_path) as fh:
-        source_text = fh.read()
+    source = kernel.transformed.pf.source
     target = "cuda" if backend_name == "cuda" else "cpu"
-    text = module_source(items, os.path.basename(src_path), source_text, target)
+    text = module_source(items, source.display_name(), source.text(), target)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    modname = f"adjoint_gen_{kernel.name}_{digest}"
-    path = os.path.join(cache_dir(), f"{modname}.py")
-    if not os.path.exists(path):
-        os.makedirs(cache_dir(), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    return import_path(path, f"{modname}_{backend_name}")
-
-
-def import_path(path, modname):
-    if modname in sys.modules:
-        return sys.modules[modname]
-    spec = importlib.util.spec_from_file_location(modname, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    spec.loader.exec_module(module)
-    return module
+    stem = f"adjoint_gen_{kernel.name}_{digest}"
+    return load(cache_dir(), stem, text, f"{stem}_{backend_name}")
 
 
 def kernel(fn=None, *, enable_backward=True, loop_capacity=256):
@@ -204,6 +196,7 @@ def func_grad(f):
     return deco
 
 
+@user_frames
 def source(obj, stage="backward", target="cpu"):
     """Python source of one kernel or func after ``stage``
     (parse, normalize, ssa, forward, backward). ``target="cuda"`` shows the

@@ -7,7 +7,9 @@
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
-2 wrong usage (missing files, unknown names).
+2 wrong usage (missing files, unknown names, a file that is not a generated
+module given to check, an output that would replace a file adjoint did not
+generate, an output that cannot be written).
 """
 import argparse
 import difflib
@@ -23,10 +25,12 @@ STAGES = ("parse", "normalize", "ssa", "forward", "backward")
 
 
 def cmd_generate(args):
-    from .generate import generate, plan, write_if_changed
+    from .generate import check_output, generate, plan, write_if_changed
     pairs = plan(args.sources, args.output)
     if not pairs:
         raise UsageError("no source file with an @ad.kernel or @ad.func found")
+    for src, out in pairs:
+        check_output(src, out)          # before anything is written
     for src, out in pairs:
         text = generate(src, out, args.target)
         if out is None:
@@ -43,22 +47,25 @@ def cmd_check(args):
     files = generated_files(args.modules)
     if not files:
         raise UsageError("no generated module found in " + " ".join(args.modules))
-    stale = 0
+    stale = wrong = 0
     for path in files:
         result = check(path)
         if result.ok:
             if not args.quiet:
                 print(f"up to date: {path}", file=sys.stderr)
             continue
+        if not result.generated:
+            wrong += 1
+            print(f"adjoint check: error: {path}: {result.reason}", file=sys.stderr)
+            continue
         stale += 1
         print(f"stale: {path}: {result.reason}", file=sys.stderr)
         if args.diff and result.diff:
             sys.stdout.write(result.diff)
     if stale:
-        print(f"{stale} of {len(files)} generated module(s) stale; "
+        print(f"{stale} of {len(files) - wrong} generated module(s) stale; "
               "run `adjoint generate` to update", file=sys.stderr)
-        return 1
-    return 0
+    return 2 if wrong else 1 if stale else 0
 
 
 def find_object(target):

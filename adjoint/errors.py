@@ -1,9 +1,21 @@
-"""Exceptions raised by adjoint.
+"""Exceptions raised by adjoint, and how their tracebacks are shown.
 
 Every error about user code names the file, the line (and column where known)
 and shows the offending source line, so it can be fixed without a traceback
-into the transformer or into numba.
+into the transformer or into numba. Public entry points are wrapped in
+``user_frames``: an ``AdjointError`` leaving them carries only the frames
+outside adjoint's package (the user's), plus the one line that re-raises it.
+``ADJOINT_TRACEBACK=1`` in the environment keeps the full traceback.
 """
+import functools
+import os
+import sysconfig
+import types
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+LIBRARY_DIRS = tuple(sorted({os.path.join(os.path.abspath(p), "") for key, p in
+                             sysconfig.get_paths().items() if key in
+                             ("stdlib", "platstdlib", "purelib", "platlib")}))
 
 
 class AdjointError(Exception):
@@ -48,3 +60,44 @@ class TapeError(AdjointError):
 
 class StaleModuleError(AdjointError):
     """A generated module is out of date with its source."""
+
+
+def full_traceback():
+    """Whether ``ADJOINT_TRACEBACK`` asks for adjoint's internal frames (read each time)."""
+    return os.environ.get("ADJOINT_TRACEBACK", "0").strip().lower() not in ("", "0", "false",
+                                                                           "no", "off")
+
+
+def outside_frames(tb):
+    """The traceback ``tb`` without adjoint's frames: those of adjoint's package, and
+    below them those of the libraries it calls (the standard library, site-packages,
+    frozen modules). The caller's frames stay, and so do frames of user files that
+    adjoint calls back into."""
+    kept, inside = [], False
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(PACKAGE_DIR):
+            inside = True
+        elif not (inside and (filename.startswith(LIBRARY_DIRS) or filename.startswith("<"))):
+            kept.append(tb)
+        tb = tb.tb_next
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
+
+
+def user_frames(fn):
+    """Decorator for public entry points: an ``AdjointError`` raised inside ``fn`` shows
+    the user's frames and its message, not the transformer's (unless ADJOINT_TRACEBACK=1)."""
+    @functools.wraps(fn)
+    def entry_point(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AdjointError as exc:
+            if full_traceback():
+                raise
+            exc.__suppress_context__ = True
+            tb = outside_frames(exc.__traceback__)
+            raise exc.with_traceback(tb)  # adjoint's frames hidden: ADJOINT_TRACEBACK=1 shows them
+    return entry_point

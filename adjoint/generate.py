@@ -26,7 +26,8 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .errors import AdjointError, StaleModuleError
+from .cache import LOCK, holds, write_atomic
+from .errors import AdjointError, StaleModuleError, user_frames
 
 HEADER_KEYS = ("adjoint-version", "adjoint-source", "adjoint-source-sha256")
 TARGET_KEY = "adjoint-target"      # optional: absent means "cpu"
@@ -57,11 +58,16 @@ class Header:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Whether one generated module is up to date; ``reason`` says why not."""
+    """Whether one generated module is up to date; ``reason`` says why not.
+
+    ``generated`` is False when ``path`` is no generated module at all (missing,
+    or a file without an adjoint header, such as a kernel source): a wrong
+    argument to ``check`` rather than a stale module."""
     path: str
     ok: bool
     reason: str = ""
     diff: str = ""
+    generated: bool = True
 
 
 def read_text(path):
@@ -129,6 +135,7 @@ def check_target(target, path):
                            f"choose one of {', '.join(TARGETS)}")
 
 
+@user_frames
 def generate(path, out=None, target="cpu"):
     """Source text of the module holding every kernel and func defined in ``path``.
 
@@ -142,27 +149,68 @@ def generate(path, out=None, target="cpu"):
     from .api import module_items
     from .emit.module import module_source
     check_target(target, path)
-    module = import_source(path)
+    with LOCK:                  # import_source changes sys.path; kernels transform once
+        module = import_source(path)
+        try:
+            kernels, funcs = defined_here(module)
+            if not kernels and not funcs:
+                raise AdjointError(f"{path}: defines no @ad.kernel or @ad.func")
+            items = module_items(kernels, funcs)
+            return module_source(items, relative_source(path, out), read_text(path), target)
+        finally:
+            sys.modules.pop(module.__name__, None)
+
+
+def is_generated(path):
+    """Whether the file at ``path`` is a module adjoint generated (it has the header)."""
     try:
-        kernels, funcs = defined_here(module)
-        if not kernels and not funcs:
-            raise AdjointError(f"{path}: defines no @ad.kernel or @ad.func")
-        items = module_items(kernels, funcs)
-        return module_source(items, relative_source(path, out), read_text(path), target)
-    finally:
-        sys.modules.pop(module.__name__, None)
+        return Header.parse(read_text(path)) is not None
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def looks_like_source(path):
+    """Whether the file at ``path`` defines adjoint kernels or funcs (by its text)."""
+    try:
+        text = read_text(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return "adjoint" in text and re.search(r"^\s*@[\w.]*\b(kernel|func)\b", text, re.M) is not None
+
+
+def check_output(src, out):
+    """Raise ``AdjointError`` unless ``out`` may be written with the module generated
+    from ``src``: a file already there must be a generated module, never the source
+    itself or any other file of the user's."""
+    if out is None or not os.path.lexists(out):
+        return
+    if os.path.isdir(out):
+        raise AdjointError(f"{out} is a folder, not a file to write {src}'s module to")
+    if os.path.exists(src) and os.path.samefile(src, out):
+        raise AdjointError(f"refusing to overwrite {out}: it is the source file {src} itself; "
+                           "write the generated module elsewhere (-o OUT.py)")
+    if not is_generated(out):
+        raise AdjointError(f"refusing to overwrite {out}: it is not a module adjoint generated "
+                           "(it has no adjoint header); choose another -o or remove it first")
 
 
 def write_if_changed(path, text):
-    """Write ``text`` to ``path`` unless it already holds it; True if written."""
-    if os.path.exists(path) and read_text(path) == text:
+    """Write ``text`` to ``path`` unless it already holds it; True if written.
+    A path that cannot be written is an ``AdjointError`` naming it."""
+    if holds(path, text):
         return False
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise AdjointError(f"cannot write {path}: {_why(exc)}") from None
     return True
+
+
+def _why(exc):
+    """What an ``OSError`` from writing a file means, in words."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
+        return f"{exc.filename} is a file, not a folder"
+    return exc.strerror or str(exc)
 
 
 def _is_candidate(path):
@@ -223,11 +271,16 @@ def check(out):
     """Is the generated module ``out`` what ``adjoint generate`` would write now
     (for the target its header names)?"""
     if not os.path.isfile(out):
-        return CheckResult(out, False, "no such file")
+        return CheckResult(out, False, "no such file", generated=False)
     text = read_text(out)
     header = Header.parse(text)
+    if header is None and looks_like_source(out):
+        return CheckResult(out, False, "this is a kernel source file, not a generated module; "
+                           "check the module generated from it (adjoint generate "
+                           f"{out} -o OUT.py, then adjoint check OUT.py)", generated=False)
     if header is None:
-        return CheckResult(out, False, "not a generated module (no adjoint header)")
+        return CheckResult(out, False, "not a generated module (no adjoint header)",
+                           generated=False)
     if header.target not in TARGETS:
         return CheckResult(out, False, f"its header names an unknown target {header.target!r} "
                                        f"(known: {', '.join(TARGETS)})")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .emit.printer import render_function
 from .frontend.fence import fence
-from .frontend.parse import parse
+from .frontend.parse import parse, transforming
 from .generate import TARGETS
 from .transform import activity, hazards, normalize, parallel, reverse, ssa, types
 
@@ -30,16 +30,21 @@ class Transformed:
 
 
 def transform(pyfunc, role):
+    with transforming(pyfunc):
+        return _transform(pyfunc, role)
+
+
+def _transform(pyfunc, role):
     pf = fence(parse(pyfunc, role))
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
+    dims = _dims(s)
     if role == "kernel":
-        hazards.check(s)
+        hazards.check(s, dims)
     act = activity.active(s)
     rev = reverse.reverse(s, act)
     reads, writes = hazards.arrays_used(s)
-    dims = _dims(s)
     plans = None
     if role == "kernel":
         adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}

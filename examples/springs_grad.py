@@ -255,9 +255,11 @@ def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
         for tid0 in range(dim0):
             integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
         return
-    # each thread writes only its own elements: threads run in parallel
+    # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
+    # prange index is unsigned)
     for tid0 in rt.prange(dim0):
-        integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new)
+        integrate_forward_thread(
+                rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new)
 
 
 @rt.jit_inline
@@ -344,11 +346,12 @@ def integrate_backward(
                     tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
                     adj_x_new, adj_v_new)
         return
-    # each thread writes only its own elements: threads run in parallel
+    # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
+    # prange index is unsigned)
     for tid0 in rt.prange(dim0):
         integrate_backward_thread(
-                tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
-                adj_x_new, adj_v_new)
+                rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v,
+                adj_f, adj_x_new, adj_v_new)
 
 
 @rt.jit_inline
@@ -438,9 +441,10 @@ def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
         for tid0 in range(dim0):
             shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
         return
-    # each thread writes only its own elements: threads run in parallel
+    # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
+    # prange index is unsigned)
     for tid0 in rt.prange(dim0):
-        shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
+        shape_loss_backward_thread(rt.signed(tid0), x, target, loss, adj_x, adj_target, adj_loss)
 
 
 spring_force = adjoint.runtime.FuncSpec(

@@ -15,6 +15,10 @@ import textwrap
 # The CUDA backend runs in numba's simulator unless the caller chose otherwise
 # (NUMBA_ENABLE_CUDASIM=0 on a machine with a GPU runs the same tests for real).
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# Every launch on the Python backend checks its parallel plan for races (and takes the
+# parallel path whatever its size): see adjoint/runtime/racecheck.py. ADJOINT_RACECHECK=0
+# turns it off. Numba and CUDA launches are not affected.
+os.environ.setdefault("ADJOINT_RACECHECK", "1")
 
 import numpy as np
 import pytest

@@ -221,3 +221,62 @@ def test_committed_cpu_example_is_still_up_to_date():
     r = run_cli("check", os.path.join(ROOT, "examples", "springs_grad.py"))
     assert r.returncode == 0, r.stderr
     assert "adjoint-target" not in open(os.path.join(ROOT, "examples", "springs_grad.py")).read()
+
+
+# -- generate never replaces a file it did not write; check says what a file is ---------
+
+def _state(path):
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+@pytest.mark.parametrize("how", ["itself", "dot", "user_file", "folder_onto_itself", "symlink"])
+def test_generate_never_overwrites_a_file_it_did_not_generate(src, tmp_path, capsys,
+                                                              monkeypatch, how):
+    notes = tmp_path / "notes.py"
+    notes.write_text("# my notes, not generated\nx = 1\n")
+    if how == "symlink":
+        (tmp_path / "link.py").symlink_to(src)
+    args = {"itself": [str(src), "-o", str(src)],
+            "dot": ["kernels.py", "-o", "."],
+            "user_file": [str(src), "-o", str(notes)],
+            "folder_onto_itself": [str(tmp_path), "-o", str(tmp_path)],
+            "symlink": [str(src), "-o", str(tmp_path / "link.py")]}[how]
+    target = notes if how == "user_file" else src
+    before = _state(target), _state(notes)
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate"] + args) == 2
+    err = capsys.readouterr().err
+    assert "adjoint generate: error: refusing to overwrite" in err and target.name in err, err
+    assert (_state(target), _state(notes)) == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []
+
+
+def test_generate_still_rewrites_its_own_stale_module(src, tmp_path, capsys):
+    out = tmp_path / "kernels_grad.py"
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    src.write_text(SOURCE.replace("s * 0.5", "s * 0.25"))
+    capsys.readouterr()
+    assert main(["generate", str(src), "-o", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().err
+    assert out.read_text() == ad.generate(str(src), str(out))
+
+
+def test_an_unwritable_output_is_a_clear_error(src, tmp_path):
+    blocker = tmp_path / "not_a_folder.txt"
+    blocker.write_text("a file where a folder is needed\n")
+    r = run_cli("generate", str(src), "-o", str(blocker / "out.py"))
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"cannot write {blocker / 'out.py'}: {blocker} is a file, not a folder" in r.stderr
+
+
+def test_check_on_a_kernel_source_says_so(src, tmp_path, capsys):
+    assert main(["check", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert f"{src}: this is a kernel source file, not a generated module" in err
+    assert "stale" not in err
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 1\n")
+    assert main(["check", str(plain)]) == 2
+    err = capsys.readouterr().err
+    assert "not a generated module (no adjoint header)" in err and "stale" not in err

@@ -14,6 +14,7 @@ import pytest
 from conftest import central_fd
 
 import adjoint as ad
+from adjoint.errors import TransformError
 
 
 def _to_array(a, requires_grad):
@@ -105,22 +106,33 @@ def test_if_elif_else_nested(backend, kernel_module):
     check(m.branches, 8, [x], 8, ref=_branches_ref)
 
 
+PARTIAL = '''
+    @ad.kernel
+    def partial(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+        i = ad.tid()
+        v = x[i]
+        flag = 0
+        {init}
+        if v > 0.0:
+            t = v * v
+            flag = 1
+        if flag == 1:
+            y = t * 2.0
+        else:
+            y = -v
+        out[i] = y + v
+    '''
+
+
 def test_variable_defined_in_some_branches_only(backend, kernel_module):
-    m = kernel_module('''
-        @ad.kernel
-        def partial(x: ad.array(dtype=float), out: ad.array(dtype=float)):
-            i = ad.tid()
-            v = x[i]
-            flag = 0
-            if v > 0.0:
-                t = v * v
-                flag = 1
-            if flag == 1:
-                y = t * 2.0
-            else:
-                y = -v
-            out[i] = y + v
-        ''')
+    """``t`` is assigned only when ``flag == 1``; no static rule sees that correlation, so
+    the read is refused at its line (it used to read an invented 0.0 on other paths);
+    assigned first, the kernel is differentiated."""
+    bad = kernel_module(PARTIAL.format(init="pass"))
+    with pytest.raises(TransformError, match=r"'t' may be used before it is assigned") as err:
+        ad.launch(bad.partial, 4, inputs=[ad.zeros(4)], outputs=[ad.zeros(4)])
+    assert err.value.source_line.strip() == "y = t * 2.0"
+    m = kernel_module(PARTIAL.format(init="t = 0.0"))
     x = np.array([-1.5, -0.3, 0.4, 1.7])
     ref = lambda x: np.where(x > 0, 2 * x * x, -x) + x  # noqa: E731
     check(m.partial, 4, [x], 4, ref=ref)

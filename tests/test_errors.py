@@ -273,6 +273,25 @@ def test_same_array_read_and_written_is_refused(backend, kernel_module):
     np.testing.assert_array_equal(u.numpy(), [1.0, 2.0, 3.0])      # nothing was run
 
 
+@pytest.mark.parametrize("cpu_backend", ["python", "numba"])
+def test_overlapping_views_of_one_buffer_read_and_written_are_refused(cpu_backend, kernel_module):
+    """Different numpy views of one buffer have different ids: the check compared ids."""
+    m = kernel_module('''
+        @ad.kernel
+        def double(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = x[i] * 2.0
+        ''')
+    buf = np.arange(6.0)
+    with ad.backend_scope(cpu_backend):
+        for x, out in ((buf, buf[:]), (buf[:3], buf[2:5])):
+            with pytest.raises(ad.LaunchError, match="overlapping views"):
+                ad.launch(m.double, 3, inputs=[x], outputs=[out])
+        np.testing.assert_array_equal(buf, np.arange(6.0))              # nothing was run
+        ad.launch(m.double, 3, inputs=[buf[:3]], outputs=[buf[3:]])     # disjoint views run
+    np.testing.assert_array_equal(buf, [0.0, 1.0, 2.0, 0.0, 2.0, 4.0])
+
+
 def test_two_funcs_with_one_name_are_refused(kernel_module):
     helpers = kernel_module('''
         @ad.func
@@ -307,3 +326,91 @@ def test_wrong_number_of_indices_is_refused_with_file_and_line(kernel_module):
     msg = str(err.value)
     line = open(m.__file__).read().splitlines().index("    out[i] = x[i]") + 1
     assert f":{line}:" in msg and "out[i] = x[i]" in msg and "2 dimension(s)" in msg
+
+
+# -- what the user sees: their frame and our message, not adjoint's internals --------
+
+TRACEBACK_SCRIPT = '''\
+import numpy as np
+import adjoint as ad
+{select}
+
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = {body}
+
+
+x, y = ad.zeros(4), ad.zeros(4)
+ad.launch(bad, 4, inputs={inputs}, outputs=[y])
+'''
+TRACEBACK_CASES = {
+    # case: (kernel body, launch inputs, error class, what the message quotes)
+    "transform": ("open('data.txt')", "[x]", "TransformError", "y[i] = open('data.txt')"),
+    "launch": ("x[i] * 2.0", "[x, x]", "LaunchError", "takes 2 arguments"),
+}
+
+
+def _run_traceback_script(tmp_path, backend, case, full):
+    body, inputs, _, _ = TRACEBACK_CASES[case]
+    select = 'ad.use_backend("cuda")' if backend == "cuda" else ""
+    script = tmp_path / "user_script.py"
+    script.write_text(TRACEBACK_SCRIPT.format(select=select, body=body, inputs=inputs))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root, ADJOINT_TRACEBACK="1" if full else "0",
+               ADJOINT_JIT="0" if backend == "python" else "1")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env=env, timeout=300, cwd=tmp_path)
+    assert r.returncode == 1
+    return script, r.stderr
+
+
+@pytest.mark.parametrize("case", sorted(TRACEBACK_CASES))
+def test_traceback_shows_the_users_frame_and_our_message(backend, tmp_path, case):
+    script, err = _run_traceback_script(tmp_path, backend, case, full=False)
+    lines = err.strip().splitlines()
+    frames = [ln for ln in lines if ln.startswith('  File "')]
+    assert frames[0] == f'  File "{script}", line 13, in <module>', err
+    assert "ad.launch(bad, 4" in lines[lines.index(frames[0]) + 1]
+    # one more frame: the line of adjoint's that re-raises, saying how to see the rest
+    assert len(frames) == 2 and "ADJOINT_TRACEBACK=1" in err, err
+    assert len(lines) <= 12, err
+    _, _, cls, quoted = TRACEBACK_CASES[case]
+    assert f"adjoint.errors.{cls}: " in err and quoted in err
+    if case == "transform":
+        assert f"{script}:9:" in err
+
+
+def test_adjoint_traceback_1_shows_every_frame(backend, tmp_path):
+    script, err = _run_traceback_script(tmp_path, backend, "transform", full=True)
+    assert f'File "{script}", line 13' in err
+    for internal in ("pipeline.py", "parse.py", "api.py"):
+        assert internal in err, err
+    assert len(err.splitlines()) > 20
+
+
+def test_grads_keys_must_be_arrays(backend, kernel_module):
+    m = kernel_module(LAUNCHABLE)
+    x = ad.array(np.arange(4.0), requires_grad=True)
+    out = ad.zeros(4, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.scaled, 4, inputs=[x, 3.0], outputs=[out])
+    # the hashable mistakes reach backward: a name, an index, a tuple, a device buffer
+    mistakes = {"out": "builtins.str", 0: "builtins.int", ("out",): "builtins.tuple"}
+    if getattr(type(out.data), "__hash__", None) is not None:
+        mistakes[out.data] = type(out.data).__qualname__          # a (real) CUDA device array
+    for key, kind in mistakes.items():
+        with pytest.raises(ad.TapeError) as info:
+            tape.backward(grads={key: np.ones(4)})
+        msg = str(info.value)
+        assert "keys of grads= must be ad.Array" in msg and kind in msg, msg
+    with pytest.raises(ad.TapeError, match="must be ad.Array"):
+        tape.backward(loss=np.zeros(1))
+    # a numpy array is not even hashable: Python refuses the dict before adjoint sees it
+    with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
+        {out.numpy(): np.ones(4)}
+    np.testing.assert_array_equal(x.grad.numpy(), 0.0)         # nothing ran
+    tape.backward(grads={out: np.ones(4)})
+    np.testing.assert_array_equal(x.grad.numpy(), 3.0)         # d(x * s)/dx = s

@@ -1,13 +1,15 @@
-"""Declare the locals of a thread function that are not definitely assigned.
+"""Declare the locals of a generated function that are not definitely assigned.
 
-The numba backend inlines each thread function into the ``prange`` loop of its
-grid function. numba keeps a variable private to each worker only if every
-iteration assigns it before reading it; a value assigned in the replay's
-``if c:`` and read in the mirrored ``if c:`` of the reverse pass is, as far as
-numba can tell, possibly read before assignment -- and would be shared between
+Generated code often assigns a value in one branch and reads it in a mirrored
+branch later (the replay's ``if c:`` and the reverse pass's ``if c:``). numba
+cannot always see that: when it prunes a branch whose test it can fold
+(``if 1 > 0:``), a variable assigned only there has no type at the later read;
+and in a thread function inlined into a ``prange`` loop, a variable that is,
+as far as numba can tell, possibly read before assignment is shared between
 workers. This pass finds such names (a definite-assignment analysis over the
 structured code) and assigns each a typed zero at the top of the body, so every
-local is private. When a name's kind is unknown the caller does not inline.
+local has a value on every path. When a name's kind is unknown the caller
+leaves the body as it is (and does not inline it).
 """
 import gast
 
@@ -88,6 +90,6 @@ def declare(body, params, tr):
             return [], False
         decls.append(assign(n, const(DEFAULTS[kind]), None))
     if decls:
-        decls.insert(0, comment("locals assigned on only some paths start at zero, so that "
-                                "each parallel worker keeps its own copy"))
+        decls.insert(0, comment("locals assigned on only some paths start at zero (numba then "
+                                "types them, and each parallel worker keeps its own copy)"))
     return decls, True

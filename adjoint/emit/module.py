@@ -129,11 +129,13 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
             loops.append((t, gast.Call(func=name("range"), args=rng, keywords=[])))
         return [note] + _nest(loops, thread_fn, call_args), DECORATOR
     if plan.mode == "parallel":
-        note = comment("each thread writes only its own elements: threads run in parallel")
+        note = comment("each thread writes only its own elements: threads run in parallel "
+                       "(rt.signed: numba's prange index is unsigned)")
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
-        return [small_note, small, note] + _nest(loops, thread_fn, call_args), "@rt.jit_grid"
+        signed_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
+        return [small_note, small, note] + _nest(loops, thread_fn, signed_args), "@rt.jit_grid"
     if plan.mode == "color":
         return [small_note, small] + _colored(thread_fn, tids, dims, call_args, plan, fresh), \
             "@rt.jit_grid"
@@ -202,18 +204,21 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
     params = [p.name for p in tr.pf.params]
     deco = cuda.DEVICE if target == "cuda" else DECORATOR
 
-    def lower(body):
+    def lower(body, names):
         body = _lower(body)
-        return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
-    out = [(f"{f}_forward", params, lower(tr.rev.forward), deco)]
+        if target == "cuda":
+            return cuda.lower_body(body, tr, 256, custom_grads)
+        decls, ok = declare(body, names, tr)    # numba must see a value on every path
+        return decls + body if ok else body
+    out = [(f"{f}_forward", params, lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
         out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), deco, gpf.source))
     else:
         status = [cuda.STATUS] if target == "cuda" else []
-        out.append((f"{f}_adjoint", params + tr.rev.adj_params + status, lower(tr.rev.backward),
-                    deco))
+        out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
+                    lower(tr.rev.backward, params + tr.rev.adj_params), deco))
     return out
 
 

@@ -5,6 +5,7 @@ Each time the user line of the statements changes, a comment quotes it:
 normalize and ssa stages) show their latch under a ``# latch`` comment.
 """
 import ast
+import math
 import os
 import textwrap
 
@@ -43,8 +44,26 @@ def wrap(line, width=WIDTH):
     return out
 
 
+class _SignedConstants(ast.NodeTransformer):
+    """A negative number is not an atom: ``Constant(-0.5)`` inside ``** 2`` would print
+    as ``-0.5 ** 2`` (that is, -(0.5 ** 2)). As ``-(0.5)`` the unparser parenthesizes it
+    by precedence wherever it stands: ``(-0.5) ** 2``."""
+
+    def visit_Constant(self, node):
+        v = node.value
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and \
+                (v < 0 or (v == 0 and math.copysign(1.0, v) < 0)):
+            return ast.copy_location(ast.UnaryOp(op=ast.USub(), operand=ast.Constant(-v)), node)
+        return node
+
+
 def expr_src(node):
-    return ast.unparse(gast.gast_to_ast(node))
+    """Python source of a gast expression or simple statement."""
+    tree = _SignedConstants().visit(gast.gast_to_ast(node))
+    for n in ast.walk(tree):
+        if isinstance(n, ast.stmt) and getattr(n, "lineno", None) is None:
+            n.lineno = 0
+    return ast.unparse(tree)
 
 
 class Printer:
@@ -75,10 +94,10 @@ class Printer:
         self.block(body, depth + 1)
 
     def block(self, stmts, depth):
-        if not stmts:
-            self.emit(depth, "pass")
         for s in stmts:
             self.stmt(s, depth)
+        if all(getattr(s, "comment", None) is not None for s in stmts):
+            self.emit(depth, "pass")    # comments alone are no block (a backward with no work)
 
     def stmt(self, s, depth):
         text = getattr(s, "comment", None)
@@ -100,11 +119,7 @@ class Printer:
             self.emit(depth, f"while {expr_src(s.test)}:")
             self.loop_body(s, depth + 1)
         else:
-            node = gast.gast_to_ast(s)
-            for n in ast.walk(node):
-                if isinstance(n, ast.stmt) and getattr(n, "lineno", None) is None:
-                    n.lineno = 0
-            self.emit(depth, ast.unparse(node))
+            self.emit(depth, expr_src(s))
 
     def loop_body(self, s, depth):
         self.block(s.body, depth)

@@ -10,6 +10,8 @@ Anything else raises ``TransformError`` with file:line:col and the source line.
 """
 import gast
 
+from . import assigned
+
 UNSUPPORTED = {
     gast.Lambda: "lambda expressions", gast.Try: "try/except",
     gast.With: "with statements", gast.AsyncWith: "async with",
@@ -67,6 +69,7 @@ class _Fence:
             raise self.err("array parameters of @ad.func are not supported yet; "
                            "load the values in the kernel and pass scalars", fdef)
         self.block(fdef.body)
+        assigned.check(self.pf)
 
     def block(self, stmts):
         for s in stmts:

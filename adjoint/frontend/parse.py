@@ -1,6 +1,10 @@
 """Pass 1, parse: user function -> gast tree with every name resolved.
 
-Expects: a plain Python function defined in a real file.
+Expects: a plain Python function whose source Python can find: defined in a
+file, or in a Jupyter/IPython cell (IPython keeps each cell's text in
+``linecache``, under names like ``<ipython-input-3-…>`` or
+``/tmp/ipykernel_…/….py``). A function made by ``exec`` of a string has no
+source: that is an error naming it.
 Guarantees: a ``ParsedFunction`` whose ``node`` is a ``gast.FunctionDef`` with
 line numbers pointing into the user's file; every call carries a ``Callee``
 record (what it calls: a math function, a builtin, ``ad.tid``, an atomic, a
@@ -8,9 +12,13 @@ device func); every global number is inlined as a constant; every other free
 name is an error naming file and line.
 """
 import builtins
+import contextlib
 import inspect
+import linecache
 import math
+import os
 import textwrap
+import threading
 from dataclasses import dataclass, field
 
 import gast
@@ -44,7 +52,10 @@ CALLABLES[id(adb.atomic_sub)] = ("atomic", "atomic_sub")
 
 @dataclass
 class SourceInfo:
-    """Where a function came from, to quote it in errors and comments."""
+    """Where a function came from, to quote it in errors and comments.
+
+    ``filename`` is a file, or the name a notebook cell's text is kept under in
+    ``linecache``; ``lines`` are all the lines of that file or cell."""
     filename: str
     first_line: int
     lines: list
@@ -53,6 +64,21 @@ class SourceInfo:
         if 1 <= lineno <= len(self.lines):
             return self.lines[lineno - 1].rstrip("\n")
         return ""
+
+    def is_file(self):
+        return os.path.isfile(self.filename)
+
+    def text(self):
+        """The whole source text: the file as it is on disk, or the cell's text."""
+        if self.is_file():
+            with open(self.filename, encoding="utf-8") as fh:
+                return fh.read()
+        return "".join(self.lines)
+
+    def display_name(self):
+        """A short name for generated modules and messages: the file's name, or the
+        cell's name without folder and angle brackets (``ipython-input-3-…``)."""
+        return os.path.basename(self.filename).strip("<>") or "<unknown>"
 
 
 @dataclass
@@ -99,15 +125,19 @@ class ParsedFunction:
 
 
 def _read_source(pyfunc):
+    """(file name, first line, the function's lines, all lines of its file or cell)."""
+    filename = pyfunc.__code__.co_filename
     try:
-        filename = inspect.getsourcefile(pyfunc) or inspect.getfile(pyfunc)
         lines, first = inspect.getsourcelines(pyfunc)
-        all_lines = inspect.getsourcelines(inspect.getmodule(pyfunc))[0] if inspect.getmodule(pyfunc) else None
     except (OSError, TypeError) as exc:
         raise TransformError(
-            f"cannot read the source of '{pyfunc.__qualname__}' ({exc}); kernels and funcs "
-            "must be defined in a .py file", function=pyfunc.__name__, stage="parse") from None
-    if not all_lines:
+            f"cannot read the source of '{pyfunc.__qualname__}' ({exc}): kernels and funcs "
+            "must be defined in a .py file or a notebook cell; a function made by exec() "
+            "of a string has no source to read", filename=filename,
+            lineno=pyfunc.__code__.co_firstlineno, function=pyfunc.__name__,
+            stage="parse") from None
+    all_lines = linecache.getlines(filename, pyfunc.__globals__)
+    if len(all_lines) < first - 1 + len(lines):
         all_lines = [""] * (first - 1) + lines
     return filename, first, lines, all_lines
 
@@ -162,6 +192,26 @@ def parse(pyfunc, role):
     return pf
 
 
+_transforming = threading.local()
+
+
+def _in_progress():
+    """Functions whose transformation is under way on this thread, outermost first."""
+    if not hasattr(_transforming, "stack"):
+        _transforming.stack = []
+    return _transforming.stack
+
+
+@contextlib.contextmanager
+def transforming(pyfunc):
+    """Mark ``pyfunc`` as being transformed: a call to it met meanwhile is recursion."""
+    _in_progress().append(pyfunc)
+    try:
+        yield
+    finally:
+        _in_progress().pop()
+
+
 def _closure_globals(pyfunc):
     env = dict(pyfunc.__globals__)
     if pyfunc.__closure__:
@@ -213,6 +263,11 @@ class _Resolver(gast.NodeTransformer):
         obj = self._lookup(node.func)
         from ..api import Func  # late import: api imports the transformer
         if isinstance(obj, Func):
+            if obj.pyfunc in _in_progress():
+                chain = " -> ".join(f.__name__ for f in _in_progress()) + f" -> {obj.name}"
+                raise self.pf.error(f"recursion is not supported: '{self.pf.name}' calls "
+                                    f"'{obj.name}', which is being transformed ({chain}); "
+                                    "write the recursion as a loop", node)
             node.callee = Callee("func", obj.name, obj)
             node.func = _name(obj.name)
             if obj not in self.pf.funcs:

@@ -12,30 +12,32 @@ def abs_(z, x):
         adj_x -= adj_z
 
 
+# min, max and clamp follow their primal's branches exactly (Python's rule: min(x, y)
+# is ``y if y < x else x``), so ties and NaN send the adjoint where the value came from.
 @rule("min", "min", domain=[(-2, 2), (-2, 2)])
 def min_(z, x, y):
-    if x <= y:
-        adj_x += adj_z
-    if x > y:
+    if y < x:
         adj_y += adj_z
+    else:
+        adj_x += adj_z
 
 
 @rule("max", "max", domain=[(-2, 2), (-2, 2)])
 def max_(z, x, y):
-    if x >= y:
-        adj_x += adj_z
-    if x < y:
+    if y > x:
         adj_y += adj_z
+    else:
+        adj_x += adj_z
 
 
 @rule("clamp", "rt.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)])
 def clamp(z, x, lo, hi):
-    # the same branch order as the primal (rt.clamp), so lo > hi is consistent too
+    # the primal (rt.clamp): lo if x < lo, else hi if x > hi, else x -- also when lo > hi
     if x < lo:
         adj_lo += adj_z
-    if x >= lo and x > hi:
+    elif x > hi:
         adj_hi += adj_z
-    if x >= lo and x <= hi:
+    else:
         adj_x += adj_z
 
 

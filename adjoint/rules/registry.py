@@ -66,13 +66,29 @@ class Rule:
                 dropped.add("adj_" + p)
             else:
                 mapping["adj_" + p] = ("name", adj)
-        out = []
-        for stmt in self.template:
-            writes = {n.target.id for n in gast.walk(stmt) if isinstance(n, gast.AugAssign)}
-            if writes & dropped:
+        return [_Substitute(mapping).visit(s) for s in _without(self.template, dropped)]
+
+
+def _without(stmts, dropped):
+    """Copies of ``stmts`` less every update of a dropped adjoint, inside branches too
+    (a branch left empty goes; an ``if`` whose body is left empty tests the negation),
+    so a rule may follow its primal's branch structure exactly."""
+    out = []
+    for s in stmts:
+        if isinstance(s, gast.AugAssign) and s.target.id in dropped:
+            continue
+        if isinstance(s, gast.If):
+            body, orelse = _without(s.body, dropped), _without(s.orelse, dropped)
+            if not body and not orelse:
                 continue
-            out.append(_Substitute(mapping).visit(copy.deepcopy(stmt)))
-        return out
+            test = copy.deepcopy(s.test)
+            if not body:
+                body, orelse = orelse, []
+                test = gast.UnaryOp(op=gast.Not(), operand=test)
+            out.append(gast.If(test=test, body=body, orelse=orelse))
+            continue
+        out.append(copy.deepcopy(s))
+    return out
 
 
 class _Substitute(gast.NodeTransformer):

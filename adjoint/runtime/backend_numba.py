@@ -42,6 +42,7 @@ stack_new_bool = jit(helpers.stack_new_bool)
 stack_push = jit(helpers.stack_push)
 clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
+signed = numba.njit(cache=True, inline="always")(helpers.signed)
 private_copies = jit(helpers.private_copies)
 
 

@@ -1,11 +1,24 @@
-"""The plain-Python backend: generated code runs as ordinary, debuggable Python."""
-from .helpers import (add_chunks, block_count, chunk_start, clamp, float32,  # noqa: F401
-                      private_copies, stack_new_bool, stack_new_float, stack_new_float32,
-                      stack_new_int, stack_push, trip_count)
+"""The plain-Python backend: generated code runs as ordinary, debuggable Python.
 
-PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
+Under race checking (``adjoint/runtime/racecheck.py``) its grid functions record
+which concurrently running unit touches which element, and every launch takes its
+parallel path: ``PARALLEL_MIN_THREADS`` reads 0 then.
+"""
+from . import helpers, racecheck
+from .helpers import (add_chunks, chunk_start, clamp, float32,  # noqa: F401
+                      private_copies, signed, stack_new_bool, stack_new_float, stack_new_float32,
+                      stack_new_int, stack_push, trip_count)
+from .racecheck import chunk_count, prange  # noqa: F401  (range and 1 when not checking)
+
+SERIAL_BELOW = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "python"
-prange = range
+
+
+def __getattr__(name):
+    # generated code reads rt.PARALLEL_MIN_THREADS at every launch (PEP 562)
+    if name == "PARALLEL_MIN_THREADS":
+        return 0 if racecheck.enabled() else SERIAL_BELOW
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def jit(fn):
@@ -17,8 +30,9 @@ def jit_inline(fn):
 
 
 def jit_grid(fn):
-    return fn
+    """The grid function itself; it checks its plan for races under race checking."""
+    return racecheck.grid(fn)
 
 
-def chunk_count(n):
-    return 1
+def block_count(n, radius):
+    return racecheck.note_blocks(helpers.block_count(n, radius), radius)

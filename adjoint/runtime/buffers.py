@@ -83,3 +83,44 @@ def add_into(dst, src):
         src = cuda.to_device(np.ascontiguousarray(to_host(src), dtype=dst.dtype).reshape(dst.shape))
     from . import backend_cuda
     backend_cuda.add(dst, src)
+
+
+def _device_span(buf):
+    """(first byte, end byte) of a device buffer's memory."""
+    start = buf.__cuda_array_interface__["data"][0]
+    return start, start + int(np.prod(buf.shape)) * np.dtype(buf.dtype).itemsize
+
+
+def may_alias(a, b):
+    """Whether two buffers may share memory (one array, or views of one)."""
+    if on_host(a) != on_host(b):
+        return False
+    if not on_host(a):
+        if hasattr(a, "_ary") and hasattr(b, "_ary"):   # numba's simulator: host memory inside
+            a, b = a._ary, b._ary
+        else:
+            (s1, e1), (s2, e2) = _device_span(a), _device_span(b)
+            return s1 < e2 and s2 < e1
+    return np.may_share_memory(a, b)
+
+
+def call_unaliased(fn, head, adjs):
+    """``fn(*head, *adjs)`` with adjoint buffers that never share memory.
+
+    Generated backward passes treat each adjoint parameter as its own array: a
+    parallel plan reasons about each one separately, and numba may reorder two
+    updates of one element made through two parameters. When one array is passed
+    for two parameters, each later alias accumulates into a zeroed scratch buffer
+    that is added into the shared one afterwards."""
+    adjs = list(adjs)
+    scratch = []
+    for k, buf in enumerate(adjs):
+        if any(may_alias(buf, other) for other in adjs[:k]):
+            adjs[k] = zeros(buf.shape, buf.dtype, "cpu" if on_host(buf) else "cuda")
+            scratch.append((buf, adjs[k]))
+    fn(*head, *adjs)
+    for shared, own in scratch:
+        if on_host(shared):
+            shared += own       # any layout: flat() of a strided host view would be a copy
+        else:
+            add_into(flat(shared), flat(own))

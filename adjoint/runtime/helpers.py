@@ -53,6 +53,13 @@ def clamp(x, lo, hi):
     return x
 
 
+def signed(i):
+    """A parallel loop's thread index as a signed integer. numba types a ``prange``
+    index as unsigned, and unsigned meeting signed integers is typed float64 (so
+    ``j = i; if c: j = 0; x[j]`` would not compile)."""
+    return np.int64(i)
+
+
 def chunk_start(n, chunks, c):
     """First index of chunk ``c`` when ``n`` threads are split into ``chunks`` runs."""
     return (n * c) // chunks

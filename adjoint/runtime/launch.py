@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-from ..errors import AdjointError, LaunchError
+from ..errors import AdjointError, LaunchError, user_frames
 from . import buffers
 from .array import Array, check_device, default_device
 from .tape import LaunchStep, active_tape
@@ -49,6 +49,7 @@ def _convert(spec, param, value, device):
         param.np_dtype == np.int64 else param.np_dtype.type(value)
 
 
+@user_frames
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
            adj_inputs=None, adj_outputs=None, record_tape=True):
     """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple).
@@ -92,18 +93,17 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
 
 
 def _check_aliasing(spec, values):
-    """One buffer bound to a parameter the kernel reads and to one it writes would make
-    the kernel read what it overwrites (the backward would replay the wrong values)."""
-    seen = {}
-    for p, v in zip(spec.params, values):
-        if not p.is_array:
-            continue
-        other = seen.get(id(v))
-        if other is not None and (p.name in spec.writes or other.name in spec.writes):
-            raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array is passed "
-                              f"as '{other.name}' and '{p.name}', and the kernel writes one of "
-                              "them; pass a separate array (e.g. ad.clone)")
-        seen[id(v)] = p
+    """One buffer (or two overlapping views of one) bound to a parameter the kernel reads
+    and to one it writes would make the kernel read what it overwrites (the backward
+    would replay the wrong values)."""
+    arrays = [(p, v) for p, v in zip(spec.params, values) if p.is_array]
+    for k, (p, v) in enumerate(arrays):
+        for other, w in arrays[:k]:
+            if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
+                raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array (or "
+                                  f"overlapping views of one) is passed as '{other.name}' and "
+                                  f"'{p.name}', and the kernel writes one of them; pass a "
+                                  "separate array (e.g. ad.clone)")
 
 
 def _launch_device(device, args):
@@ -149,4 +149,4 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
-    spec.backward(*dims, *values, *adjs)
+    buffers.call_unaliased(spec.backward, (*dims, *values), adjs)

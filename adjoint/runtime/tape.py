@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import TapeError
 from . import buffers
+from .array import Array
 
 _ACTIVE = []
 
@@ -45,7 +46,7 @@ class LaunchStep:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
         adjs = [adjoint_buffer(a) for p, a in zip(self.kernel.params, self.args) if p.has_adjoint]
-        self.kernel.backward(*self.dims, *self.values, *adjs)
+        buffers.call_unaliased(self.kernel.backward, (*self.dims, *self.values), adjs)
 
 
 @dataclass
@@ -204,6 +205,10 @@ class Tape:
 
     def _seed(self, arr, seed):
         """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
+        if not isinstance(arr, Array):
+            raise TapeError(f"tape.backward: loss and the keys of grads= must be ad.Array (the "
+                            f"array whose .grad is seeded), not {type(arr).__module__}."
+                            f"{type(arr).__qualname__}; e.g. grads={{out: np.ones(out.shape)}}")
         if arr.grad is None:
             arr.requires_grad = True
         if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape):

@@ -3,24 +3,39 @@
 The backward pass replays the kernel's loads from the arrays as they are
 after the launch. A load therefore sees what the forward saw only if nothing
 in the kernel wrote that element after (or before, in another thread) the
-load. This pass allows one pattern -- a single plain store at the top level of
-the kernel, and loads of exactly that element after it -- and refuses every
-other mix of reads and writes of one array with file:line.
+load. This pass allows one pattern -- a single plain store, outside every loop,
+at an index that includes the thread index (no other thread writes there), and
+loads of exactly that element after it in program order (so whether or not the
+store ran, the element then holds its final value) -- and refuses every other
+mix of reads and writes of one array with file:line.
 """
+import ast
+
 import gast
 
 from .ir import walk_stmts
+from .parallel import _tid_names, is_exclusive
 
 
 def _slice_key(node):
-    import ast
     return ast.unparse(gast.gast_to_ast(node))
 
 
-def check(ssa):
+def _in_loops(stmts):
+    """ids of the statements nested inside some loop."""
+    out = set()
+    for s in walk_stmts(stmts):
+        if isinstance(s, (gast.For, gast.While)):
+            out |= {id(x) for x in walk_stmts([s]) if x is not s}
+    return out
+
+
+def check(ssa, dims):
     pf = ssa.norm.pf
     loads, writes = {}, {}
-    for s in walk_stmts(ssa.body):
+    order = {}
+    for k, s in enumerate(walk_stmts(ssa.body)):
+        order[id(s)] = k
         if isinstance(s, gast.Assign):
             t = s.targets[0]
             if isinstance(t, gast.Subscript):
@@ -29,30 +44,23 @@ def check(ssa):
                 loads.setdefault(s.value.value.id, []).append(s)
         elif isinstance(s, gast.AugAssign):
             writes.setdefault(s.target.value.id, []).append(s)
-    top = list(ssa.body)
+    looped = _in_loops(ssa.body)
+    owner = _tid_names(ssa, dims)
     for arr in sorted(set(loads) & set(writes)):
         ws = writes[arr]
         store = ws[0]
-        ok = (len(ws) == 1 and isinstance(store, gast.Assign) and store in top)
+        ok = (len(ws) == 1 and isinstance(store, gast.Assign) and id(store) not in looped
+              and is_exclusive(owner, dims, store.targets[0].slice))
         for ld in loads[arr]:
-            if not ok or ld in top and top.index(ld) < top.index(store) or \
-                    _slice_key(ld.value.slice) != _slice_key(store.targets[0].slice) or \
-                    _before(ld, store, top):
+            if not ok or order[id(ld)] < order[id(store)] or \
+                    _slice_key(ld.value.slice) != _slice_key(store.targets[0].slice):
                 raise pf.error(
                     f"array '{arr}' is both read and written in this kernel (line {ld.lineno} reads "
                     f"it, line {ws[0].lineno} writes it): the backward pass would replay the read "
                     "with the overwritten value. Read from one array and write to another "
-                    "(only a load of the element just stored, after the store, is allowed)",
+                    "(only a load of the element just stored, after its one store outside any "
+                    "loop at the thread's own index, is allowed)",
                     ld, stage="hazards")
-
-
-def _before(load, store, top):
-    """Whether ``load`` can run before ``store`` (store at top level)."""
-    si = top.index(store)
-    for k, s in enumerate(top):
-        if s is load or any(x is load for x in walk_stmts([s])):
-            return k <= si
-    return True
 
 
 def arrays_used(ssa):

@@ -45,20 +45,62 @@ class Access:
     row: tuple = None  # (component, offset) when a component is thread index 0 + offset
 
 
-def _tid_names(ssa, dims):
-    """SSA names holding thread index d (d = 0..dims-1), through copies."""
-    owner = {}
+def _definitions(ssa):
+    """{name: [value, ...]}: the value of every assignment to each name, in any block
+    (branch merges and loop back-edges assign one name several times). A definition
+    whose value is not a plain expression -- a loop target, an element of a tuple
+    unpacked from a func call -- is recorded as ``None`` (unknown)."""
+    defs = {}
     for s in walk_stmts(ssa.body):
+        if isinstance(s, gast.For):
+            defs.setdefault(s.target.id, []).append(None)
         if not isinstance(s, gast.Assign):
             continue
         t, v = s.targets[0], s.value
-        if isinstance(v, gast.Call) and getattr(v, "callee", None) is not None and v.callee.kind == "tid":
-            elts = t.elts if isinstance(t, gast.Tuple) else [t]
-            for d, e in enumerate(elts):
-                owner[e.id] = d
-        elif isinstance(t, gast.Name) and isinstance(v, gast.Name) and v.id in owner:
-            owner[t.id] = owner[v.id]
-    return owner
+        if isinstance(t, gast.Name):
+            defs.setdefault(t.id, []).append(v)
+        elif isinstance(t, gast.Tuple):
+            is_tid = isinstance(v, gast.Call) and getattr(v, "callee", None) is not None \
+                and v.callee.kind == "tid"
+            for d, e in enumerate(t.elts):
+                defs.setdefault(e.id, []).append(("tid", d) if is_tid else None)
+    return defs
+
+
+def _agreed(defs, fact):
+    """{name: value} for every name all of whose definitions have the same known fact.
+
+    ``fact(value, known)`` gives a definition's fact from the facts already known (or
+    None). Facts are only ever added once every definition agrees, so a name assigned
+    the thread index on one path and anything else on another (``ip = i + 1; if ip ==
+    n: ip = 0``) has no fact: a merge of an offset with another value is not an offset.
+    """
+    known = {}
+    changed = True
+    while changed:
+        changed = False
+        for n, values in defs.items():
+            if n in known:
+                continue
+            facts = [fact(v, known) if v is not None else None for v in values]
+            if facts and facts[0] is not None and all(f == facts[0] for f in facts):
+                known[n] = facts[0]
+                changed = True
+    return known
+
+
+def _tid_names(ssa, dims):
+    """SSA names holding thread index d (d = 0..dims-1) on every path, through copies."""
+    def fact(v, known):
+        if isinstance(v, tuple):
+            return v[1]
+        if isinstance(v, gast.Call) and getattr(v, "callee", None) is not None and \
+                v.callee.kind == "tid":
+            return 0
+        if isinstance(v, gast.Name):
+            return known.get(v.id)
+        return None
+    return _agreed(_definitions(ssa), fact)
 
 
 def is_exclusive(owner, dims, sl):
@@ -69,31 +111,25 @@ def is_exclusive(owner, dims, sl):
 
 
 def _row_offsets(ssa, owner):
-    """Names equal to thread index 0 plus a constant: {name: offset}."""
-    offsets = {n: 0 for n, d in owner.items() if d == 0}
-    changed = True
-    while changed:
-        changed = False
-        for s in walk_stmts(ssa.body):
-            if not (isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)):
-                continue
-            t, v = s.targets[0].id, s.value
-            if t in offsets:
-                continue
-            new = None
-            if isinstance(v, gast.Name) and v.id in offsets:
-                new = offsets[v.id]
-            elif isinstance(v, gast.BinOp) and isinstance(v.op, (gast.Add, gast.Sub)):
-                a, b = v.left, v.right
-                if isinstance(a, gast.Name) and a.id in offsets and _int_const(b) is not None:
-                    new = offsets[a.id] + (_int_const(b) if isinstance(v.op, gast.Add) else -_int_const(b))
-                elif isinstance(v.op, gast.Add) and isinstance(b, gast.Name) and b.id in offsets \
-                        and _int_const(a) is not None:
-                    new = offsets[b.id] + _int_const(a)
-            if new is not None:
-                offsets[t] = new
-                changed = True
-    return offsets
+    """Names equal to thread index 0 plus a constant on every path: {name: offset}."""
+    rows = {n for n, d in owner.items() if d == 0}
+
+    def fact(v, known):
+        def off(e):
+            if not isinstance(e, gast.Name):
+                return None
+            return 0 if e.id in rows else known.get(e.id)
+        if isinstance(v, gast.Name):
+            return off(v)
+        if isinstance(v, gast.BinOp) and isinstance(v.op, (gast.Add, gast.Sub)):
+            a, b = v.left, v.right
+            if off(a) is not None and _int_const(b) is not None:
+                return off(a) + (_int_const(b) if isinstance(v.op, gast.Add) else -_int_const(b))
+            if isinstance(v.op, gast.Add) and off(b) is not None and _int_const(a) is not None:
+                return off(b) + _int_const(a)
+        return None
+    defs = {n: vs for n, vs in _definitions(ssa).items() if n not in rows}
+    return {**_agreed(defs, fact), **{n: 0 for n in rows}}
 
 
 def _int_const(node):
