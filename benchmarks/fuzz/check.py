@@ -10,8 +10,8 @@ runs ``backward`` and returns an ``Outcome``:
 ``ok``        forward values, gradients and the arrays after backward all agree;
 ``refusal``   adjoint raised one of its own errors (TransformError, LaunchError...);
               ``located`` says whether the message names a file:line;
-``mismatch``  a forward value, a gradient (beyond tolerance), or an array the
-              backward pass changed;
+``mismatch``  a forward value, a gradient (beyond tolerance), an array the
+              backward pass changed, or a race the checker saw (backend "race");
 ``internal``  any other exception (numba TypingError, IndentationError...); a
               crash or a hang is classified by the driver that runs the worker.
 """
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import adjoint as ad
+from adjoint.runtime.racecheck import RaceError, racecheck
 
 from .program import program_data
 from .reference import Reference
@@ -134,10 +135,13 @@ def record(prog, mod, data, device):
 
 
 def run_backend(prog, mod, ref, backend):
-    """Run ``prog`` on ``backend`` and compare with ``ref`` (a ``Reference64``)."""
+    """Run ``prog`` on ``backend`` and compare with ``ref`` (a ``Reference64``).
+    ``backend`` is python, numba, cuda, or race: the python backend with the race
+    checker on (every launch takes its parallel plan, whatever its size)."""
     device = "cuda" if backend == "cuda" else "cpu"
     try:
-        with ad.backend_scope(backend), warnings.catch_warnings():
+        with ad.backend_scope("python" if backend == "race" else backend), \
+                racecheck(backend == "race"), warnings.catch_warnings():
             _race_warnings_are_errors()
             arrays, tape = record(prog, mod, ref.data, device)
             forward = {n: arrays[n].numpy().copy() for n in ref.weights}
@@ -145,6 +149,8 @@ def run_backend(prog, mod, ref, backend):
             after = {n: arrays[n].numpy() for n in ref.weights}
             grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
                      else np.zeros(ref.data[n].shape) for n in prog.leaves()}
+    except RaceError as exc:
+        return Outcome("mismatch", f"race: {exc}")
     except ad.AdjointError as exc:
         msg = str(exc)
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))

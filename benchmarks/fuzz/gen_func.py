@@ -33,7 +33,7 @@ def gen_func(rng, name, callable_funcs):
     ctx.scope.floats += PARAMS[:n_floats]
     if has_int:
         ctx.scope.ints.append("m")
-    body(ctx, rng.randint(1, 5))
+    body(ctx, rng.randint(1, 4))
     ctx.emit(f"return {return_value(ctx)}")
     args = [f"{p}: float" for p in PARAMS[:n_floats]] + (["m: int"] if has_int else [])
     ret = " -> float" if n_returns == 1 else ""
@@ -66,7 +66,7 @@ def gen_custom_grad_func(rng, name):
 def gen_funcs(rng):
     """Zero to three funcs, each able to call the ones before it."""
     sigs, sources = [], []
-    for k in range(rng.choice([0, 0, 1, 1, 2, 3])):
+    for k in range(rng.choice([0, 0, 1, 1, 2])):
         name = f"f{k}"
         if rng.random() < 0.25:
             sig, src = gen_custom_grad_func(rng, name)

@@ -58,6 +58,7 @@ class KernelCtx(Ctx):
         self.index = "i" if kdef.ndim == 1 else "i, j"
         self.scales = scales            # output kind -> factor keeping sums of size ~1
         self.outputs = [p for p in kdef.params if p.is_output]
+        self.stored_once = set()        # "load" outputs: stored once (outside loops), then read
         self.idx = next((p.name for p in kdef.params if p.kind == "idx"), None)
         self.perm = next((p.name for p in kdef.params if p.kind == "perm"), None)
 
@@ -156,6 +157,7 @@ def write(ctx, out):
         ctx.emit(f"{own} = {bounded(ctx)}")
         ctx.emit(f"{t} = {own}")
         ctx.define(t)
+        ctx.stored_once.add(out.name)
     elif mode == "perm":
         at = f"{ctx.perm}[i]" if ctx.kdef.ndim == 1 else f"{ctx.perm}[i], j"
         ctx.emit(f"{out.name}[{at}] = {bounded(ctx)}")
@@ -172,21 +174,29 @@ def write(ctx, out):
         raise ValueError(mode)
 
 
+def _writable(ctx):
+    """Outputs a write may go to here: a "load" output is stored once, outside loops
+    (the one store-then-load pattern adjoint allows, docs/semantics.md)."""
+    return [o for o in ctx.outputs if o.mode != "load" or
+            (not ctx.in_loop() and o.name not in ctx.stored_once)]
+
+
 def s_write(ctx):
-    write(ctx, ctx.pick(ctx.outputs))
+    write(ctx, ctx.pick(_writable(ctx)))
 
 
 KERNEL_CONSTRUCTS += [
     (s_load, 2, lambda ctx: ctx.reads),
-    (s_write, 1, lambda ctx: ctx.outputs),
+    (s_write, 1, _writable),
 ]
 
 
 # --------------------------------------------------------------------------- a kernel
 
-def gen_kernel(rng, name, ndim, funcs, scales):
-    """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig).
-    ``scales`` maps an output kind ("acc", "tot") to the factor its increments get."""
+def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6)):
+    """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
+    ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
+    ("acc", "tot") to the factor its increments get."""
     kdef = KernelDef(name, ndim, choose_params(rng, ndim))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
     ctx.emit("i = ad.tid()" if ndim == 1 else "i, j = ad.tid()")
@@ -207,9 +217,10 @@ def gen_kernel(rng, name, ndim, funcs, scales):
         ctx.emit(f"if {cond}:")
         ctx.emit("    return")
         kdef.features.append("guard-return")
-    body(ctx, rng.randint(2, 8))
+    body(ctx, rng.randint(*statements))
     for out in ctx.outputs:
-        write(ctx, out)
+        if out.name not in ctx.stored_once:
+            write(ctx, out)
     kdef.source = "\n".join(header(kdef) + ctx.lines) + "\n"
     kdef.features += sorted({p.mode for p in ctx.outputs})
     return kdef

@@ -13,6 +13,7 @@ the gradients checked are those of the ``leaf`` arrays (the random inputs).
 """
 import math
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,9 +27,11 @@ BIG_GRIDS = [(2100,), (2600,), (48, 48), (6, 400), (40, 64), (64, 40), (8, 300)]
 
 @dataclass
 class Profile:
-    """How programs are drawn: ``big`` is the chance of a grid above the parallel threshold."""
+    """How programs are drawn: ``big`` is the chance of a grid above the parallel threshold;
+    numba compiles each kernel for seconds, so programs are kept small by default."""
     big: float = 0.25
-    max_kernels: int = 3
+    max_kernels: int = 2
+    statements: tuple = (2, 6)      # top-level statements of a kernel body
 
 
 @dataclass
@@ -141,6 +144,10 @@ class _Builder:
         return [n for n, a in self.arrays.items() if a.shape == shape and a.kind in kinds]
 
     def readable(self, shape, prefix):
+        """An array of ``shape`` to read: often one a step wrote, else a leaf."""
+        written = self.of_shape(shape, ("buffer",))
+        if written and self.rng.random() < 0.5:
+            return self.rng.choice(written)
         names = self.of_shape(shape)
         return self.rng.choice(names) if names else self.new(prefix, shape, "leaf")
 
@@ -216,18 +223,56 @@ def gen_program(seed, profile=Profile()):
     scales = {"acc": round(bins / threads, 6), "tot": round(1.0 / threads, 8)}
     sigs, func_sources = gen_funcs(rng)
     b = _Builder(rng, grid, bins)
-    b.new("a", grid, "leaf")
+    for _ in range(rng.randint(1, 3)):
+        b.new("a", grid, "leaf")
     kernels = []
     for k in range(rng.randint(1, profile.max_kernels)):
-        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales)
+        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements)
         kernels.append(kdef)
-        for _ in range(2 if rng.random() < 0.2 else 1):
-            if rng.random() < 0.25:
+        for _ in range(2 if rng.random() < 0.3 else 1):
+            if rng.random() < 0.4:
                 b.overwrite()
             b.launch(kdef)
-    features = sorted({f for k in kernels for f in k.features})
-    if threads > 2048:
-        features.append("big-grid")
-    if len([s for s in b.steps if s.op == "launch"]) > 1:
-        features.append("multi-launch")
-    return Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps, features)
+    if rng.random() < 0.5:
+        b.overwrite()
+    prog = Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps)
+    prog.features = features(prog)
+    return prog
+
+
+CONSTRUCTS = {"while": "while ", "for": "for ", "break": "break", "continue": "continue",
+              "func": "@ad.func\n", "func_grad": "@ad.func_grad", "return-value": "return ",
+              "ternary": " else ", "min/max": "min(", "clamp": "clamp(", "abs": "abs(",
+              "swap": "), ("}
+
+
+def features(prog):
+    """Which constructs a program holds (for coverage counts and reproducers)."""
+    text = prog.source()
+    found = {f for k in prog.kernels for f in k.features}
+    found |= {name for name, needle in CONSTRUCTS.items() if needle in text}
+    if any(f.split("@ad.func_grad")[0].count("return ") > 1 for f in prog.funcs):
+        found.add("early-return")
+    found -= {"swap"} if not re.search(r"^\s+\w+, \w+ = \w+, \w+$", text, re.M) else set()
+    for s in prog.steps:
+        if s.op != "launch":
+            found.add(s.op)
+            continue
+        params = prog.kernel(s.kernel).params
+        reads = [a for p, a in zip(params, s.args) if not p.is_output and isinstance(a, str)]
+        if len(reads) != len(set(reads)):
+            found.add("one-array-several-params")
+    read = set()
+    for s in prog.steps:
+        written = [s.dest] if s.op != "launch" else \
+            [a for p, a in zip(prog.kernel(s.kernel).params, s.args) if p.is_output]
+        if read & set(written) and s.op != "clone":
+            found.add("overwrite-after-read")
+        if s.op == "launch":
+            read |= {a for p, a in zip(prog.kernel(s.kernel).params, s.args)
+                     if not p.is_output and isinstance(a, str)}
+    if prog.threads > 2048:
+        found.add("big-grid")
+    if len([s for s in prog.steps if s.op == "launch"]) > 1:
+        found.add("multi-launch")
+    return sorted(found)
