@@ -15,6 +15,7 @@ runs ``backward`` and returns an ``Outcome``:
 ``internal``  any other exception (numba TypingError, IndentationError...); a
               crash or a hang is classified by the driver that runs the worker.
 """
+import contextlib
 import importlib.util
 import os
 import re
@@ -141,7 +142,8 @@ def run_backend(prog, mod, ref, backend):
     device = "cuda" if backend == "cuda" else "cpu"
     try:
         with ad.backend_scope("python" if backend == "race" else backend), \
-                racecheck(backend == "race"), warnings.catch_warnings():
+                racecheck() if backend == "race" else contextlib.nullcontext(), \
+                warnings.catch_warnings():
             _race_warnings_are_errors()
             arrays, tape = record(prog, mod, ref.data, device)
             forward = {n: arrays[n].numpy().copy() for n in ref.weights}

@@ -249,12 +249,12 @@ def comparison(ctx):
     r = ctx.rng.random()
     if r < 0.1:
         return f"not ({cmp})"
-    if r < 0.2:
+    if r < 0.2:      # parenthesized: a while test puts it after "w < limit and"
         other = f"{leaf(ctx)} {ctx.pick(['<', '>'])} {ctx.const(-0.5, 0.5)}"
-        return f"{cmp} {ctx.pick(['and', 'or'])} {other}"
+        return f"({cmp} {ctx.pick(['and', 'or'])} {other})"
     ints = ctx.scope.ints + ctx.scope.indices
     if r < 0.25 and ints:
-        return f"{cmp} and {ctx.pick(ints)} % 2 == 0"
+        return f"({cmp} and {ctx.pick(ints)} % 2 == 0)"
     return cmp
 
 
