@@ -95,9 +95,10 @@ class Tally:
             order = ["ok", "refusal", "generator", "mismatch", "internal"]
             if order.index(r["status"]) > order.index(worst):
                 worst = r["status"]
-        if "reference_s" in rec:
-            self.seconds["reference"] += rec["reference_s"]
-            self.runs["reference"] += 1
+        for stage in ("reference", "transform"):
+            if f"{stage}_s" in rec:
+                self.seconds[stage] += rec[f"{stage}_s"]
+                self.runs[stage] += 1
         self.status[worst] += 1
         return worst
 
@@ -111,8 +112,10 @@ class Tally:
         lines = [f"{b:10} " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())) +
                  f"; {60 * self.runs[b] / max(self.seconds[b], 1e-9):.1f} programs/min"
                  for b, c in sorted(self.by_backend.items())]
-        lines.append(f"reference  {60 * self.runs['reference'] / max(self.seconds['reference'], 1e-9):.1f}"
-                     " programs/min (float64 forward + finite differences)")
+        for stage, what in (("reference", "float64 forward + finite differences, once a program"),
+                            ("transform", "adjoint's passes, once a program")):
+            lines.append(f"{stage:10} {60 * self.runs[stage] / max(self.seconds[stage], 1e-9):.1f}"
+                         f" programs/min ({what})")
         lines.append(f"gradient checks: {self.checked} compared, {self.skipped} skipped "
                      "(a branch switched within the step)")
         lines.append(f"wall clock {wall:.0f} s: {60 * self.programs / max(wall, 1e-9):.1f} programs/min")

@@ -39,6 +39,13 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
                 rec["results"][b] = {"status": "internal", "detail": f"at import: {exc!r}",
                                      "seconds": 0.0, "located": False}
             return rec
+        t = time.perf_counter()
+        for k in prog.kernels:       # transform once, outside any backend's time
+            try:
+                getattr(mod, k.name).transformed
+            except Exception:  # noqa: BLE001 - run_backend reports it
+                pass
+        rec["transform_s"] = time.perf_counter() - t
         for b in backends:
             if b == "cuda" and prog.threads > cuda_max_threads:
                 continue
