@@ -1,0 +1,206 @@
+"""Run one program on adjoint's backends and judge it against the float64 reference.
+
+``finite_differences`` draws the checks of a program once (backend-independent):
+for each leaf array a few single entries and one random direction over all of
+it, each a central difference of the reference loss, marked unreliable when the
+branch traces at ``x + h v`` and ``x - h v`` differ (a branch switched in
+between). ``run_backend`` records the schedule on an ``ad.Tape`` on one backend,
+runs ``backward`` and returns an ``Outcome``:
+
+``ok``        forward values, gradients and the arrays after backward all agree;
+``refusal``   adjoint raised one of its own errors (TransformError, LaunchError...);
+              ``located`` says whether the message names a file:line;
+``mismatch``  a forward value, a gradient (beyond tolerance), an array the
+              backward pass changed, or a race the checker saw (backend "race");
+``internal``  any other exception (numba TypingError, IndentationError...); a
+              crash or a hang is classified by the driver that runs the worker.
+"""
+import contextlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import adjoint as ad
+from adjoint.runtime.racecheck import RaceError, racecheck
+
+from .program import program_data
+from .reference import Reference
+
+H = 1e-6
+RTOL = 1e-5
+LOCATED = re.compile(r"\.py:\d+")
+
+
+@dataclass
+class Check:
+    leaf: str
+    what: str              # "entry 3" or "direction"
+    fd: float
+    reliable: bool
+    direction: np.ndarray = None    # None: one entry
+    entry: tuple = ()
+
+
+@dataclass
+class Reference64:
+    """What the reference says about a program: initial data, weights, final arrays, checks."""
+    data: dict
+    weights: dict
+    finals: dict
+    scale: float           # sum of |w * final|: the size of the loss, for the FD tolerance
+    checks: list
+
+
+@dataclass
+class Outcome:
+    status: str            # ok, refusal, mismatch, internal
+    detail: str = ""
+    located: bool = True
+    skipped: int = 0
+    checked: int = 0
+    errors: list = field(default_factory=list)
+
+
+def finite_differences(prog, entries=3):
+    ref = Reference(prog)
+    data, weights = program_data(prog)
+    finals, _ = ref.run(data)
+    scale = sum(float(np.sum(np.abs(w * finals[n]))) for n, w in weights.items())
+    rng = np.random.default_rng(prog.seed + 1)
+    checks = []
+    for leaf in prog.leaves():
+        x = data[leaf]
+        picks = [tuple(int(c) for c in np.unravel_index(rng.integers(x.size), x.shape))
+                 for _ in range(min(entries, x.size))]
+        for e in dict.fromkeys(picks):
+            v = np.zeros_like(x)
+            v[e] = 1.0
+            checks.append(_difference(ref, data, weights, leaf, v, f"entry {e}", e))
+        checks.append(_difference(ref, data, weights, leaf, rng.standard_normal(x.shape),
+                                  "direction", None))
+    return Reference64(data, weights, finals, scale, checks)
+
+
+def _difference(ref, data, weights, leaf, v, what, entry):
+    plus, minus = dict(data), dict(data)
+    plus[leaf] = data[leaf] + H * v
+    minus[leaf] = data[leaf] - H * v
+    fp, tp = ref.loss(plus, weights)
+    fm, tm = ref.loss(minus, weights)
+    reliable = tp == tm and np.isfinite(fp) and np.isfinite(fm)
+    return Check(leaf, what, (fp - fm) / (2 * H), reliable,
+                 None if entry is not None else v, entry or ())
+
+
+# --------------------------------------------------------------------------- adjoint side
+
+def load_module(prog, folder):
+    """Write the program's source to a real file (adjoint reads source) and import it."""
+    path = os.path.join(folder, f"fuzz_{prog.seed}.py")
+    with open(path, "w") as fh:
+        fh.write(prog.source())
+    name = f"fuzz_program_{prog.seed}_{os.getpid()}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def record(prog, mod, data, device):
+    """Arrays and a tape holding the program's schedule, run on ``device``."""
+    arrays = {n: ad.array(v, requires_grad=prog.arrays[n].kind in ("leaf", "buffer"),
+                          device=device) for n, v in data.items()}
+    tape = ad.Tape()
+    with tape:
+        for s in prog.steps:
+            if s.op == "launch":
+                k = prog.kernel(s.kernel)
+                vals = [arrays[a] if isinstance(a, str) else a for a in s.args]
+                ad.launch(getattr(mod, s.kernel), prog.dim,
+                          inputs=[v for p, v in zip(k.params, vals) if not p.is_output],
+                          outputs=[v for p, v in zip(k.params, vals) if p.is_output])
+            elif s.op == "clone":
+                arrays[s.dest] = ad.clone(arrays[s.src])
+            elif s.op == "copy":
+                ad.copy(arrays[s.dest], arrays[s.src])
+            else:
+                arrays[s.dest].assign(arrays[s.src])
+    return arrays, tape
+
+
+def run_backend(prog, mod, ref, backend):
+    """Run ``prog`` on ``backend`` and compare with ``ref`` (a ``Reference64``).
+    ``backend`` is python, numba, cuda, or race: the python backend with the race
+    checker on (every launch takes its parallel plan, whatever its size)."""
+    device = "cuda" if backend == "cuda" else "cpu"
+    try:
+        with ad.backend_scope("python" if backend == "race" else backend), \
+                racecheck() if backend == "race" else contextlib.nullcontext(), \
+                warnings.catch_warnings():
+            _race_warnings_are_errors()
+            arrays, tape = record(prog, mod, ref.data, device)
+            forward = {n: arrays[n].numpy().copy() for n in ref.weights}
+            tape.backward(grads={arrays[n]: w for n, w in ref.weights.items()})
+            after = {n: arrays[n].numpy() for n in ref.weights}
+            grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
+                     else np.zeros(ref.data[n].shape) for n in prog.leaves()}
+    except RaceError as exc:
+        return Outcome("mismatch", f"race: {exc}")
+    except ad.AdjointError as exc:
+        msg = str(exc)
+        return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
+    except Exception as exc:  # noqa: BLE001 - every other exception is a finding
+        return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
+    return compare(ref, forward, after, grads)
+
+
+def _race_warnings_are_errors():
+    try:
+        from numba.core.errors import NumbaParallelSafetyWarning
+    except ImportError:
+        return
+    warnings.simplefilter("error", NumbaParallelSafetyWarning)
+
+
+def _tail(exc, lines=12):
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-lines:])
+
+
+def compare(ref, forward, after, grads):
+    errors = []
+    for n, want in ref.finals.items():
+        if n not in forward:
+            continue
+        tol = 1e-9 * (1.0 + np.max(np.abs(want)))
+        bad = ~np.isclose(forward[n], want, rtol=1e-9, atol=tol)
+        if bad.any():
+            e = tuple(int(c) for c in np.argwhere(bad)[0])
+            errors.append(f"forward value of {n}{list(e)}: adjoint {forward[n][e]!r}, "
+                          f"reference {want[e]!r} ({int(bad.sum())} elements differ)")
+        if not np.array_equal(after[n], forward[n], equal_nan=True):
+            errors.append(f"backward changed {n} (it holds a forward output)")
+    skipped = checked = 0
+    for c in ref.checks:
+        g = grads[c.leaf]
+        got = float(g[c.entry]) if c.direction is None else float(np.sum(g * c.direction))
+        size = abs(float(g[c.entry])) if c.direction is None else float(np.sum(np.abs(g * c.direction)))
+        if not np.isfinite(got):
+            errors.append(f"gradient of {c.leaf} ({c.what}) is {got}")
+            continue
+        if not c.reliable:
+            skipped += 1
+            continue
+        checked += 1
+        tol = RTOL * max(abs(c.fd), size) + 1e-8 * (1.0 + ref.scale)
+        if abs(got - c.fd) > tol:
+            errors.append(f"gradient of {c.leaf} ({c.what}): adjoint {got!r}, "
+                          f"finite difference {c.fd!r}")
+    status = "mismatch" if errors else "ok"
+    return Outcome(status, "\n".join(errors), skipped=skipped, checked=checked, errors=errors)

@@ -1,0 +1,91 @@
+"""Run seeds: one program per seed, checked on every backend asked for.
+
+``run_seed`` is the unit of work (used in-process by tests/test_fuzz.py and by
+the worker processes of ``python -m benchmarks.fuzz``): it draws the program,
+computes the reference and its finite differences once, then runs each
+backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA
+takes only programs of at most ``cuda_max_threads`` threads.
+"""
+import os
+import re
+import tempfile
+import time
+
+from .check import finite_differences, load_module, run_backend
+from .program import Profile, gen_program
+
+STATUSES = ["ok", "refusal", "mismatch", "internal", "generator"]
+
+
+def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=128):
+    """``{"seed", "features", "threads", "reference_s", "results": {backend: {...}}}``;
+    each result has ``status`` (see check.Outcome), ``detail``, ``located``,
+    ``checked``, ``skipped`` and ``seconds``."""
+    prog = gen_program(seed, profile)
+    rec = {"seed": seed, "features": prog.features, "threads": prog.threads, "results": {}}
+    t0 = time.perf_counter()
+    try:
+        ref = finite_differences(prog, entries=3 if prog.threads <= 2048 else 1)
+    except Exception as exc:  # noqa: BLE001 - the generator wrote something Python rejects
+        rec["results"]["reference"] = {"status": "generator", "detail": f"{type(exc).__name__}: {exc}",
+                                       "seconds": time.perf_counter() - t0}
+        return rec
+    rec["reference_s"] = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        try:
+            mod = load_module(prog, tmp)
+        except Exception as exc:  # noqa: BLE001 - adjoint's decorators raised at import
+            for b in backends:
+                rec["results"][b] = {"status": "internal", "detail": f"at import: {exc!r}",
+                                     "seconds": 0.0, "located": False}
+            return rec
+        t = time.perf_counter()
+        for k in prog.kernels:       # transform once, outside any backend's time
+            try:
+                getattr(mod, k.name).transformed
+            except Exception:  # noqa: BLE001 - run_backend reports it
+                pass
+        rec["transform_s"] = time.perf_counter() - t
+        for b in backends:
+            if b == "cuda" and prog.threads > cuda_max_threads:
+                continue
+            t = time.perf_counter()
+            out = run_backend(prog, mod, ref, b)
+            rec["results"][b] = {"status": out.status, "detail": out.detail,
+                                 "located": out.located, "checked": out.checked,
+                                 "skipped": out.skipped, "seconds": time.perf_counter() - t}
+    return rec
+
+
+def signature(status, detail):
+    """What makes two failures the same: the status and the message's first line with
+    numbers, generated names and paths blanked out."""
+    first = detail.strip().splitlines()[0] if detail.strip() else ""
+    first = re.sub(r"\S+\.py:\d+(:\d+)?", "FILE:LINE", first)
+    first = re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", first)
+    first = re.sub(r"\b(t|y|b|r|v|s|k|w|ip|im|nn|x|out|a|g|idx|perm)N\b", r"\1#", first)
+    return f"{status}: {first[:160]}"
+
+
+def reproducer(rec, prog, command):
+    """Text of a reproducer file: symptom per backend, the command, source and schedule."""
+    parts = [f"# fuzz seed {rec['seed']}", "", f"re-run: {command}", "",
+             f"features: {', '.join(prog.features)}; grid {prog.dim!r}", ""]
+    for backend, r in rec["results"].items():
+        if r["status"] != "ok":
+            parts += [f"## {backend}: {r['status']}", "", "```", r["detail"].rstrip(), "```", ""]
+    parts += ["## program", "", "```python", prog.source().rstrip(), "", "", "# schedule (recorded "
+              "on one ad.Tape; loss = sum(w * final value) of every written array)",
+              *prog.schedule(), "```", ""]
+    return "\n".join(parts)
+
+
+def write_reproducer(folder, rec, profile, backends):
+    os.makedirs(folder, exist_ok=True)
+    prog = gen_program(rec["seed"], profile)
+    cmd = (f"python -m benchmarks.fuzz --seed {rec['seed']} --count 1 "
+           f"--backends {','.join(backends)} --big {profile.big}")
+    path = os.path.join(folder, f"seed-{rec['seed']}.md")
+    with open(path, "w") as fh:
+        fh.write(reproducer(rec, prog, cmd))
+    return path

@@ -1,0 +1,275 @@
+"""Random expressions of adjoint's kernel language, and the state a generator carries.
+
+A ``Ctx`` is what every construct generator reads and writes: the random source,
+the lines written so far (with their indentation), and the ``Scope`` -- which float
+and int locals are assigned on *every* path reaching the current line. Generators
+only ever read names from the scope, so every program they write is valid Python
+that never reads a maybe-unassigned name.
+
+Values stay finite and of moderate size, so central finite differences of the
+forward are meaningful: inputs lie in [-1, 1], and every float variable is assigned
+a ``bounded`` expression (about [-2, 2] whenever its operands are), built from
+smooth saturating functions (tanh, sin, exp of a tanh...), convex combinations
+and scaled products. ``raw`` expressions (sums and products of leaves) appear only
+inside those saturating functions and in comparisons. Kinks (abs, min, max,
+clamp, branches) are allowed: the reference interpreter records every comparison,
+so a finite difference that straddles one is detected and skipped.
+"""
+import contextlib
+import itertools
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Scope:
+    """Names assigned on every path to the current line."""
+    floats: list = field(default_factory=list)
+    ints: list = field(default_factory=list)      # small ints: loop counters, int params (<= 4)
+    indices: list = field(default_factory=list)   # thread and neighbour indices (any size)
+    loops: list = field(default_factory=list)     # enclosing loop kinds, innermost last
+
+    def copy(self):
+        return Scope(list(self.floats), list(self.ints), list(self.indices), list(self.loops))
+
+
+@dataclass
+class FuncSig:
+    """A func a kernel or a later func may call."""
+    name: str
+    n_floats: int
+    has_int: bool
+    n_returns: int
+
+
+class Ctx:
+    """Generator state for one kernel or func body."""
+
+    def __init__(self, rng, role, funcs=()):
+        self.rng = rng
+        self.role = role                  # "kernel" or "func"
+        self.funcs = list(funcs)          # FuncSig callable from here
+        self.lines = []
+        self.indent = 1
+        self.depth = 0                    # nesting of compound statements
+        self.scope = Scope()
+        self.float_params = []            # float scalars (read-only leaves)
+        self.reads = []                   # array loads usable as leaves, e.g. "x0[i, j]"
+        self.n_returns = 1                # funcs: values each return gives back
+        self._names = itertools.count()
+
+    # -- writing -------------------------------------------------------------------------
+    def emit(self, line):
+        self.lines.append("    " * self.indent + line)
+
+    def fresh(self, prefix="t"):
+        return f"{prefix}{next(self._names)}"
+
+    def define(self, name):
+        if name not in self.scope.floats:
+            self.scope.floats.append(name)
+
+    @contextlib.contextmanager
+    def block(self):
+        """An indented block whose new names are dropped afterwards (a loop body, a
+        branch); yields the block's own scope so callers can see what it assigned."""
+        saved = self.scope
+        self.scope = saved.copy()
+        self.indent += 1
+        self.depth += 1
+        try:
+            yield self.scope
+        finally:
+            self.indent -= 1
+            self.depth -= 1
+            self.scope = saved
+
+    # -- choosing ------------------------------------------------------------------------
+    def chance(self, p):
+        return self.rng.random() < p
+
+    def pick(self, seq):
+        return self.rng.choice(list(seq))
+
+    def const(self, lo=-0.9, hi=0.9):
+        return repr(round(self.rng.uniform(lo, hi), 2))
+
+    def in_loop(self):
+        return bool(self.scope.loops)
+
+
+# --------------------------------------------------------------------------- leaves
+
+def var(ctx):
+    """A float local (often a recent one, so values flow on), or a float parameter; a
+    constant when there is none yet."""
+    names = ctx.scope.floats + ctx.float_params
+    if not names:
+        return ctx.const()
+    return ctx.pick(ctx.scope.floats[-3:] or names) if ctx.chance(0.5) else ctx.pick(names)
+
+
+def leaf(ctx):
+    """A value of size about 1: a variable, an array load or a constant."""
+    r = ctx.rng.random()
+    if ctx.reads and r < 0.3:
+        return ctx.pick(ctx.reads)
+    if r < 0.9 and (ctx.scope.floats or ctx.float_params):
+        return var(ctx)
+    return ctx.const()
+
+
+def raw(ctx, depth=2):
+    """Sums and products of leaves: finite, but not bounded (used inside tanh, sin...)."""
+    if depth == 0 or ctx.chance(0.35):
+        return leaf(ctx)
+    a, b = raw(ctx, depth - 1), raw(ctx, depth - 1)
+    form = ctx.pick(["{a} + {b}", "{a} - {b}", "{a} * {b}", "{c} * {a}", "-{a}"])
+    return "(" + form.format(a=a, b=b, c=ctx.const(-2.0, 2.0)) + ")"
+
+
+# --------------------------------------------------------------------------- bounded forms
+# Each takes ctx and returns source whose value lies in about [-2, 2] when every
+# variable does. One function per form keeps the table readable.
+
+def _saturate(ctx):
+    fn = ctx.pick(["math.sin", "math.cos", "math.tanh", "ad.sin", "ad.tanh", "ad.cos"])
+    return f"{fn}({raw(ctx)})"
+
+
+def _atan(ctx):
+    return f"0.6 * {ctx.pick(['math.atan', 'ad.atan'])}({raw(ctx)})"
+
+
+def _exp_tanh(ctx):
+    return f"math.exp(0.5 * math.tanh({raw(ctx)}))"
+
+
+def _gauss(ctx):
+    r = raw(ctx, 1)
+    return f"math.exp(-{r} * {r})"
+
+
+def _log(ctx):
+    return f"math.log(2.0 + math.sin({raw(ctx)}))"
+
+
+def _sqrt(ctx):
+    v = var(ctx)
+    return f"(math.sqrt(1.0 + {v} * {v}) - 1.0)"
+
+
+def _ratio(ctx):
+    r = raw(ctx, 1)
+    return f"{var(ctx)} / (1.0 + {r} * {r})"
+
+
+def _ratio_cos(ctx):
+    return f"{var(ctx)} / (2.0 + math.cos({raw(ctx)}))"
+
+
+def _product(ctx):
+    return f"0.5 * {leaf(ctx)} * {leaf(ctx)}"
+
+
+def _square(ctx):
+    return ctx.pick(["0.25 * {v} ** 2", "{v} ** 2 * 0.25", "0.1 * {v} ** 3",
+                     "(-0.5) ** 2 * {v}", "-0.5 ** 2 * {v}", "0.3 * {v} * {v}"]).format(v=leaf(ctx))
+
+
+def _pow(ctx):
+    return f"0.2 * math.pow(1.5 + math.sin({raw(ctx)}), 2.0)"
+
+
+def _atan2(ctx):
+    return f"0.6 * ad.atan2({raw(ctx)}, 1.5 + math.cos({raw(ctx)}))"
+
+
+def _hyperbolic(ctx):
+    return ctx.pick(["math.sinh(0.5 * {v})", "(math.cosh(0.5 * {v}) - 1.0)"]).format(v=leaf(ctx))
+
+
+def _convex(ctx, depth):
+    a = ctx.rng.choice([0.5, 0.3, 0.7, 0.25])
+    op = ctx.pick(["+", "-"])
+    return f"({a} * {bounded(ctx, depth)} {op} {round(1 - a, 2)} * {bounded(ctx, depth)})"
+
+
+def _minmax(ctx, depth):
+    fn = ctx.pick(["min", "max", "ad.min", "ad.max"])
+    return f"{fn}({bounded(ctx, depth)}, {bounded(ctx, depth)})"
+
+
+def _abs(ctx, depth):
+    return f"{ctx.pick(['abs', 'ad.abs'])}({bounded(ctx, depth)})"
+
+
+def _clamp(ctx, depth):
+    return ctx.pick([f"ad.clamp({raw(ctx)}, -1.0, 1.0)",
+                     f"ad.clamp({var(ctx)}, {ctx.const(-0.9, -0.1)}, {ctx.const(0.1, 0.9)})"])
+
+
+def _ternary(ctx, depth):
+    return f"({bounded(ctx, depth)} if {comparison(ctx)} else {bounded(ctx, depth)})"
+
+
+def _counter(ctx, depth):
+    k = ctx.pick(ctx.scope.ints + ctx.scope.indices)
+    return f"0.1 * float({k} % 7) * {bounded(ctx, depth)}"
+
+
+def _call(ctx, depth):
+    f = ctx.pick([f for f in ctx.funcs if f.n_returns == 1])
+    return "0.5 * " + call_source(ctx, f)
+
+
+LEAF_FORMS = [_saturate, _atan, _exp_tanh, _gauss, _log, _sqrt, _ratio, _ratio_cos,
+              _product, _square, _pow, _atan2, _hyperbolic]
+
+
+def bounded(ctx, depth=0):
+    """A smooth (or kinked) expression of about [-2, 2] over the variables in scope;
+    ``depth`` counts the combining forms (min, convex sums, ternaries...) around it."""
+    if depth >= 2 or not ctx.chance(0.3):
+        return ctx.pick(LEAF_FORMS)(ctx)
+    nested = [_convex, _minmax, _abs, _clamp, _ternary]
+    if ctx.scope.ints or ctx.scope.indices:
+        nested.append(_counter)
+    if any(f.n_returns == 1 for f in ctx.funcs):
+        nested += [_call, _call]
+    return ctx.pick(nested)(ctx, depth + 1)
+
+
+# --------------------------------------------------------------------------- conditions
+
+def comparison(ctx):
+    """A float comparison that goes either way on random data (sometimes combined)."""
+    op = ctx.pick(["<", "<=", ">", ">="])
+    right = ctx.const(-0.6, 0.6) if ctx.chance(0.5) else leaf(ctx)
+    cmp = f"{raw(ctx, 1)} {op} {right}"
+    r = ctx.rng.random()
+    if r < 0.1:
+        return f"not ({cmp})"
+    if r < 0.2:      # parenthesized: a while test puts it after "w < limit and"
+        other = f"{leaf(ctx)} {ctx.pick(['<', '>'])} {ctx.const(-0.5, 0.5)}"
+        return f"({cmp} {ctx.pick(['and', 'or'])} {other})"
+    ints = ctx.scope.ints + ctx.scope.indices
+    if r < 0.25 and ints:
+        return f"({cmp} and {ctx.pick(ints)} % 2 == 0)"
+    return cmp
+
+
+def int_condition(ctx):
+    """A condition on ints only (a loop counter, the thread index)."""
+    k = ctx.pick(ctx.scope.ints + ctx.scope.indices)
+    return f"{k} % {ctx.rng.randint(2, 4)} == {ctx.rng.randint(0, 1)}"
+
+
+# --------------------------------------------------------------------------- calls
+
+def call_source(ctx, f):
+    """``f(args)``: float arguments from scope (no deeper calls), an int one if ``f`` takes it."""
+    args = [bounded(ctx, 2) if ctx.chance(0.4) else var(ctx) for _ in range(f.n_floats)]
+    if f.has_int:
+        ints = ctx.scope.ints
+        args.append(ctx.pick(ints) if ints and ctx.chance(0.6) else str(ctx.rng.randint(0, 3)))
+    return f"{f.name}({', '.join(args)})"

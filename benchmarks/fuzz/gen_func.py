@@ -1,0 +1,77 @@
+"""Random ``@ad.func`` definitions, and funcs with a hand-written ``@ad.func_grad``.
+
+A generated func takes one to three floats (and sometimes an int loop bound),
+may call funcs generated before it, may ``return`` early from a branch or a
+loop, and returns one or two values (every return the same number). A
+custom-gradient func is ``A(a) * B(b)`` (or ``A(a)``) from a table of smooth
+functions with known derivatives, and its ``@ad.func_grad`` returns the exact
+adjoints, so finite differences of the primal check that adjoint uses the rule.
+"""
+from .gen_expr import Ctx, FuncSig
+from .gen_stmt import body, return_value
+
+PARAMS = ["a", "b", "d"]
+
+# primal and derivative of a smooth one-argument function, in the argument {x}
+SMOOTH = [
+    ("math.sin({x})", "math.cos({x})"),
+    ("math.tanh({x})", "(1.0 - math.tanh({x}) ** 2)"),
+    ("math.atan({x})", "1.0 / (1.0 + {x} * {x})"),
+    ("math.exp(0.5 * math.sin({x}))", "0.5 * math.cos({x}) * math.exp(0.5 * math.sin({x}))"),
+    ("{x} / (1.0 + {x} * {x})", "(1.0 - {x} * {x}) / (1.0 + {x} * {x}) ** 2"),
+    ("(0.5 * {x} + 0.25)", "0.5"),
+]
+
+
+def gen_func(rng, name, callable_funcs):
+    """A random func; returns (FuncSig, source)."""
+    n_floats = rng.randint(1, 3)
+    has_int = rng.random() < 0.3
+    n_returns = 2 if rng.random() < 0.3 else 1
+    ctx = Ctx(rng, "func", callable_funcs)
+    ctx.n_returns = n_returns
+    ctx.scope.floats += PARAMS[:n_floats]
+    if has_int:
+        ctx.scope.ints.append("m")
+    body(ctx, rng.randint(1, 4))
+    ctx.emit(f"return {return_value(ctx)}")
+    args = [f"{p}: float" for p in PARAMS[:n_floats]] + (["m: int"] if has_int else [])
+    ret = " -> float" if n_returns == 1 else ""
+    src = ["@ad.func", f"def {name}({', '.join(args)}){ret}:"] + ctx.lines
+    return FuncSig(name, n_floats, has_int, n_returns), "\n".join(src) + "\n"
+
+
+def gen_custom_grad_func(rng, name):
+    """``A(a) [* B(b)]`` with an exact hand-written adjoint; returns (FuncSig, source)."""
+    n = rng.randint(1, 2)
+    parts = [rng.choice(SMOOTH) for _ in range(n)]
+    prim = [f.format(x=p) for (f, _), p in zip(parts, PARAMS)]
+    deriv = [d.format(x=p) for (_, d), p in zip(parts, PARAMS)]
+    params = ", ".join(f"{p}: float" for p in PARAMS[:n])
+    lines = ["@ad.func", f"def {name}({params}) -> float:"]
+    if rng.random() < 0.5:
+        lines += [f"    u = {prim[0]}", f"    return {' * '.join(['u'] + prim[1:])}"]
+    else:
+        lines += [f"    return {' * '.join(prim)}"]
+    adjs = []
+    for k in range(n):
+        factors = ["adj_ret", deriv[k]] + [prim[m] for m in range(n) if m != k]
+        adjs.append(" * ".join(factors))
+    lines += ["", "", f"@ad.func_grad({name})",
+              f"def {name}_grad({params}, adj_ret: float):",
+              f"    return {', '.join(adjs)}"]
+    return FuncSig(name, n, False, 1), "\n".join(lines) + "\n"
+
+
+def gen_funcs(rng):
+    """Zero to three funcs, each able to call the ones before it."""
+    sigs, sources = [], []
+    for k in range(rng.choice([0, 0, 1, 1, 2])):
+        name = f"f{k}"
+        if rng.random() < 0.25:
+            sig, src = gen_custom_grad_func(rng, name)
+        else:
+            sig, src = gen_func(rng, name, sigs)
+        sigs.append(sig)
+        sources.append(src)
+    return sigs, sources

@@ -1,0 +1,226 @@
+"""Random ``@ad.kernel`` definitions: parameters, loads, gathers, stencils and writes.
+
+A kernel reads grid-shaped float arrays at the thread's own index and at
+neighbours (a periodic or clamped stencil), gathers through an index array,
+takes an int (loop bounds) and a float scalar, and writes each output in one
+*mode*: a plain store at its own index (maybe conditional, maybe followed by a
+load of the element just stored, maybe through a permutation), ``+=`` at its own
+index, a scatter (``acc[idx[i]] += v``, ``ad.atomic_add``/``atomic_sub``), or a
+shared total (``ad.atomic_add(tot, 0, v)``). Outputs are never read otherwise, so
+every kernel is one adjoint accepts (see docs/semantics.md). Accumulated values
+are scaled by (bins / threads) so sums stay of size about 1.
+"""
+from dataclasses import dataclass, field
+
+from .gen_expr import Ctx, bounded, comparison, int_condition
+from .gen_stmt import KERNEL_CONSTRUCTS, body
+
+GRID_OUT_MODES = ["store", "store", "store", "add", "cond", "load", "perm", "const"]
+ACC_MODES = ["scatter", "atomic", "atomic_sub"]
+
+
+@dataclass
+class Param:
+    name: str
+    kind: str       # in, src, idx, perm, n, c (inputs); out, acc, tot (outputs)
+    ndim: int = 1
+    mode: str = ""  # outputs: how the kernel writes it
+
+    @property
+    def is_output(self):
+        return self.kind in ("out", "acc", "tot")
+
+    def annotation(self):
+        if self.kind == "n":
+            return "int"
+        if self.kind == "c":
+            return "float"
+        dtype = "ad.int32" if self.kind in ("idx", "perm") else "float"
+        return f"ad.array(dtype={dtype})" if self.ndim == 1 else \
+            f"ad.array(dtype={dtype}, ndim={self.ndim})"
+
+
+@dataclass
+class KernelDef:
+    name: str
+    ndim: int
+    params: list
+    source: str = ""
+    features: list = field(default_factory=list)
+
+
+class KernelCtx(Ctx):
+    """A ``Ctx`` that also knows the kernel's arrays, its index and its outputs."""
+
+    def __init__(self, rng, funcs, kdef, scales):
+        super().__init__(rng, "kernel", funcs)
+        self.kdef = kdef
+        self.index = "i" if kdef.ndim == 1 else "i, j"
+        self.scales = scales            # output kind -> factor keeping sums of size ~1
+        self.outputs = [p for p in kdef.params if p.is_output]
+        self.stored_once = set()        # "load" outputs: stored once (outside loops), then read
+        self.idx = next((p.name for p in kdef.params if p.kind == "idx"), None)
+        self.perm = next((p.name for p in kdef.params if p.kind == "perm"), None)
+
+
+# --------------------------------------------------------------------------- parameters
+
+def choose_params(rng, ndim):
+    params = [Param(f"x{k}", "in", ndim) for k in range(rng.randint(1, 3))]
+    modes = [rng.choice(GRID_OUT_MODES + ACC_MODES + ["total"]) for _ in range(rng.randint(1, 3))]
+    if rng.random() < 0.4 or any(m in ACC_MODES for m in modes):
+        params.append(Param("src", "src", 1))
+        params.append(Param("idx", "idx", ndim))
+    if "perm" in modes:
+        params.append(Param("perm", "perm", 1))
+    if rng.random() < 0.6:
+        params.append(Param("n", "n"))
+    if rng.random() < 0.3:
+        params.append(Param("c", "c"))
+    for k, mode in enumerate(modes):
+        kind = "acc" if mode in ACC_MODES else "tot" if mode == "total" else "out"
+        params.append(Param(f"out{k}", kind, ndim if kind == "out" else 1, mode))
+    return params
+
+
+def header(kdef):
+    args = ", ".join(f"{p.name}: {p.annotation()}" for p in kdef.params)
+    return ["@ad.kernel", f"def {kdef.name}({args}):"]
+
+
+# --------------------------------------------------------------------------- loads
+
+def _stencil(ctx):
+    """Neighbour indices along one axis (periodic by branches or %, or clamped), then
+    loads of every grid input at them."""
+    axis = ctx.rng.randint(0, ctx.kdef.ndim - 1)
+    t = "ij"[axis]
+    arr = next(p.name for p in ctx.kdef.params if p.kind == "in")
+    size = f"{arr}.shape[{axis}]"
+    ip, im = ctx.fresh("ip"), ctx.fresh("im")
+    style = ctx.pick(["branch", "branch", "mod", "clamp", "mod2"])
+    ctx.kdef.features.append(f"stencil-{style}")
+    if style == "branch":
+        nn = ctx.fresh("nn")
+        ctx.emit(f"{nn} = {size}")
+        for name, init, test, wrap in ((ip, f"{t} + 1", f"{ip} == {nn}", "0"),
+                                       (im, f"{t} - 1", f"{im} < 0", f"{nn} - 1")):
+            ctx.emit(f"{name} = {init}")
+            ctx.emit(f"if {test}:")
+            ctx.emit(f"    {name} = {wrap}")
+    elif style == "mod":
+        ctx.emit(f"{ip} = ({t} + 1) % {size}")
+        ctx.emit(f"{im} = ({t} + {size} - 1) % {size}")
+    elif style == "mod2":
+        ctx.emit(f"{ip} = ({t} + 2) % {size}")
+        ctx.emit(f"{im} = ({t} + {size} - 1) % {size}")
+    else:
+        ctx.emit(f"{ip} = min({t} + 1, {size} - 1)")
+        ctx.emit(f"{im} = max({t} - 1, 0)")
+    ctx.scope.indices += [ip, im]
+    for p in ctx.kdef.params:
+        if p.kind == "in":
+            for nb in (ip, im):
+                at = [nb if a == axis else "ij"[a] for a in range(ctx.kdef.ndim)]
+                ctx.reads.append(f"{p.name}[{', '.join(at)}]")
+
+
+def s_load(ctx):
+    """``t = x[i, j]``, a neighbour or a gather ``src[idx[i]]`` into a new local."""
+    t = ctx.fresh("v")
+    ctx.emit(f"{t} = {ctx.pick(ctx.reads)}")
+    ctx.define(t)
+
+
+# --------------------------------------------------------------------------- writes
+
+def _scaled(ctx, out):
+    return f"{ctx.scales[out.kind]} * {bounded(ctx)}"
+
+
+def write(ctx, out):
+    """One write of ``out`` in its mode."""
+    own = f"{out.name}[{ctx.index}]"
+    mode = out.mode
+    if mode == "store":
+        ctx.emit(f"{own} = {bounded(ctx)}")
+    elif mode == "add":
+        ctx.emit(f"{own} {ctx.pick(['+=', '-='])} {bounded(ctx)}")
+    elif mode == "cond":
+        ctx.emit(f"if {comparison(ctx)}:")
+        ctx.emit(f"    {own} = {bounded(ctx)}")
+        if ctx.chance(0.5):
+            ctx.emit("else:")
+            ctx.emit(f"    {own} = {bounded(ctx)}")
+    elif mode == "load":
+        t = ctx.fresh("s")
+        ctx.emit(f"{own} = {bounded(ctx)}")
+        ctx.emit(f"{t} = {own}")
+        ctx.define(t)
+        ctx.stored_once.add(out.name)
+    elif mode == "perm":
+        at = f"{ctx.perm}[i]" if ctx.kdef.ndim == 1 else f"{ctx.perm}[i], j"
+        ctx.emit(f"{out.name}[{at}] = {bounded(ctx)}")
+    elif mode == "const":
+        ctx.emit(f"{own} += 1.0")
+    elif mode == "scatter":
+        ctx.emit(f"{out.name}[{ctx.idx}[{ctx.index}]] += {_scaled(ctx, out)}")
+    elif mode in ("atomic", "atomic_sub"):
+        fn = "ad.atomic_add" if mode == "atomic" else "ad.atomic_sub"
+        ctx.emit(f"{fn}({out.name}, {ctx.idx}[{ctx.index}], {_scaled(ctx, out)})")
+    elif mode == "total":
+        ctx.emit(f"ad.atomic_add({out.name}, 0, {_scaled(ctx, out)})")
+    else:
+        raise ValueError(mode)
+
+
+def _writable(ctx):
+    """Outputs a write may go to here: a "load" output is stored once, outside loops
+    (the one store-then-load pattern adjoint allows, docs/semantics.md)."""
+    return [o for o in ctx.outputs if o.mode != "load" or
+            (not ctx.in_loop() and o.name not in ctx.stored_once)]
+
+
+def s_write(ctx):
+    write(ctx, ctx.pick(_writable(ctx)))
+
+
+KERNEL_CONSTRUCTS += [
+    (s_load, 2, lambda ctx: ctx.reads),
+    (s_write, 1, _writable),
+]
+
+
+# --------------------------------------------------------------------------- a kernel
+
+def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6)):
+    """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
+    ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
+    ("acc", "tot") to the factor its increments get."""
+    kdef = KernelDef(name, ndim, choose_params(rng, ndim))
+    ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
+    ctx.emit("i = ad.tid()" if ndim == 1 else "i, j = ad.tid()")
+    ctx.scope.indices += ["i"] if ndim == 1 else ["i", "j"]
+    ctx.scope.ints += [p.name for p in kdef.params if p.kind == "n"]
+    ctx.float_params += [p.name for p in kdef.params if p.kind == "c"]
+    for p in kdef.params:
+        if p.kind == "in":
+            ctx.reads.append(f"{p.name}[{ctx.index}]")
+        elif p.kind == "src":
+            ctx.reads.append(f"{p.name}[{ctx.idx}[{ctx.index}]]")
+    if rng.random() < 0.35:
+        _stencil(ctx)
+    for _ in range(rng.randint(0, 2)):
+        s_load(ctx)
+    if rng.random() < 0.15:
+        cond = int_condition(ctx) if rng.random() < 0.5 else comparison(ctx)
+        ctx.emit(f"if {cond}:")
+        ctx.emit("    return")
+        kdef.features.append("guard-return")
+    body(ctx, rng.randint(*statements))
+    for out in ctx.outputs:
+        if out.name not in ctx.stored_once:
+            write(ctx, out)
+    kdef.source = "\n".join(header(kdef) + ctx.lines) + "\n"
+    kdef.features += sorted({p.mode for p in ctx.outputs})
+    return kdef

@@ -1,0 +1,278 @@
+"""A random program: funcs, kernels, arrays, and a schedule of launches and copies on one tape.
+
+``gen_program(seed, profile)`` is deterministic in ``seed``. All kernels of a
+program share one grid; grid-shaped float arrays flow from one launch to the
+next (a later kernel reads what an earlier one stored), accumulators of
+``bins`` elements become gather sources of later kernels, and between launches
+arrays are overwritten (a launch writing an array an earlier launch read,
+``ad.copy``, ``Array.assign``): the tape must keep what the earlier launch saw.
+One array is sometimes passed for several read parameters of one launch.
+
+The loss is ``sum(w * final value)`` over every array a step wrote (``seeded``);
+the gradients checked are those of the ``leaf`` arrays (the random inputs).
+"""
+import math
+import random
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .gen_func import gen_funcs
+from .gen_kernel import gen_kernel
+
+HEADER = "import math\n\nimport numpy as np\n\nimport adjoint as ad\n"
+BIG_GRIDS = [(2100,), (2600,), (48, 48), (6, 400), (40, 64), (64, 40), (8, 300)]
+
+
+@dataclass
+class Profile:
+    """How programs are drawn: ``big`` is the chance of a grid above the parallel threshold;
+    numba compiles each kernel for seconds, so programs are kept small by default."""
+    big: float = 0.25
+    max_kernels: int = 2
+    statements: tuple = (2, 6)      # top-level statements of a kernel body
+
+
+@dataclass
+class ArrayDecl:
+    name: str
+    shape: tuple
+    kind: str          # leaf (random float input), index (ints in [0, high)), perm, buffer
+    high: int = 0
+    clone_of: str = ""  # buffers made by ad.clone at a step start there, not as zeros
+
+
+@dataclass
+class Step:
+    op: str                                    # launch, copy, assign, clone
+    kernel: str = ""
+    args: list = field(default_factory=list)   # launch: per parameter, an array name or a number
+    dest: str = ""
+    src: str = ""
+
+
+@dataclass
+class Program:
+    seed: int
+    grid: tuple
+    bins: int
+    arrays: dict
+    funcs: list
+    kernels: list
+    steps: list
+    features: list = field(default_factory=list)
+
+    @property
+    def threads(self):
+        return math.prod(self.grid)
+
+    @property
+    def dim(self):
+        return self.grid[0] if len(self.grid) == 1 else self.grid
+
+    def leaves(self):
+        return [n for n, a in self.arrays.items() if a.kind == "leaf"]
+
+    def seeded(self):
+        """Arrays whose final values enter the loss: every array a step wrote."""
+        written = []
+        for s in self.steps:
+            names = [s.dest] if s.op != "launch" else \
+                [a for p, a in zip(self.kernel(s.kernel).params, s.args) if p.is_output]
+            written += [n for n in names if n not in written]
+        return written
+
+    def kernel(self, name):
+        return next(k for k in self.kernels if k.name == name)
+
+    def source(self):
+        return "\n\n".join([HEADER] + self.funcs + [k.source for k in self.kernels])
+
+    def schedule(self):
+        """The launches and copies as Python (for reproducers)."""
+        lines = []
+        for s in self.steps:
+            if s.op == "launch":
+                k = self.kernel(s.kernel)
+                ins = [str(a) for p, a in zip(k.params, s.args) if not p.is_output]
+                outs = [str(a) for p, a in zip(k.params, s.args) if p.is_output]
+                lines.append(f"ad.launch({s.kernel}, {self.dim!r}, inputs=[{', '.join(ins)}], "
+                             f"outputs=[{', '.join(outs)}])")
+            elif s.op == "clone":
+                lines.append(f"{s.dest} = ad.clone({s.src})")
+            elif s.op == "copy":
+                lines.append(f"ad.copy({s.dest}, {s.src})")
+            else:
+                lines.append(f"{s.dest}.assign({s.src})")
+        return lines
+
+
+def program_data(prog):
+    """Initial values of the arrays (``clone`` ones excepted) and the loss weights."""
+    rng = np.random.default_rng(prog.seed)
+    data = {}
+    for name, a in prog.arrays.items():
+        if a.kind == "leaf":
+            data[name] = rng.uniform(-1.0, 1.0, a.shape)
+        elif a.kind == "index":
+            data[name] = rng.integers(0, a.high, a.shape).astype(np.int32)
+        elif a.kind == "perm":
+            data[name] = rng.permutation(a.shape[0]).astype(np.int32)
+        elif not a.clone_of:
+            data[name] = np.zeros(a.shape)
+    weights = {n: rng.uniform(0.5, 1.5, prog.arrays[n].shape) for n in prog.seeded()}
+    return data, weights
+
+
+# --------------------------------------------------------------------------- drawing
+
+class _Builder:
+    """Arrays and steps of a program being drawn."""
+
+    def __init__(self, rng, grid, bins):
+        self.rng, self.grid, self.bins = rng, grid, bins
+        self.arrays, self.steps = {}, []
+        self.read = set()           # arrays some launch has read (overwriting them is recorded)
+
+    def new(self, prefix, shape, kind, **kw):
+        name = f"{prefix}{sum(n.startswith(prefix) for n in self.arrays)}"
+        self.arrays[name] = ArrayDecl(name, shape, kind, **kw)
+        return name
+
+    def of_shape(self, shape, kinds=("leaf", "buffer")):
+        return [n for n, a in self.arrays.items() if a.shape == shape and a.kind in kinds]
+
+    def readable(self, shape, prefix):
+        """An array of ``shape`` to read: often one a step wrote, else a leaf."""
+        written = self.of_shape(shape, ("buffer",))
+        if written and self.rng.random() < 0.5:
+            return self.rng.choice(written)
+        names = self.of_shape(shape)
+        return self.rng.choice(names) if names else self.new(prefix, shape, "leaf")
+
+    def bind_input(self, p, bound):
+        if p.kind == "in":
+            if bound and self.rng.random() < 0.3:
+                grid_in = [a for a in bound if isinstance(a, str) and
+                           self.arrays[a].shape == self.grid and self.arrays[a].kind != "index"]
+                if grid_in:
+                    return self.rng.choice(grid_in)      # one array, several read parameters
+            return self.readable(self.grid, "a")
+        if p.kind == "src":
+            return self.readable((self.bins,), "g")
+        if p.kind == "idx":
+            names = self.of_shape(self.grid, ("index",))
+            return names[0] if names and self.rng.random() < 0.5 else \
+                self.new("idx", self.grid, "index", high=self.bins)
+        if p.kind == "perm":
+            names = self.of_shape((self.grid[0],), ("perm",))
+            return names[0] if names else self.new("perm", (self.grid[0],), "perm")
+        if p.kind == "n":
+            return self.rng.randint(0, 4)
+        return round(self.rng.uniform(-1.0, 1.0), 3)
+
+    def bind_output(self, p, taken):
+        shape = {"out": self.grid, "acc": (self.bins,), "tot": (1,)}[p.kind]
+        reuse = [n for n in self.of_shape(shape, ("buffer",)) if n not in taken]
+        if reuse and self.rng.random() < 0.35:
+            return self.rng.choice(reuse)                # overwrite (or accumulate onto) it
+        if p.kind == "out" and self.rng.random() < 0.3:
+            src = self.readable(self.grid, "a")
+            dest = self.new("b", shape, "buffer", clone_of=src)
+            self.steps.append(Step("clone", dest=dest, src=src))
+            return dest
+        return self.new("b", shape, "buffer")
+
+    def launch(self, kdef):
+        args = []
+        for p in kdef.params:
+            if not p.is_output:
+                args.append(self.bind_input(p, args))
+        for p in kdef.params:
+            if p.is_output:
+                args.append(self.bind_output(p, set(a for a in args if isinstance(a, str))))
+        self.read.update(a for p, a in zip(kdef.params, args) if not p.is_output and isinstance(a, str))
+        self.steps.append(Step("launch", kernel=kdef.name, args=args))
+
+    def overwrite(self):
+        """``ad.copy`` or ``assign`` into a buffer an earlier launch read."""
+        targets = [n for n in self.read if self.arrays[n].kind == "buffer"]
+        if not targets:
+            return
+        dest = self.rng.choice(sorted(targets))
+        sources = [n for n in self.of_shape(self.arrays[dest].shape) if n != dest]
+        if sources:
+            self.steps.append(Step(self.rng.choice(["copy", "assign"]), dest=dest,
+                                   src=self.rng.choice(sources)))
+
+
+def _grid(rng, profile):
+    if rng.random() < profile.big:
+        return rng.choice(BIG_GRIDS)
+    if rng.random() < 0.5:
+        return (rng.randint(5, 24),)
+    return (rng.randint(3, 7), rng.randint(3, 9))
+
+
+def gen_program(seed, profile=Profile()):
+    rng = random.Random(seed)
+    grid = _grid(rng, profile)
+    bins = rng.randint(3, 11)
+    threads = math.prod(grid)
+    scales = {"acc": round(bins / threads, 6), "tot": round(1.0 / threads, 8)}
+    sigs, func_sources = gen_funcs(rng)
+    b = _Builder(rng, grid, bins)
+    for _ in range(rng.randint(1, 3)):
+        b.new("a", grid, "leaf")
+    kernels = []
+    for k in range(rng.randint(1, profile.max_kernels)):
+        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements)
+        kernels.append(kdef)
+        for _ in range(2 if rng.random() < 0.3 else 1):
+            if rng.random() < 0.4:
+                b.overwrite()
+            b.launch(kdef)
+    if rng.random() < 0.5:
+        b.overwrite()
+    prog = Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps)
+    prog.features = features(prog)
+    return prog
+
+
+CONSTRUCTS = {"while": "while ", "for": "for ", "break": "break", "continue": "continue",
+              "func": "@ad.func\n", "func_grad": "@ad.func_grad", "return-value": "return ",
+              "ternary": " else ", "min/max": "min(", "clamp": "clamp(", "abs": "abs(",
+              "swap": "), ("}
+
+
+def features(prog):
+    """Which constructs a program holds (for coverage counts and reproducers)."""
+    text = prog.source()
+    found = {f for k in prog.kernels for f in k.features}
+    found |= {name for name, needle in CONSTRUCTS.items() if needle in text}
+    if any(f.split("@ad.func_grad")[0].count("return ") > 1 for f in prog.funcs):
+        found.add("early-return")
+    found -= {"swap"} if not re.search(r"^\s+\w+, \w+ = \w+, \w+$", text, re.M) else set()
+    for s in prog.steps:
+        if s.op != "launch":
+            found.add(s.op)
+            continue
+        params = prog.kernel(s.kernel).params
+        reads = [a for p, a in zip(params, s.args) if not p.is_output and isinstance(a, str)]
+        if len(reads) != len(set(reads)):
+            found.add("one-array-several-params")
+    read = set()
+    for s in prog.steps:
+        written = [s.dest] if s.op != "launch" else \
+            [a for p, a in zip(prog.kernel(s.kernel).params, s.args) if p.is_output]
+        if read & set(written) and s.op != "clone":
+            found.add("overwrite-after-read")
+        if s.op == "launch":
+            read |= {a for p, a in zip(prog.kernel(s.kernel).params, s.args)
+                     if not p.is_output and isinstance(a, str)}
+    if prog.threads > 2048:
+        found.add("big-grid")
+    if len([s for s in prog.steps if s.op == "launch"]) > 1:
+        found.add("multi-launch")
+    return sorted(found)
