@@ -38,6 +38,8 @@ def test_seeded_subset(backend):
     for seed in seeds:
         rec = run_seed(seed, [backend], SMALL, cuda_max_threads=10 ** 6)
         for name, r in rec["results"].items():
+            if r["status"] == "refusal" and name == "cuda" and "has no CUDA backward" in r["detail"]:
+                continue        # a documented refusal: a plain store through perm[i] may collide
             if r["status"] != "ok":
                 failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
     assert not failures, "\n\n".join(failures)
