@@ -164,9 +164,6 @@ EXPECT = {
     "in_func": ("via_func", "x", 8, (8,), "out[i] = x[shifted(i)]"),
     "store": ("scatter", "out", (4, 5), (4,), "out[i + 2] += x[i]"),
 }
-# int(nan) is garbage only where it does not raise: plain Python (the python backend and
-# the CUDA simulator) raises ValueError at the cast, before any index is formed
-NAN_BACKENDS = {"numba"}
 
 CHILD = '''
 import json, sys
@@ -232,8 +229,6 @@ def outcome(backend, kernels, numba_outcomes, case, direction):
 @pytest.mark.parametrize("case", sorted(EXPECT))
 def test_out_of_bounds_index_raises_bounds_error(backend, kernels, kernels_file,
                                                  numba_outcomes, case, direction):
-    if case == "nan" and backend not in NAN_BACKENDS:
-        pytest.skip("plain Python's int(nan) raises ValueError before an index exists")
     kernel, array, index, shape, text = EXPECT[case]
     kind, is_index_error, message, attrs = outcome(backend, kernels, numba_outcomes, case,
                                                    direction)
