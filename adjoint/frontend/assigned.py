@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import gast
 
+from ..transform.ir import names_in_target, value_names
+
 ALL = None      # the state of an unreachable point: every name counts as assigned
 
 
@@ -41,7 +43,7 @@ class _Check:
     def reads(self, node, defined):
         if defined is ALL:
             return
-        for n in _value_names(node):
+        for n in value_names(node):
             if n.id in self.local and n.id not in defined:
                 raise self.pf.error(
                     f"'{n.id}' may be used before it is assigned: some path reaches this line "
@@ -60,7 +62,7 @@ class _Check:
             if isinstance(t, gast.Subscript):
                 self.reads(t, d)
                 return d
-            return d if d is ALL else d | _names(t)
+            return d if d is ALL else d | names_in_target(t)
         if isinstance(s, gast.AugAssign):
             self.reads(s.target, d)
             self.reads(s.value, d)
@@ -103,33 +105,6 @@ class _Check:
         return after
 
 
-def _names(target):
-    if isinstance(target, gast.Name):
-        return {target.id}
-    if isinstance(target, gast.Tuple):
-        return {e.id for e in target.elts if isinstance(e, gast.Name)}
-    return set()
-
-
-def _value_names(node):
-    """Name nodes an expression reads as values (not the callee of a call)."""
-    out, todo = [], [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, gast.Name):
-            if isinstance(n.ctx, gast.Load):
-                out.append(n)
-            continue
-        for fld, child in gast.iter_fields(n):
-            if isinstance(n, gast.Call) and fld == "func":
-                continue
-            if isinstance(child, list):
-                todo.extend(c for c in child if isinstance(c, gast.AST))
-            elif isinstance(child, gast.AST):
-                todo.append(child)
-    return out
-
-
 def _constant_int(e):
     if isinstance(e, gast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
         return e.value
@@ -155,8 +130,8 @@ def check(pf):
         if isinstance(node, (gast.Assign, gast.AugAssign)):
             targets = node.targets if isinstance(node, gast.Assign) else [node.target]
             for t in targets:
-                local |= _names(t)
+                local |= names_in_target(t)
         elif isinstance(node, gast.For):
-            local |= _names(node.target)
+            local |= names_in_target(node.target)
     params = {p.name for p in pf.params}
     _Check(pf, local - params).block(pf.node.body, set(params))
