@@ -208,8 +208,8 @@ def func_grad(f):
 @user_frames
 def source(obj, stage="backward", target="cpu"):
     """Python source of one kernel or func after ``stage``
-    (parse, normalize, ssa, forward, backward). ``target="cuda"`` shows the
-    forward and backward as the CUDA module spells them."""
+    (parse, normalize, ssa, forward, backward, jvp). ``target="cuda"`` shows the
+    forward, backward and JVP as the CUDA module spells them."""
     from .pipeline import stage_source
     role = "kernel" if isinstance(obj, Kernel) else "func"
     if not isinstance(obj, (Kernel, Func)):

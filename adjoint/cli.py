@@ -21,7 +21,8 @@ from . import __version__
 from .errors import AdjointError, TransformError
 from .generate import TARGETS
 
-STAGES = ("parse", "normalize", "ssa", "forward", "backward")
+STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
+BEFORE = {"jvp": "forward"}    # --diff: the stage a stage is shown against (else the one before)
 
 
 def cmd_generate(args):
@@ -103,7 +104,7 @@ def cmd_show(args):
     out = []
     for stage in stages:
         if args.diff:
-            before = order[order.index(stage) - 1]
+            before = BEFORE.get(stage) or order[order.index(stage) - 1]
             body = "".join(difflib.unified_diff(
                 texts[before].splitlines(True), texts[stage].splitlines(True),
                 fromfile=f"{obj.name} after {before}", tofile=f"{obj.name} after {stage}"))

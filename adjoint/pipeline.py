@@ -1,6 +1,7 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
-parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse.
+parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
+and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
 from dataclasses import dataclass
@@ -9,9 +10,9 @@ from .emit.printer import render_function
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .generate import TARGETS
-from .transform import activity, bounds, hazards, normalize, parallel, reverse, ssa, types
+from .transform import activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, types
 
-STAGES = ("parse", "normalize", "ssa", "forward", "backward")
+STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 
 
 @dataclass
@@ -26,8 +27,9 @@ class Transformed:
     reads: set
     writes: set
     dims: int
-    plans: tuple = None     # kernels: (forward Plan, backward Plan) from pass parallel
+    plans: tuple = None     # kernels: (forward, backward, jvp) Plans from pass parallel
     sites: tuple = ()       # kernels: the bounds.Site of every checked index (pass bounds)
+    tangent: object = None  # forward mode: the jvp.Tangent (pass jvp)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -48,13 +50,15 @@ def _transform(pyfunc, role, bounds_check):
     act = activity.active(s)
     checked = bounds.bound(s, dims, enabled=bounds_check and role == "kernel")
     rev = reverse.reverse(checked.ssa, act)
+    tangent = jvp.jvp(checked.ssa, act)
     reads, writes = hazards.arrays_used(s)
     plans = None
     if role == "kernel":
         adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
         plans = parallel.plan(s, dims, adj_arrays)
+        plans += (parallel.tangent_plan(plans[0], adj_arrays),)
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
-                       plans, checked.sites)
+                       plans, checked.sites, tangent)
 
 
 def _dims(s):

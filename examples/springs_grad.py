@@ -80,6 +80,32 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     return (adj_dx, adj_dy, adj_rest, adj_stiffness)
 
 
+@rt.jit
+def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stiffness):
+    # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
+    t1 = dx * dx
+    dot_t1 = dot_dx * dx + dot_dx * dx
+    t2 = dy * dy
+    dot_t2 = dot_dy * dy + dot_dy * dy
+    t0 = t1 + t2
+    dot_t0 = dot_t1 + dot_t2
+    length = rt.sqrt(t0)
+    dot_length = rt.div(dot_t0 * 0.5, length)
+    # springs_kernels.py:18: scale = stiffness * (length - rest) / length
+    t4 = length - rest
+    dot_t4 = dot_length - dot_rest
+    t3 = stiffness * t4
+    dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
+    scale = rt.div(t3, length)
+    dot_scale = rt.div(dot_t3, length) - rt.div(dot_length * scale, length)
+    # springs_kernels.py:19: return scale * dx, scale * dy
+    t5 = scale * dx
+    dot_t5 = dot_scale * dx + dot_dx * scale
+    t6 = scale * dy
+    dot_t6 = dot_scale * dy + dot_dy * scale
+    return (t5, t6, dot_t5, dot_t6)
+
+
 @rt.jit_inline
 def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status):
     # springs_kernels.py:29: s = ad.tid()
@@ -226,6 +252,80 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
                     tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f,
                     rt_status)
     rt.add_chunks(adj_x, adj_x_chunks)
+
+
+@rt.jit_inline
+def spring_forces_jvp_thread(tid0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status):
+    # springs_kernels.py:29: s = ad.tid()
+    s = tid0
+    # springs_kernels.py:30: i = ends[s, 0]
+    i = ends[s, 0]
+    # springs_kernels.py:31: j = ends[s, 1]
+    j = ends[s, 1]
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
+    if j < 0 or j >= x.shape[0]:
+        rt.fault(rt_status, 9, j, 0, 0)
+        return
+    t1 = x[j, 0]
+    dot_t1 = dot_x[j, 0]
+    if i < 0 or i >= x.shape[0]:
+        rt.fault(rt_status, 9, i, 0, 0)
+        return
+    t2 = x[i, 0]
+    dot_t2 = dot_x[i, 0]
+    t0 = t1 - t2
+    dot_t0 = dot_t1 - dot_t2
+    t4 = x[j, 1]
+    dot_t4 = dot_x[j, 1]
+    t5 = x[i, 1]
+    dot_t5 = dot_x[i, 1]
+    t3 = t4 - t5
+    dot_t3 = dot_t4 - dot_t5
+    t6 = rest[s]
+    dot_t6 = dot_rest[s]
+    fx, fy, dot_fx, dot_fy = spring_force_jvp(t0, t3, t6, stiffness, dot_t0, dot_t3, dot_t6, 0.0)
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    if i < 0 or i >= f.shape[0]:
+        rt.fault(rt_status, 10, i, 0, 0)
+        return
+    f[i, 0] += fx
+    dot_f[i, 0] += dot_fx
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
+    f[i, 1] += fy
+    dot_f[i, 1] += dot_fy
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    if j < 0 or j >= f.shape[0]:
+        rt.fault(rt_status, 11, j, 0, 0)
+        return
+    f[j, 0] -= fx
+    dot_f[j, 0] -= dot_fx
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
+    f[j, 1] -= fy
+    dot_f[j, 1] -= dot_fy
+
+
+@rt.jit_grid
+def spring_forces_jvp(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            spring_forces_jvp_thread(
+                    tid0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status)
+        return
+    # 'f', 'dot_f' may be accumulated by several threads: each chunk of threads adds into its
+    # own zeroed copy, and the copies are summed at the end (no races)
+    n_chunks = rt.chunk_count(dim0)
+    f_chunks = rt.private_copies(f, n_chunks)
+    dot_f_chunks = rt.private_copies(dot_f, n_chunks)
+    for chunk in rt.prange(n_chunks):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+            spring_forces_jvp_thread(
+                    tid0, x, ends, rest, stiffness, f_chunks[chunk], dot_x, dot_rest,
+                    dot_f_chunks[chunk], rt_status)
+    rt.add_chunks(f, f_chunks)
+    rt.add_chunks(dot_f, dot_f_chunks)
 
 
 @rt.jit_inline
@@ -425,6 +525,118 @@ def integrate_backward(
 
 
 @rt.jit_inline
+def integrate_jvp_thread(
+        tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f, dot_x_new,
+        dot_v_new, rt_status):
+    # springs_kernels.py:48: p = ad.tid()
+    p = tid0
+    # springs_kernels.py:49: if pinned[p] == 1:
+    t1 = pinned[p]
+    t0 = t1 == 1
+    if t0:
+        # springs_kernels.py:50: vx = 0.0
+        vx = 0.0
+        # springs_kernels.py:51: vy = 0.0
+        vy = 0.0
+        # springs_kernels.py:49: if pinned[p] == 1:
+        vx_2 = vx
+        dot_vx_2 = 0.0
+        vy_2 = vy
+        dot_vy_2 = 0.0
+    else:
+        # springs_kernels.py:53: vx = damping * (v[p, 0] + dt * f[p, 0])
+        if p < 0 or p >= v.shape[0]:
+            rt.fault(rt_status, 11, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= v.shape[1]:
+            rt.fault(rt_status, 12, 0, 0, 0)
+            return
+        t3 = v[p, 0]
+        dot_t3 = dot_v[p, 0]
+        if p < 0 or p >= f.shape[0]:
+            rt.fault(rt_status, 13, p, 0, 0)
+            return
+        if 0 < 0 or 0 >= f.shape[1]:
+            rt.fault(rt_status, 14, 0, 0, 0)
+            return
+        t5 = f[p, 0]
+        dot_t5 = dot_f[p, 0]
+        t4 = dt * t5
+        dot_t4 = dot_t5 * dt
+        t2 = t3 + t4
+        dot_t2 = dot_t3 + dot_t4
+        vx_1 = damping * t2
+        dot_vx_1 = dot_t2 * damping
+        # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
+        if 1 < 0 or 1 >= v.shape[1]:
+            rt.fault(rt_status, 15, 1, 0, 0)
+            return
+        t7 = v[p, 1]
+        dot_t7 = dot_v[p, 1]
+        if 1 < 0 or 1 >= f.shape[1]:
+            rt.fault(rt_status, 16, 1, 0, 0)
+            return
+        t10 = f[p, 1]
+        dot_t10 = dot_f[p, 1]
+        t9 = t10 - gravity
+        dot_t9 = dot_t10
+        t8 = dt * t9
+        dot_t8 = dot_t9 * dt
+        t6 = t7 + t8
+        dot_t6 = dot_t7 + dot_t8
+        vy_1 = damping * t6
+        dot_vy_1 = dot_t6 * damping
+        # springs_kernels.py:49: if pinned[p] == 1:
+        vx_2 = vx_1
+        dot_vx_2 = dot_vx_1
+        vy_2 = vy_1
+        dot_vy_2 = dot_vy_1
+    # springs_kernels.py:55: v_new[p, 0] = vx
+    v_new[p, 0] = vx_2
+    dot_v_new[p, 0] = dot_vx_2
+    # springs_kernels.py:56: v_new[p, 1] = vy
+    v_new[p, 1] = vy_2
+    dot_v_new[p, 1] = dot_vy_2
+    # springs_kernels.py:57: x_new[p, 0] = x[p, 0] + dt * vx
+    t12 = x[p, 0]
+    dot_t12 = dot_x[p, 0]
+    t13 = dt * vx_2
+    dot_t13 = dot_vx_2 * dt
+    t11 = t12 + t13
+    dot_t11 = dot_t12 + dot_t13
+    x_new[p, 0] = t11
+    dot_x_new[p, 0] = dot_t11
+    # springs_kernels.py:58: x_new[p, 1] = x[p, 1] + dt * vy
+    t15 = x[p, 1]
+    dot_t15 = dot_x[p, 1]
+    t16 = dt * vy_2
+    dot_t16 = dot_vy_2 * dt
+    t14 = t15 + t16
+    dot_t14 = dot_t15 + dot_t16
+    x_new[p, 1] = t14
+    dot_x_new[p, 1] = dot_t14
+
+
+@rt.jit_grid
+def integrate_jvp(
+        dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f, dot_x_new,
+        dot_v_new, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            integrate_jvp_thread(
+                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f,
+                    dot_x_new, dot_v_new, rt_status)
+        return
+    # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
+    # prange index is unsigned)
+    for tid0 in rt.prange(dim0):
+        integrate_jvp_thread(
+                rt.signed(tid0), x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v,
+                dot_f, dot_x_new, dot_v_new, rt_status)
+
+
+@rt.jit_inline
 def shape_loss_forward_thread(tid0, x, target, loss):
     # springs_kernels.py:66: p = ad.tid()
     p = tid0
@@ -517,10 +729,61 @@ def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
         shape_loss_backward_thread(rt.signed(tid0), x, target, loss, adj_x, adj_target, adj_loss)
 
 
+@rt.jit_inline
+def shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss):
+    # springs_kernels.py:66: p = ad.tid()
+    p = tid0
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
+    t0 = x[p, 0]
+    dot_t0 = dot_x[p, 0]
+    t1 = target[p, 0]
+    dot_t1 = dot_target[p, 0]
+    dx = t0 - t1
+    dot_dx = dot_t0 - dot_t1
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
+    t2 = x[p, 1]
+    dot_t2 = dot_x[p, 1]
+    t3 = target[p, 1]
+    dot_t3 = dot_target[p, 1]
+    dy = t2 - t3
+    dot_dy = dot_t2 - dot_t3
+    # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
+    t5 = dx * dx
+    dot_t5 = dot_dx * dx + dot_dx * dx
+    t6 = dy * dy
+    dot_t6 = dot_dy * dy + dot_dy * dy
+    t4 = t5 + t6
+    dot_t4 = dot_t5 + dot_t6
+    loss[0] += t4
+    dot_loss[0] += dot_t4
+
+
+@rt.jit_grid
+def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
+    # a small launch runs serially: starting threads would cost more
+    if dim0 < rt.PARALLEL_MIN_THREADS:
+        for tid0 in range(dim0):
+            shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss)
+        return
+    # 'loss', 'dot_loss' may be accumulated by several threads: each chunk of threads adds
+    # into its own zeroed copy, and the copies are summed at the end (no races)
+    n_chunks = rt.chunk_count(dim0)
+    loss_chunks = rt.private_copies(loss, n_chunks)
+    dot_loss_chunks = rt.private_copies(dot_loss, n_chunks)
+    for chunk in rt.prange(n_chunks):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+            shape_loss_jvp_thread(
+                    tid0, x, target, loss_chunks[chunk], dot_x, dot_target, dot_loss_chunks[chunk])
+    rt.add_chunks(loss, loss_chunks)
+    rt.add_chunks(dot_loss, dot_loss_chunks)
+
+
 spring_force = adjoint.runtime.FuncSpec(
     name='spring_force',
     forward=spring_force_forward,
     adjoint=spring_force_adjoint,
+    jvp=spring_force_jvp,
     n_params=4,
     n_returns=2,
 )
@@ -559,6 +822,7 @@ spring_forces = adjoint.runtime.KernelSpec(
     writes=('f',),
     forward=rt.checked(spring_forces_forward, spring_forces_bounds, status=True),
     backward=rt.checked(spring_forces_backward, spring_forces_bounds, status=True),
+    jvp=rt.checked(spring_forces_jvp, spring_forces_bounds, status=True),
     origin='springs_kernels.py:23',
     bounds=spring_forces_bounds,
 )
@@ -606,6 +870,7 @@ integrate = adjoint.runtime.KernelSpec(
     writes=('v_new', 'x_new'),
     forward=rt.checked(integrate_forward, integrate_bounds, status=True),
     backward=rt.checked(integrate_backward, integrate_bounds, status=True),
+    jvp=rt.checked(integrate_jvp, integrate_bounds, status=True),
     origin='springs_kernels.py:40',
     bounds=integrate_bounds,
 )
@@ -638,6 +903,7 @@ shape_loss = adjoint.runtime.KernelSpec(
     writes=('loss',),
     forward=rt.checked(shape_loss_forward, shape_loss_bounds),
     backward=rt.checked(shape_loss_backward, shape_loss_bounds),
+    jvp=rt.checked(shape_loss_jvp, shape_loss_bounds),
     origin='springs_kernels.py:62',
     bounds=shape_loss_bounds,
 )

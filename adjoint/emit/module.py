@@ -52,7 +52,7 @@ class _Lower(gast.NodeTransformer):
         self.generic_visit(node)
         callee = getattr(node, "callee", None)
         if callee is not None and callee.kind == "func":
-            node.func = name(f"{callee.name}_forward")
+            node.func = name(f"{callee.name}_{'jvp' if getattr(node, 'jvp', False) else 'forward'}")
         return node
 
 
@@ -61,9 +61,50 @@ def _lower(stmts):
 
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
-    """[(name, params, body, decorator)] of the thread and grid functions of a kernel."""
+    """[(name, params, body, decorator)] of the thread and grid functions of a kernel:
+    forward, backward (unless disabled) and JVP (unless ``jvp_refusal`` says why not)."""
     out = _kernel_functions(tr, target, custom_grads)
-    return precision.float32_functions(out, tr.ssa.kinds) if float32_kernel(tr) else out
+    if jvp_refusal(tr) is None:
+        out += _jvp_functions(tr, target, custom_grads)
+    return precision.float32_functions(out, kinds(tr)) if float32_kernel(tr) else out
+
+
+def kinds(tr):
+    """The kind of every name the emitted functions of ``tr`` use (values and tangents)."""
+    return {**tr.ssa.kinds, **tr.tangent.kinds}
+
+
+def jvp_refusal(tr):
+    """Why ``tr`` has no JVP, or None: it calls (directly or through other funcs) a func
+    with a custom gradient, whose derivative the transformer must not guess."""
+    for f in tr.pf.funcs:
+        if f.custom_grad is not None:
+            return (f"it calls func '{f.name}', which has a custom gradient (@ad.func_grad): "
+                    "forward mode would not use it, and could disagree with it")
+        why = jvp_refusal(f.transformed)
+        if why is not None:
+            return why
+    return None
+
+
+def _jvp_functions(tr, target, custom_grads):
+    """The JVP's thread and grid functions: the primal and tangent arrays in, both out."""
+    k = tr.pf.name
+    params = [p.name for p in tr.pf.params] + tr.tangent.dot_params
+    tids = [f"tid{d}" for d in range(tr.dims)]
+    dims = [f"dim{d}" for d in range(tr.dims)]
+    body = _lower(tr.tangent.body)
+    jparams = params + ([cuda.STATUS] if bounds.reports(body) else [])
+    if target == "cuda":
+        cap = getattr(tr, "loop_capacity", 256)
+        return [(f"{k}_jvp_thread", tids + jparams,
+                 cuda.lower_body(_declared(body, tids + jparams, tr, target), tr, cap,
+                                 custom_grads), cuda.DEVICE),
+                (f"{k}_jvp", dims + jparams, cuda.grid(f"{k}_jvp_thread", tids, dims, jparams),
+                 cuda.KERNEL)]
+    return [(f"{k}_jvp_thread", tids + jparams, *_thread_body(body, tids + jparams, tr)),
+            (f"{k}_jvp", dims + jparams,
+             *_grid(f"{k}_jvp_thread", tids, dims, jparams, tr.plans[2], backward=False))]
 
 
 def _kernel_functions(tr, target, custom_grads):
@@ -223,6 +264,8 @@ def _nest(loops, thread_fn, call_args):
 
 
 def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
+    """A func's ``_forward``, ``_adjoint`` and (unless it has a custom gradient, or
+    ``jvp_refusal`` says why not) ``_jvp`` functions."""
     f = tr.pf.name
     params = [p.name for p in tr.pf.params]
     deco = cuda.DEVICE if target == "cuda" else DECORATOR
@@ -239,6 +282,9 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
         status = [cuda.STATUS] if target == "cuda" else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
+    if custom_grad is None and jvp_refusal(tr) is None:
+        jparams = params + tr.tangent.dot_params
+        out.append((f"{f}_jvp", jparams, lower(tr.tangent.body, jparams), deco))
     return out
 
 
@@ -250,15 +296,19 @@ def _known_target(target):
 
 
 def function_sources(tr, stage, target="cpu"):
-    """The forward or backward functions of one kernel/func as source, spelled for
+    """The forward, backward or jvp functions of one kernel/func as source, spelled for
     ``target`` (decorators are left out, as in ``ad.source``)."""
     custom = {f.name for f in tr.pf.funcs if f.custom_grad is not None}
+    n = tr.pf.name
     if tr.pf.role == "kernel":
         fns = kernel_functions(tr, _known_target(target), custom)
-        picked = [f for f in fns if ("_forward" in f[0]) == (stage == "forward")]
+        picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_thread")]
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
-        picked = [fns[0]] if stage == "forward" else [fns[1]]
+        part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}[stage]
+        picked = [f for f in fns if f[0] == f"{n}_{part}"]
+    if stage == "jvp" and not picked:
+        raise ValueError(f"'{n}' has no JVP: {jvp_refusal(tr)}")
     p = Printer(tr.pf.source)
     for i, (fname, params, body, _deco, *src) in enumerate(picked):
         if i:
@@ -279,28 +329,33 @@ def _writes_status(fns, kernel, part="backward"):
     return False
 
 
-def _launchers(tr, target, fns):
-    """How the ``KernelSpec`` names the forward and backward: the grid functions,
-    behind the bounds checks (``rt.checked``) or the CUDA launcher."""
+def _launcher(tr, target, fns, part):
+    """How the ``KernelSpec`` names a kernel's ``part`` (forward, backward or jvp): its grid
+    function, behind the bounds checks (``rt.checked``) or the CUDA launcher; or
+    ``(what, why)`` when it has none (spelled ``rt.unavailable(what, why)``)."""
     n = tr.pf.name
-    forward, backward = f"{n}_forward", f"{n}_backward" if tr.rev.backward is not None else None
-    fwd_status, bwd_status = _writes_status(fns, n, "forward"), _writes_status(fns, n)
-    checked = f", {bounds.bounds_name(n)}" if tr.sites else ""
+    fn, status = f"{n}_{part}", _writes_status(fns, n, part)
+    if part == "backward" and tr.rev.backward is None:
+        return None
+    if part == "jvp" and jvp_refusal(tr) is not None:
+        return (f"kernel {n!r} has no JVP", jvp_refusal(tr))
     if target == "cuda":
+        serial = tr.plans[1 if part == "backward" else 0].mode == "serial"
+        if part == "backward" and serial:
+            return f"rt.refused({tr.plans[1].reason!r})"
+        if part == "jvp" and serial:
+            return (f"kernel {n!r} has no CUDA JVP", tr.plans[0].reason +
+                    ": which thread's value, and so which tangent, survived is unknown")
         with_bounds = f", bounds={bounds.bounds_name(n)}" if tr.sites else ""
-        forward = f"rt.launcher({n}_forward, {tr.dims}" + \
-            (", status=True" if fwd_status else "") + with_bounds + ")"
-        if backward is not None:
-            backward = f"rt.launcher({n}_backward, {tr.dims}, status=True" + \
-                ("" if bwd_status else ", check=False") + with_bounds + ")"
-            if tr.plans[1].mode == "serial":
-                backward = f"rt.refused({tr.plans[1].reason!r})"
-    elif checked:
-        forward = f"rt.checked({forward}{checked}" + (", status=True" if fwd_status else "") + ")"
-        if backward is not None:
-            backward = f"rt.checked({backward}{checked}" + \
-                (", status=True" if bwd_status else "") + ")"
-    return forward, backward
+        if part == "backward":
+            return f"rt.launcher({fn}, {tr.dims}, status=True" + \
+                ("" if status else ", check=False") + with_bounds + ")"
+        return f"rt.launcher({fn}, {tr.dims}" + (", status=True" if status else "") + \
+            with_bounds + ")"
+    if tr.sites:
+        return f"rt.checked({fn}, {bounds.bounds_name(n)}" + \
+            (", status=True" if status else "") + ")"
+    return fn
 
 
 def _spec_lines(kind, tr, relname, target="cpu", fns=()):
@@ -310,6 +365,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
                 f"    name={n!r},",
                 f"    forward={n}_forward,",
                 f"    adjoint={n}_adjoint,",
+                f"    jvp={n + '_jvp' if any(f[0] == n + '_jvp' for f in fns) else None},",
                 f"    n_params={len(tr.pf.params)},",
                 f"    n_returns={len(tr.return_kinds)},",
                 ")"]
@@ -320,7 +376,8 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
                           f"{p.type.ndim}),")
         else:
             params.append(f"        adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0),")
-    forward, backward = _launchers(tr, target, fns)
+    forward, backward, jvp = (_launcher(tr, target, fns, part)
+                              for part in ("forward", "backward", "jvp"))
     lines = bounds.bounds_lines(tr, relname)
     lines = ([""] if lines else []) + lines + [f"{n} = adjoint.runtime.KernelSpec(",
              f"    name={n!r},",
@@ -330,6 +387,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    writes={tuple(sorted(tr.writes))!r},",
              f"    forward={forward},",
              f"    backward={backward},",
+             *_spec_entry("jvp", jvp),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -337,6 +395,15 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
         lines.append(f"    bounds={bounds.bounds_name(n)},")
     lines.append(")")
     return lines
+
+
+def _spec_entry(key, value):
+    """The lines of one ``KernelSpec`` argument: ``value`` as an expression, or a
+    ``(what, why)`` refusal spelled ``rt.unavailable(what, why)`` over several lines."""
+    if not isinstance(value, tuple):
+        return [f"    {key}={value},"]
+    what, why = value
+    return [f"    {key}=rt.unavailable(", f"        {what!r},", f"        {why!r},", "    ),"]
 
 
 def _target_line(target):

@@ -17,8 +17,9 @@ WIDTH = 99
 
 def wrap(line, width=WIDTH):
     """Split a generated line longer than ``width`` at ', ' inside its first
-    parenthesis (a comment is re-filled instead). Generated code has no string
-    literals, so breaking inside parentheses is always valid Python."""
+    parenthesis (a comment is re-filled instead). Function bodies have no string
+    literals, so breaking inside parentheses is valid Python; a line with a string
+    (a refusal's message in a spec) is left whole."""
     if len(line) <= width:
         return [line]
     indent = line[:len(line) - len(line.lstrip())]
@@ -28,7 +29,7 @@ def wrap(line, width=WIDTH):
                              initial_indent=indent + "# ", subsequent_indent=indent + "# ",
                              break_long_words=False) or [line]
     cut = body.find("(")
-    if cut < 0:
+    if cut < 0 or "'" in body or '"' in body:    # (a message in a spec stays one line)
         return [line]
     head, rest = indent + body[:cut + 1], body[cut + 1:]
     cont = indent + " " * 8

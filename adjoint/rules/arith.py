@@ -1,6 +1,6 @@
 """Arithmetic operators: + - * / // % ** and unary -, comparisons, not.
 
-Each function is a template: ``z`` is the result, ``adj_*`` the adjoints.
+Each function states partials: ``d_x = <linear in g>`` (see registry.py); ``z`` is the result.
 """
 import math  # noqa: F401 - the templates below name math.* in their source
 
@@ -12,27 +12,27 @@ from .registry import rule
 
 @rule("Add", "+", domain=[(-2, 2), (-2, 2)])
 def add(z, x, y):
-    adj_x += adj_z
-    adj_y += adj_z
+    d_x = g
+    d_y = g
 
 
 @rule("Sub", "-", domain=[(-2, 2), (-2, 2)])
 def sub(z, x, y):
-    adj_x += adj_z
-    adj_y -= adj_z
+    d_x = g
+    d_y = -g
 
 
 @rule("Mult", "*", domain=[(-2, 2), (-2, 2)])
 def mul(z, x, y):
-    adj_x += adj_z * y
-    adj_y += adj_z * x
+    d_x = g * y
+    d_y = g * x
 
 
 @rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: "float",
       runtime="div")
 def div(z, x, y):
-    adj_x += adj_z / y
-    adj_y -= adj_z * z / y
+    d_x = g / y
+    d_y = -(g * z / y)
 
 
 @rule("FloorDiv", "//", domain=[(0.1, 5), (0.7, 2)], differentiable=False,
@@ -44,20 +44,20 @@ def floordiv(z, x, y):
 @rule("Mod", "%", domain=[(0.1, 5), (0.7, 2)], runtime="mod")
 def mod(z, x, y):
     # z = x - y * (x // y), and x // y is a float here (y has an adjoint): no int overflow
-    adj_x += adj_z
-    adj_y -= adj_z * (x // y)
+    d_x = g
+    d_y = -(g * (x // y))
 
 
 @rule("Pow", "**", domain=[(0.5, 2), (-2, 2)], runtime="power")
 def power(z, x, y):
-    adj_x += adj_z * y * x ** (y - 1)
+    d_x = g * y * x ** (y - 1)
     if x > 0.0:
-        adj_y += adj_z * z * math.log(x)
+        d_y = g * z * math.log(x)
 
 
 @rule("USub", "-", domain=[(-2, 2)])
 def neg(z, x):
-    adj_x -= adj_z
+    d_x = -g
 
 
 def _bool(*kinds):

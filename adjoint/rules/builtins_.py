@@ -7,9 +7,9 @@ from .registry import rule
 @rule("abs", "abs", domain=[(-2, 2)])
 def abs_(z, x):
     if x >= 0:
-        adj_x += adj_z
+        d_x = g
     else:
-        adj_x -= adj_z
+        d_x = -g
 
 
 # min, max and clamp follow their primal's branches exactly (Python's rule: min(x, y)
@@ -17,33 +17,33 @@ def abs_(z, x):
 @rule("min", "min", domain=[(-2, 2), (-2, 2)])
 def min_(z, x, y):
     if y < x:
-        adj_y += adj_z
+        d_y = g
     else:
-        adj_x += adj_z
+        d_x = g
 
 
 @rule("max", "max", domain=[(-2, 2), (-2, 2)])
 def max_(z, x, y):
     if y > x:
-        adj_y += adj_z
+        d_y = g
     else:
-        adj_x += adj_z
+        d_x = g
 
 
 @rule("clamp", "rt.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)])
 def clamp(z, x, lo, hi):
     # the primal (rt.clamp): lo if x < lo, else hi if x > hi, else x -- also when lo > hi
     if x < lo:
-        adj_lo += adj_z
+        d_lo = g
     elif x > hi:
-        adj_hi += adj_z
+        d_hi = g
     else:
-        adj_x += adj_z
+        d_x = g
 
 
 @rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: "float")
 def float_(z, x):
-    adj_x += adj_z
+    d_x = g
 
 
 @rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: "int", differentiable=False,

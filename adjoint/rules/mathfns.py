@@ -21,80 +21,80 @@ def math_rule(name, domain, result_kind=_float, differentiable=True):
 
 @math_rule("sin", domain=[(-3, 3)])
 def sin(z, x):
-    adj_x += adj_z * math.cos(x)
+    d_x = g * math.cos(x)
 
 
 @math_rule("cos", domain=[(-3, 3)])
 def cos(z, x):
-    adj_x -= adj_z * math.sin(x)
+    d_x = -(g * math.sin(x))
 
 
 @math_rule("tan", domain=[(-1.2, 1.2)])
 def tan(z, x):
-    adj_x += adj_z * (1.0 + z * z)
+    d_x = g * (1.0 + z * z)
 
 
 @math_rule("asin", domain=[(-0.9, 0.9)])
 def asin(z, x):
-    adj_x += adj_z / math.sqrt(1.0 - x * x)
+    d_x = g / math.sqrt(1.0 - x * x)
 
 
 @math_rule("acos", domain=[(-0.9, 0.9)])
 def acos(z, x):
-    adj_x -= adj_z / math.sqrt(1.0 - x * x)
+    d_x = -(g / math.sqrt(1.0 - x * x))
 
 
 @math_rule("atan", domain=[(-3, 3)])
 def atan(z, x):
-    adj_x += adj_z / (1.0 + x * x)
+    d_x = g / (1.0 + x * x)
 
 
 @math_rule("atan2", domain=[(-2, 2), (0.3, 2)])
 def atan2(z, y, x):
-    adj_y += adj_z * x / (x * x + y * y)
-    adj_x -= adj_z * y / (x * x + y * y)
+    d_y = g * x / (x * x + y * y)
+    d_x = -(g * y / (x * x + y * y))
 
 
 @math_rule("sinh", domain=[(-2, 2)])
 def sinh(z, x):
-    adj_x += adj_z * math.cosh(x)
+    d_x = g * math.cosh(x)
 
 
 @math_rule("cosh", domain=[(-2, 2)])
 def cosh(z, x):
-    adj_x += adj_z * math.sinh(x)
+    d_x = g * math.sinh(x)
 
 
 @math_rule("tanh", domain=[(-2, 2)])
 def tanh(z, x):
-    adj_x += adj_z * (1.0 - z * z)
+    d_x = g * (1.0 - z * z)
 
 
 @math_rule("exp", domain=[(-2, 2)])
 def exp(z, x):
-    adj_x += adj_z * z
+    d_x = g * z
 
 
 @math_rule("log", domain=[(0.1, 3)])
 def log(z, x):
-    adj_x += adj_z / x
+    d_x = g / x
 
 
 @math_rule("log1p", domain=[(-0.5, 3)])
 def log1p(z, x):
-    adj_x += adj_z / (1.0 + x)
+    d_x = g / (1.0 + x)
 
 
 @math_rule("sqrt", domain=[(0.1, 3)])
 def sqrt(z, x):
-    adj_x += adj_z * 0.5 / z
+    d_x = g * 0.5 / z
 
 
 @math_rule("pow", domain=[(0.5, 2), (-2, 2)])
 def pow_(z, x, y):
-    adj_x += adj_z * y * math.pow(x, y - 1.0)
+    d_x = g * y * math.pow(x, y - 1.0)
     if x > 0.0:
-        adj_y += adj_z * z * math.log(x)
+        d_y = g * z * math.log(x)
 
 
 @math_rule("floor", domain=[(-3, 3)], result_kind=_int, differentiable=False)

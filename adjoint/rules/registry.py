@@ -1,16 +1,25 @@
-"""The rule registry and template instantiation.
+"""The rule table and its two instantiations, reverse (VJP) and forward (JVP).
 
-A rule is written as a Python function ``def name(z, x, y): ...`` whose body
-updates ``adj_x``/``adj_y`` from ``adj_z`` (``z`` is the result). The body is
-parsed once into a gast template; ``instantiate`` substitutes the real names,
-drops the statements that update an operand with no adjoint (a constant, an
-integer, an inactive value) and returns fresh statements. Every rule also says
-how the user writes the primal (``symbol``), the runtime function generated
-code calls instead where Python's own operation raises rather than follow IEEE
-arithmetic (``runtime``: ``x / y`` is ``rt.div(x, y)``, ``math.sin(x)`` is
-``rt.sin(x)``; see adjoint/runtime/ieee.py), the kind of its result and the
-range its table-driven test samples. Templates call math functions as user
-code does (``math.cos(x)``) and get the same spelling (``rt.cos(x)``).
+A rule is written once, as a Python function ``def name(z, x, y): ...`` whose
+body states each operand's partial derivative as a *linear map of a seed*
+``g``: ``d_x = g * y`` says ``dz/dx = y``. Statements may sit in ``if``
+branches that follow the primal's own branches (``abs``, ``min``, ``clamp``),
+so ties and NaN send the derivative where the value came from. ``z`` is the
+result. The body is parsed once into a gast template, and
+
+- reverse mode (``Rule.reverse``) is the transpose: ``d_x = e`` becomes
+  ``adj_x += e[g := adj_z]`` (``adj_x -= e'`` when ``e`` is ``-e'``);
+- forward mode (``Rule.forward``) is the JVP: ``dot_z`` is the sum over the
+  operands of ``e[g := dot_x]``.
+
+Statements of an operand with no derivative (a constant, an integer, an
+inactive value) are dropped, inside branches too. Every rule also says how the
+user writes the primal (``symbol``), the runtime function generated code calls
+instead where Python's own operation raises rather than follow IEEE arithmetic
+(``runtime``: ``x / y`` is ``rt.div(x, y)``, ``math.sin(x)`` is ``rt.sin(x)``;
+see adjoint/runtime/ieee.py), the kind of its result and the range its
+table-driven test samples. Templates call math functions as user code does
+(``math.cos(x)``) and get the same spelling (``rt.cos(x)``).
 """
 import ast
 import copy
@@ -38,13 +47,16 @@ def numeric(*kinds):
     return "int" if k == "bool" else k
 
 
+SEED = "g"          # the seed of a partial: adj_z (reverse) or the operand's dot_ (forward)
+
+
 @dataclass
 class Rule:
-    """One operation: its primal spelling, its adjoint template and its test domain."""
+    """One operation: its primal spelling, its partials template and its test domain."""
     key: str                 # registry key: gast operator class name or canonical call name
     symbol: str              # how the user writes the primal: '*' or 'math.sin'
     params: tuple            # operand names used in the template
-    template: list           # gast statements of the adjoint (empty: zero derivative)
+    template: list           # gast statements ``d_<param> = <linear in g>`` (empty: zero)
     result_kind: object      # callable(*operand kinds) -> kind
     domain: tuple            # per operand (lo, hi) sampled by the rule tests
     differentiable: bool
@@ -56,33 +68,123 @@ class Rule:
         text = f"rt.{self.runtime}" if self.runtime else self.symbol
         return gast.parse(text, mode="eval").body
 
-    def instantiate(self, z, args, adj_of):
-        """Adjoint statements for ``z = op(args)``.
+    def _mapping(self, z, args):
+        mapping = {"z": ("value", _name(z))}
+        for p, a in zip(self.params, args):
+            mapping[p] = ("value", a)
+        return mapping
+
+    def reverse(self, z, args, adj_of):
+        """Adjoint statements for ``z = op(args)``: ``adj_x += dz/dx * adj_z`` per operand.
 
         ``z``: result name; ``args``: operand atoms (gast Name/Constant);
         ``adj_of(atom)``: the adjoint variable name of an operand, or None when
         it has none (constants, integers, inactive values).
         """
-        mapping, dropped = {"z": ("value", gast.Name(id=z, ctx=gast.Load(), annotation=None,
-                                                       type_comment=None)),
-                            "adj_z": ("name", adj_of(z))}, set()
-        for p, a in zip(self.params, args):
-            mapping[p] = ("value", a)
-            adj = adj_of(a)
-            if adj is None:
-                dropped.add("adj_" + p)
+        adjs = {p: adj_of(a) for p, a in zip(self.params, args)}
+        mapping = self._mapping(z, args)
+        mapping[SEED] = ("name", adj_of(z))
+
+        def update(p, expr):
+            sign, term = _signed(expr)
+            return gast.AugAssign(target=_name(adjs[p], store=True),
+                                  op=gast.Sub() if sign < 0 else gast.Add(), value=term)
+        body = _map_partials(_without(self.template, _no_derivative(adjs)), update)
+        return [_Substitute(mapping).visit(s) for s in body]
+
+    def forward(self, z, args, dot_of, dot_z):
+        """Tangent statements for ``z = op(args)``: ``dot_z = sum of dz/dx * dot_x``.
+
+        ``dot_of(atom)``: the tangent variable name of an operand, or None when it
+        has none; ``dot_z``: the name the result's tangent is assigned to.
+        """
+        dots = {p: dot_of(a) for p, a in zip(self.params, args)}
+        mapping = self._mapping(z, args)
+        kept = _without(self.template, _no_derivative(dots))
+
+        def seeded(p, expr):
+            return _Substitute({SEED: ("name", dots[p])}).visit(copy.deepcopy(expr))
+        if all(_partial_of(s) for s in kept):
+            total = None
+            for s in kept:
+                sign, term = _signed(seeded(_partial_of(s), s.value))
+                if total is None:
+                    total = term if sign > 0 else gast.UnaryOp(op=gast.USub(), operand=term)
+                else:
+                    total = gast.BinOp(left=total, op=gast.Sub() if sign < 0 else gast.Add(),
+                                       right=term)
+            body = [_assign(dot_z, total if total is not None else _const(0.0))]
+        else:
+            first = []
+            if _partial_of(kept[0]):
+                sign, term = _signed(seeded(_partial_of(kept[0]), kept[0].value))
+                first = [_assign(dot_z, term if sign > 0 else
+                                 gast.UnaryOp(op=gast.USub(), operand=term))]
+                kept = kept[1:]
             else:
-                mapping["adj_" + p] = ("name", adj)
-        return [_Substitute(mapping).visit(s) for s in _without(self.template, dropped)]
+                first = [_assign(dot_z, _const(0.0))]
+
+            def update(p, expr):
+                sign, term = _signed(seeded(p, expr))
+                return gast.AugAssign(target=_name(dot_z, store=True),
+                                      op=gast.Sub() if sign < 0 else gast.Add(), value=term)
+            body = first + _map_partials(kept, update)
+        return [_Substitute(mapping).visit(s) for s in body]
+
+
+def _name(id_, store=False):
+    return gast.Name(id=id_, ctx=gast.Store() if store else gast.Load(), annotation=None,
+                     type_comment=None)
+
+
+def _const(value):
+    return gast.Constant(value=value, kind=None)
+
+
+def _assign(target, value):
+    return gast.Assign(targets=[_name(target, store=True)], value=value, type_comment=None)
+
+
+def _partial_of(s):
+    """The operand ``x`` a template statement ``d_x = ...`` states the partial of, or None."""
+    if isinstance(s, gast.Assign) and len(s.targets) == 1 and \
+            isinstance(s.targets[0], gast.Name) and s.targets[0].id.startswith("d_"):
+        return s.targets[0].id[2:]
+    return None
+
+
+def _signed(expr):
+    """(sign, term) with ``expr == sign * term``: a partial written ``-(e)`` is (-1, e)."""
+    if isinstance(expr, gast.UnaryOp) and isinstance(expr.op, gast.USub):
+        return -1, expr.operand
+    return 1, expr
+
+
+def _no_derivative(derivs):
+    return {p for p, d in derivs.items() if d is None}
+
+
+def _map_partials(stmts, fn):
+    """``stmts`` with every ``d_x = e`` replaced by ``fn(x, e)`` (inside branches too)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, gast.If):
+            out.append(gast.If(test=s.test, body=_map_partials(s.body, fn),
+                               orelse=_map_partials(s.orelse, fn)))
+        elif _partial_of(s):
+            out.append(fn(_partial_of(s), s.value))
+        else:
+            out.append(s)
+    return out
 
 
 def _without(stmts, dropped):
-    """Copies of ``stmts`` less every update of a dropped adjoint, inside branches too
+    """Copies of ``stmts`` less every partial of a dropped operand, inside branches too
     (a branch left empty goes; an ``if`` whose body is left empty tests the negation),
     so a rule may follow its primal's branch structure exactly."""
     out = []
     for s in stmts:
-        if isinstance(s, gast.AugAssign) and s.target.id in dropped:
+        if _partial_of(s) in dropped:
             continue
         if isinstance(s, gast.If):
             body, orelse = _without(s.body, dropped), _without(s.orelse, dropped)
@@ -127,11 +229,16 @@ def _template(fn):
     body = [s for s in fdef.body if not (isinstance(s, gast.Expr) and isinstance(s.value, gast.Constant))]
     if len(body) == 1 and isinstance(body[0], gast.Pass):
         body = []
+    for s in gast.walk(gast.Module(body=body, type_ignores=[])):
+        if isinstance(s, gast.stmt) and not isinstance(s, gast.If) and (
+                _partial_of(s) not in params):
+            raise ValueError(f"rule {fn.__name__}: a template states partials only, as "
+                             f"'d_<operand> = <expression linear in {SEED}>'")
     return params, body
 
 
 def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None):
-    """Register the decorated template function as the rule for ``key``."""
+    """Register the decorated partials template as the rule for ``key``."""
     def deco(fn):
         params, body = _template(fn)
         if key in RULES:
@@ -148,4 +255,6 @@ def lookup(key):
 
 def unparse(stmts):
     """Source of gast statements (used by tests and docs)."""
-    return "\n".join(ast.unparse(gast.gast_to_ast(s)) for s in stmts)
+    module = ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=list(stmts),
+                                                                    type_ignores=[])))
+    return ast.unparse(module)

@@ -15,6 +15,7 @@ import numpy as np
 from ..errors import AdjointError
 from . import helpers, ieee, ieee_compiled
 from .bounds import STATUS_SIZE
+from .spec import unavailable  # noqa: F401
 
 NAME = "cuda"
 float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)

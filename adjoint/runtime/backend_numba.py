@@ -8,6 +8,7 @@ import numpy as np
 
 from . import helpers, ieee_compiled
 from .bounds import checked  # noqa: F401
+from .spec import unavailable  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"

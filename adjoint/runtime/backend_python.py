@@ -6,6 +6,7 @@ parallel path: ``PARALLEL_MIN_THREADS`` reads 0 then.
 """
 from . import helpers, racecheck
 from .bounds import checked  # noqa: F401
+from .spec import unavailable  # noqa: F401
 from .helpers import (add_chunks, chunk_start, clamp, fault, float32,  # noqa: F401
                       index_outside_loop, private_copies, range_outside, signed, stack_new_bool,
                       stack_new_float, stack_new_float32, stack_new_int, stack_push, trip_count)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
 from . import buffers, verify, watch
-from .array import Array, check_device, default_device
+from .array import Array, check_device, default_device, zeros_like
 from .tape import LaunchStep, active_tape
 
 
@@ -81,7 +81,7 @@ def _convert(spec, param, value, device):
 
 @user_frames
 def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
-           adj_inputs=None, adj_outputs=None, record_tape=True):
+           adj_inputs=None, adj_outputs=None, record_tape=True, tangents=None):
     """Run ``kernel`` over a grid of ``dim`` threads (an int, or a 2-/3-tuple of ints;
     at most ``MAX_THREADS`` = 2**31 - 1 threads in all). A launch that writes an array
     a tape's launch read first lets that tape keep a copy (``watch``), recorded or not.
@@ -93,6 +93,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     stores is handed back and then cleared (``+=`` and atomics leave it).
     ``None`` for an array means its ``.grad`` (as in Warp), or no adjoint when it
     has none; for a scalar, no adjoint. Leaving a list out is all ``None``.
+
+    With ``tangents`` (forward mode) the kernel's JVP runs instead of its forward: it
+    writes the outputs as the forward does and, into a tangent array per float array
+    parameter, their directional derivatives along the tangents given for the inputs.
+    ``tangents`` maps an argument (an ``ad.Array``: numpy arrays are not hashable) or a
+    parameter name to its tangent array, of the argument's shape, dtype and device;
+    a parameter left out gets a zeroed one. A tangent array holds the tangent of its
+    array's contents: those of an output are read where the kernel reads the output
+    (``+=``) and written where it writes it. Returns ``{parameter name: tangent
+    array}`` for every float array parameter.
     """
     args = list(inputs) + list(outputs)
     try:
@@ -113,7 +123,11 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     values = [_convert(spec, p, a, device) for p, a in zip(spec.params, args)]
     _check_aliasing(spec, values)
     if adjoint:
+        if tangents is not None:
+            raise LaunchError(f"kernel '{spec.name}': a launch runs the backward "
+                              "(adjoint=True) or the JVP (tangents=...), not both")
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
+    dots = None if tangents is None else _tangents(spec, args, values, tangents)
     tape = active_tape() if record_tape else None
     label = f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch"
     label += f" of kernel '{spec.name}' ({spec.origin})"
@@ -122,9 +136,61 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
             watch.before_write(v, label, tape)       # tapes that read v keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
-    verify.run(spec, "forward", dims, values)
+    if dots is None:
+        verify.run(spec, "forward", dims, values)
+    else:
+        verify.run(spec, "jvp", dims, values, [d for _, d, _ in dots])
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label))
+    if dots is not None:
+        return {name: given for name, _, given in dots}
+
+
+def _tangents(spec, args, values, tangents):
+    """[(parameter name, tangent buffer, tangent as given or allocated)] for every float
+    array parameter, from ``tangents`` (see ``launch``); a ``LaunchError`` for a key that
+    names no float array argument, a tangent of the wrong shape, dtype or device, or one
+    sharing memory with another array of the launch."""
+    if getattr(spec, "jvp", None) is None:
+        raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) was generated without a JVP "
+                          "(by an older adjoint): regenerate it")
+    if not hasattr(tangents, "items"):
+        raise LaunchError(f"kernel '{spec.name}': tangents must be a dict from arguments or "
+                          f"parameter names to tangent arrays, not {type(tangents).__name__}")
+    by_param = {}
+    for key, tangent in tangents.items():
+        found = [p for p, a in zip(spec.params, args)
+                 if (p.name == key if isinstance(key, str) else a is key)]
+        if not found:
+            raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): a tangent is given for "
+                              f"{key!r}, which is not one of its parameters' names or arguments")
+        p = found[0]
+        if not p.has_adjoint:
+            raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' is not a float array: "
+                              "it has no tangent")
+        by_param[p.name] = tangent
+    out = []
+    for p, v, arg in zip(spec.params, values, args):
+        if not p.has_adjoint:
+            continue
+        given = by_param.get(p.name)
+        if given is None:
+            given = zeros_like(arg) if isinstance(arg, Array) else np.zeros_like(v)
+        data = given.data if isinstance(given, Array) else given
+        if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or \
+                data.dtype != v.dtype or _device_of(data) != _device_of(v):
+            raise LaunchError(f"kernel '{spec.name}', tangent of parameter '{p.name}' must be "
+                              f"an array of shape {tuple(v.shape)} and dtype {v.dtype} on the "
+                              f"launch's device, got {_describe(given)}")
+        out.append((p.name, data, given))
+    buffers_ = [v for p, v in zip(spec.params, values) if p.is_array] + [d for _, d, _ in out]
+    for k, (name, data, _) in enumerate(out):
+        for other in buffers_:
+            if other is not data and buffers.may_alias(data, other):
+                raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
+                                  f"'{name}' shares memory with another array of the launch; "
+                                  "pass a separate array")
+    return out
 
 
 def _check_aliasing(spec, values):

@@ -3,6 +3,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import LaunchError
+
 
 @dataclass(frozen=True)
 class ParamSpec:
@@ -42,6 +44,7 @@ class KernelSpec:
     origin: str = ""
     target: str = "cpu"
     bounds: object = None   # the checked indices (runtime.bounds.Bounds), None if unchecked
+    jvp: object = None      # forward mode: primal and tangent arrays in, both written
 
     @property
     def spec(self):
@@ -59,6 +62,15 @@ class FuncSpec:
     adjoint: object
     n_params: int
     n_returns: int
+    jvp: object = None      # forward mode: (params, tangents of float params) -> values, tangents
 
     def __call__(self, *args):
         return self.forward(*args)
+
+
+def unavailable(what, reason):
+    """A stand-in for a generated function that does not exist: calling it raises a
+    ``LaunchError`` saying ``what`` is missing and why."""
+    def run(*args):
+        raise LaunchError(f"{what}: {reason}")
+    return run

@@ -10,7 +10,7 @@ make; numba-compiled code never warns and runs as it is).
 With ``adjoint.config.verify_fp`` on (or ``ADJOINT_VERIFY_FP=1``), ``run`` then
 checks, as ``warp.config.verify_fp`` does, every float array the launch wrote:
 after a forward, the arrays the kernel stores into; after a backward, the
-adjoint arrays. The first one holding an inf or a nan raises ``NonFiniteError``
+adjoint arrays; after a JVP, the stored arrays and their tangents. The first one holding an inf or a nan raises ``NonFiniteError``
 naming the kernel (name and file:line), the launch (forward or backward), the
 array and its first non-finite element (index and value, in C order).
 """
@@ -23,11 +23,14 @@ from . import buffers, config
 
 
 def run(spec, part, dims, values, adjoints=()):
-    """Run ``spec``'s ``part`` ("forward" or "backward") on ``(*dims, *values,
-    *adjoints)``: ``values`` one per parameter, ``adjoints`` one per parameter
-    that has an adjoint (a float array), in order."""
-    fn = spec.forward if part == "forward" else spec.backward
-    buffers.call_unaliased(_quiet(fn), (*dims, *values), adjoints)
+    """Run ``spec``'s ``part`` ("forward", "backward" or "jvp") on ``(*dims, *values,
+    *adjoints)``: ``values`` one per parameter, ``adjoints`` (or tangents, for "jvp")
+    one per parameter that has an adjoint (a float array), in order."""
+    if part == "jvp":                   # (launch refuses aliasing tangent buffers)
+        _quiet(spec.jvp)(*dims, *values, *adjoints)
+    else:
+        fn = spec.forward if part == "forward" else spec.backward
+        buffers.call_unaliased(_quiet(fn), (*dims, *values), adjoints)
     if config.verify_fp:
         check(spec, part, values, adjoints)
 
@@ -46,10 +49,14 @@ def _quiet(fn):
 
 def check(spec, part, values, adjoints=()):
     """Raise ``NonFiniteError`` for the first written float array holding an inf or a nan."""
-    if part == "forward":
+    if part in ("forward", "jvp"):
         written = [(p.name, v) for p, v in zip(spec.params, values)
                    if p.is_array and p.name in spec.writes]
-    else:
+    if part == "jvp":
+        written += [(f"dot_{p.name}", a) for p, a in
+                    zip([p for p in spec.params if p.has_adjoint], adjoints)
+                    if p.name in spec.writes]
+    elif part == "backward":
         written = [(f"adj_{p.name}", a) for p, a in
                    zip([p for p in spec.params if p.has_adjoint], adjoints)]
     for label, buf in written:
@@ -62,7 +69,7 @@ def check(spec, part, values, adjoints=()):
         where = np.unravel_index(int(np.argmin(finite.reshape(-1))), data.shape)
         index = ", ".join(str(int(k)) for k in where)
         count = int(data.size - np.count_nonzero(finite))
-        what = "gradient" if part == "backward" else "output"
+        what = {"backward": "gradient", "forward": "output", "jvp": "output or tangent"}[part]
         raise NonFiniteError(
             f"kernel '{spec.name}' ({spec.origin}), {part} launch: {what} array "
             f"'{label}' holds a non-finite value: {label}[{index}] = {float(data[where])!r}"

@@ -206,3 +206,10 @@ def plan(ssa, dims, adj_arrays):
     backward = _private_plan(acc, set(bwd_private), [f"adj_{a}" for a in bwd_private],
                              "gathered loads") if bwd_private else Plan("parallel")
     return forward, backward
+
+
+def tangent_plan(forward, float_arrays):
+    """The forward plan of a kernel's JVP: its tangent arrays are written where their
+    arrays are, so they are privatized with them (see transform/jvp.py)."""
+    dots = [f"dot_{a}" for a in forward.private if a in float_arrays]
+    return Plan(forward.mode, list(forward.private) + dots, forward.reason, forward.radius)

@@ -216,7 +216,7 @@ class _Reverser:
                 rule = lookup(key)
                 if rule is None:
                     raise self.pf.error(f"no adjoint rule for '{key}'", s, stage="reverse")
-                out += [at_all(x, line) for x in rule.instantiate(z, args, self.adj_of)]
+                out += [at_all(x, line) for x in rule.reverse(z, args, self.adj_of)]
             return out + self.reset(z, s)
         if isinstance(s, gast.AugAssign):
             arr = s.target.value.id

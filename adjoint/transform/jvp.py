@@ -1,0 +1,173 @@
+"""Pass 7 (forward mode), jvp: the primal body with the tangent of every active value.
+
+Expects: an ``SSA`` function (after bounds) and its active set (pass activity).
+Guarantees: ``Tangent.body`` runs the primal statement by statement, each
+active value ``z`` followed by its tangent ``dot_z`` (the directional
+derivative along the tangents given for the inputs), from the same rule table
+as the reverse pass (``Rule.forward``):
+
+- ``z = op(a, b)``: the sum of the op's partials times ``dot_a``, ``dot_b``;
+- ``z = a`` and ``z = arr[i]``: ``dot_z = dot_a`` / ``dot_arr[i]``;
+- ``arr[i] = v``: ``dot_arr[i] = dot_v``; ``arr[i] += v`` and atomics:
+  ``dot_arr[i] += dot_v`` (an atomic stays one);
+- a func call: its ``<func>_jvp`` returns the values and then their tangents;
+- ``if``, loops, ``break``: the primal's own control flow. Forward mode needs
+  no stacks: every tangent is computed when its value is.
+
+Kernels take one tangent array per float array parameter (``dot_<name>``), funcs
+one tangent per float parameter, and a func's JVP returns its values followed
+by one tangent per value. The input tree is not changed.
+"""
+import copy
+from dataclasses import dataclass
+
+import gast
+
+from ..rules import lookup
+from .ir import assign, at, const, if_, name
+from .reverse import at_all
+
+PREFIX = "dot_"
+
+
+def dot(v):
+    """The tangent name of ``v``."""
+    return PREFIX + v
+
+
+@dataclass
+class Tangent:
+    body: list          # primal and tangent statements (the <kernel>_jvp thread body)
+    dot_params: list    # tangent parameters, after the primal ones
+    kinds: dict         # the kind of every tangent name (float)
+
+
+class _Jvp:
+    def __init__(self, ssa, active_set):
+        self.ssa = ssa
+        self.pf = ssa.norm.pf
+        self.active = active_set
+        self.float_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
+        self.kinds = {}
+
+    def dot_of(self, atom):
+        """The tangent name of an operand, or None when it has none (constant, int, inactive)."""
+        if isinstance(atom, gast.Name) and atom.id in self.active:
+            return self.named(atom.id)
+        return None
+
+    def named(self, v):
+        self.kinds[dot(v)] = "float"
+        return dot(v)
+
+    def dot_value(self, atom):
+        d = self.dot_of(atom)
+        return name(d) if d else const(0.0)
+
+    def block(self, stmts):
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return out
+
+    def stmt(self, s):
+        line = getattr(s, "lineno", None)
+        if isinstance(s, gast.If):
+            return [if_(copy.deepcopy(s.test), self.block(s.body) or [at(gast.Pass(), line)],
+                        self.block(s.orelse), line)]
+        if isinstance(s, (gast.For, gast.While)):
+            return [at(_plain_loop(s, self.block(s.body) + self.block(s.loop.latch)), line)]
+        if isinstance(s, gast.Return):
+            return [self.ret(s)]
+        primal = copy.deepcopy(s)
+        if isinstance(s, gast.AugAssign):
+            return [primal] + self.accumulate(s)
+        if not isinstance(s, gast.Assign):
+            return [primal]
+        t, v = s.targets[0], s.value
+        if isinstance(t, gast.Subscript):
+            arr = t.value.id
+            if arr not in self.float_arrays:
+                return [primal]
+            slot = gast.Subscript(value=name(self.named(arr)), slice=copy.deepcopy(t.slice),
+                                  ctx=gast.Store())
+            return [primal, assign(slot, self.dot_value(v), line)]
+        if isinstance(v, gast.Call) and getattr(v, "callee", None) is not None and \
+                v.callee.kind == "func":
+            return self.call(s, t, v, line)
+        if isinstance(t, gast.Tuple) or t.id not in self.active:
+            return [primal]
+        z = t.id
+        dz = self.named(z)
+        if isinstance(v, gast.Name):
+            return [primal, assign(dz, self.dot_value(v), line)]
+        if isinstance(v, gast.Subscript):
+            arr = v.value.id if isinstance(v.value, gast.Name) else None
+            if arr in self.float_arrays:
+                slot = gast.Subscript(value=name(self.named(arr)), slice=copy.deepcopy(v.slice),
+                                      ctx=gast.Load())
+                return [primal, assign(dz, slot, line)]
+            return [primal, assign(dz, const(0.0), line)]
+        if isinstance(v, (gast.BinOp, gast.UnaryOp, gast.Call)):
+            if isinstance(v, gast.BinOp):
+                key, args = type(v.op).__name__, [v.left, v.right]
+            elif isinstance(v, gast.UnaryOp):
+                key, args = type(v.op).__name__, [v.operand]
+            else:
+                key, args = v.callee.name, v.args
+            rule = lookup(key)
+            if rule is None:
+                raise self.pf.error(f"no derivative rule for '{key}'", s, stage="jvp")
+            return [primal] + [at_all(x, line) for x in rule.forward(z, args, self.dot_of, dz)]
+        return [primal, assign(dz, const(0.0), line)]
+
+    def accumulate(self, s):
+        arr = s.target.value.id
+        d = self.dot_of(s.value)
+        if arr not in self.float_arrays or d is None:
+            return []
+        node = copy.deepcopy(s)
+        node.target.value = name(self.named(arr))
+        node.value = name(d)
+        return [node]
+
+    def call(self, s, t, v, line):
+        """``z = f(a, b)`` -> ``z, dot_z = f_jvp(a, b, dot_a, dot_b)`` (values, then tangents)."""
+        targets = t.elts if isinstance(t, gast.Tuple) else [t]
+        if not any(e.id in self.active for e in targets):
+            return [copy.deepcopy(s)]
+        callee = v.callee.target
+        float_params = [p.kind == "float" for p in callee.transformed.pf.params]
+        dots = [self.dot_value(a) for a, f in zip(v.args, float_params) if f]
+        node = copy.deepcopy(v)
+        node.args = node.args + dots
+        node.jvp = True                     # spelled <func>_jvp by the emitter
+        elts = [name(e.id, store=True) for e in targets] + \
+            [name(self.named(e.id), store=True) for e in targets]
+        return [assign(gast.Tuple(elts=elts, ctx=gast.Store()), node, line)]
+
+    def ret(self, s):
+        vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
+        elts = [copy.deepcopy(a) for a in vals] + [self.dot_value(a) for a in vals]
+        return at(gast.Return(value=gast.Tuple(elts=elts, ctx=gast.Load())), s.lineno)
+
+
+def _plain_loop(s, body):
+    if isinstance(s, gast.For):
+        return gast.For(target=copy.deepcopy(s.target), iter=copy.deepcopy(s.iter), body=body,
+                        orelse=[], type_comment=None)
+    return gast.While(test=copy.deepcopy(s.test), body=body, orelse=[])
+
+
+def jvp(ssa, active_set):
+    """The ``Tangent`` of an SSA function (see the module docstring)."""
+    j = _Jvp(ssa, active_set)
+    body = j.block(ssa.body)
+    pf = ssa.norm.pf
+    if pf.role == "kernel":
+        dot_params = [dot(p.name) for p in pf.params if p.is_array and p.kind == "float"]
+    else:
+        dot_params = [dot(p.name) for p in pf.params if p.kind == "float"]
+    kinds = dict(j.kinds)
+    kinds.update({d: "float" for d in dot_params})
+    return Tangent(body, dot_params, kinds)
