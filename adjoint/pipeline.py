@@ -6,9 +6,9 @@ parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -
 from dataclasses import dataclass
 
 from .emit.printer import render_function
+from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
-from .generate import TARGETS
 from .transform import activity, bounds, hazards, normalize, parallel, reverse, ssa, types
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
