@@ -5,13 +5,14 @@ loaded at its first launch on a backend. Both happen under ``cache.LOCK``, so
 any number of threads may make a kernel's first launch at once: one generates
 and loads, the others wait and then share the result.
 """
-import hashlib
-
 from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
 from .errors import AdjointError, user_frames
+from .frontend.devicefunc import DeviceFunction
+from .modules import func_closure, load_generated, module_items  # noqa: F401 - re-exported
+from .runtime.jit import cpu_backend_name
 
 
-class Func:
+class Func(DeviceFunction):
     """A device function: callable from kernels, other funcs and plain Python."""
 
     def __init__(self, pyfunc):
@@ -92,7 +93,6 @@ class Kernel:
     def spec_for(self, device):
         """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported
         once per process, also when several threads ask at once)."""
-        from .runtime.jit import cpu_backend_name
         name = "cuda" if device == "cuda" else cpu_backend_name()
         spec = self._specs.get(name)
         if spec is None:
@@ -104,71 +104,6 @@ class Kernel:
                     self.modules[name] = module
                     self._specs[name] = spec
         return spec
-
-
-def func_closure(roots):
-    """Funcs called (transitively) by ``roots``, callees first."""
-    order, seen = [], set()
-
-    def visit(obj, stack):
-        for f in obj.transformed.pf.funcs:
-            if f in stack:
-                raise AdjointError(f"recursion between funcs is not supported ({f.name})")
-            if id(f) not in seen:
-                visit(f, stack + [f])
-                seen.add(id(f))
-                order.append(f)
-            if f.custom_grad is not None:
-                from .frontend.parse import parse
-                parse(f.custom_grad, "grad")  # resolve names early, for the error message
-    for r in roots:
-        visit(r, [r])
-    return order
-
-
-def module_items(kernels, funcs=()):
-    """[(role, Transformed, custom grad)] for the module holding ``kernels`` and ``funcs``."""
-    from .frontend.parse import parse
-    items = []
-    all_funcs = func_closure(list(kernels) + list(funcs))
-    for f in funcs:
-        if f not in all_funcs:
-            all_funcs.append(f)
-    names = {}
-    for obj in list(all_funcs) + list(kernels):
-        other = names.setdefault(obj.name, obj)
-        if other is not obj:
-            raise AdjointError(f"two different kernels/funcs are named '{obj.name}' "
-                               f"({_where(other)} and {_where(obj)}); one generated module "
-                               "holds both, so rename one")
-    for f in all_funcs:
-        grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
-        items.append(("func", f.transformed, grad))
-    for k in kernels:
-        tr = k.transformed
-        if not k.enable_backward:
-            tr.rev.backward = None
-        tr.loop_capacity = k.loop_capacity
-        items.append(("kernel", tr, None))
-    return items
-
-
-def _where(obj):
-    code = obj.pyfunc.__code__
-    return f"{code.co_filename}:{code.co_firstlineno}"
-
-
-def load_generated(kernel, backend_name):
-    """The generated module of ``kernel`` for ``backend_name``, from the cache folder
-    (written or repaired there first; see ``adjoint.cache``)."""
-    from .emit.module import module_source
-    items = module_items([kernel])
-    source = kernel.transformed.pf.source
-    target = "cuda" if backend_name == "cuda" else "cpu"
-    text = module_source(items, source.display_name(), source.text(), target)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    stem = f"adjoint_gen_{kernel.name}_{digest}"
-    return load(cache_dir(), stem, text, f"{stem}_{backend_name}")
 
 
 def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=True):

@@ -18,15 +18,17 @@ import sys
 import textwrap
 
 from . import __version__
+from .api import Func, Kernel, source
+from .emit.targets import TARGETS
 from .errors import AdjointError, TransformError
-from .generate import TARGETS
+from .generate import (check, check_output, generate, generated_files, import_source, plan,
+                       write_if_changed)
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 BEFORE = {"jvp": "forward"}    # --diff: the stage a stage is shown against (else the one before)
 
 
 def cmd_generate(args):
-    from .generate import check_output, generate, plan, write_if_changed
     pairs = plan(args.sources, args.output)
     if not pairs:
         raise UsageError("no source file with an @ad.kernel or @ad.func found")
@@ -44,7 +46,6 @@ def cmd_generate(args):
 
 
 def cmd_check(args):
-    from .generate import check, generated_files
     files = generated_files(args.modules)
     if not files:
         raise UsageError("no generated module found in " + " ".join(args.modules))
@@ -71,8 +72,6 @@ def cmd_check(args):
 
 def find_object(target):
     """The kernel or func named by ``FILE.py:NAME``."""
-    from .api import Func, Kernel
-    from .generate import import_source
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise UsageError(f"expected FILE.py:NAME, got {target!r}")
@@ -88,7 +87,6 @@ def find_object(target):
 def stage_texts(obj, stages, target="cpu"):
     """{stage: source} for ``stages`` of ``obj``, the forward and backward spelled for
     ``target``; 'source' is the user's code."""
-    from .api import source
     texts = {"source": textwrap.dedent(inspect.getsource(obj.pyfunc))}
     for s in stages:
         texts[s] = source(obj, s, target)

@@ -26,12 +26,15 @@ import re
 import sys
 from dataclasses import dataclass
 
+from . import __version__
+from .api import Func, Kernel
 from .cache import LOCK, holds, write_atomic
+from .emit.targets import TARGETS  # noqa: F401 - also adjoint.generate.TARGETS
 from .errors import AdjointError, StaleModuleError, user_frames
+from .modules import module_items
 
 HEADER_KEYS = ("adjoint-version", "adjoint-source", "adjoint-source-sha256")
 TARGET_KEY = "adjoint-target"      # optional: absent means "cpu"
-TARGETS = ("cpu", "cuda")
 _counter = itertools.count()
 
 
@@ -102,7 +105,6 @@ def import_source(path):
 
 def defined_here(module):
     """(kernels, funcs) defined in ``module``'s own file, in source order."""
-    from .api import Func, Kernel
     here = os.path.abspath(module.__file__)
     found, seen = [], set()
     for obj in vars(module).values():
@@ -146,7 +148,6 @@ def generate(path, out=None, target="cpu"):
     launches with ``device="cuda"``). The text is byte-identical for the same
     source, target, adjoint version and relative path.
     """
-    from .api import module_items
     from .emit.module import module_source
     check_target(target, path)
     with LOCK:                  # import_source changes sys.path; kernels transform once
@@ -290,7 +291,6 @@ def check(out):
     fresh = generate(src, out, header.target)
     if fresh == text:
         return CheckResult(out, True)
-    from . import __version__
     reasons = []
     now = sha256(read_text(src))
     if now != header.sha256:

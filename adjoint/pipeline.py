@@ -6,11 +6,15 @@ and jvp (forward mode) from the same checked SSA.
 """
 from dataclasses import dataclass
 
+import gast
+
+from .emit.module import function_sources
 from .emit.printer import render_function
+from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
-from .generate import TARGETS
 from .transform import activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, types
+from .transform.ir import walk_stmts
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 
@@ -62,8 +66,6 @@ def _transform(pyfunc, role, bounds_check):
 
 
 def _dims(s):
-    import gast
-    from .transform.ir import walk_stmts
     for st in walk_stmts(s.body):
         if isinstance(st, gast.Assign) and isinstance(st.value, gast.Call) and \
                 getattr(st.value, "callee", None) is not None and st.value.callee.kind == "tid":
@@ -95,7 +97,6 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     tr = transform(pyfunc, role, bounds_check)
     if stage == "ssa":
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
-    from .emit.module import function_sources
     tr.loop_capacity = loop_capacity
     return function_sources(tr, stage, target)
 

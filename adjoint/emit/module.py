@@ -15,11 +15,11 @@ import hashlib
 import gast
 
 from .. import __version__
-from ..generate import TARGETS
 from . import bounds, cuda, ieee, precision
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
+from .targets import TARGETS
 from ..transform.ir import assign, const, name, rt_attr, rt_call
 from ..transform.reverse import comment
 

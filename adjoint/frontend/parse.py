@@ -11,6 +11,7 @@ record (what it calls: a math function, a builtin, ``ad.tid``, an atomic, a
 device func); every global number is inlined as a constant; every other free
 name is an error naming file and line.
 """
+import ast
 import builtins
 import contextlib
 import inspect
@@ -25,8 +26,11 @@ import gast
 import numpy as np
 
 from ..errors import TransformError
+from ..rules import lookup
 from ..runtime import builtins as adb
 from ..runtime.types import ArrayType, scalar_dtype
+from .devicefunc import DeviceFunction
+from .fence import reject_syntax
 
 # Reserved names: the generated module uses them for its imports.
 RESERVED = {"math", "rt", "np"}
@@ -182,7 +186,6 @@ def parse(pyfunc, role):
               for p in sig.parameters.values()]
     pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc)
     if role != "grad":
-        from .fence import reject_syntax
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
     fdef.body = [resolver.visit(s) for s in fdef.body]
@@ -261,8 +264,7 @@ class _Resolver(gast.NodeTransformer):
             raise self.pf.error("keyword arguments are not supported in kernels and funcs",
                                 node.keywords[0].value)
         obj = self._lookup(node.func)
-        from ..api import Func  # late import: api imports the transformer
-        if isinstance(obj, Func):
+        if isinstance(obj, DeviceFunction):
             if obj.pyfunc in _in_progress():
                 chain = " -> ".join(f.__name__ for f in _in_progress()) + f" -> {obj.name}"
                 raise self.pf.error(f"recursion is not supported: '{self.pf.name}' calls "
@@ -276,7 +278,6 @@ class _Resolver(gast.NodeTransformer):
             kind, name = CALLABLES[id(obj)]
             node.callee = Callee(kind, name)
             if kind == "op":
-                from ..rules import lookup
                 node.func = lookup(name).callee_expr()
             else:
                 node.func = _name(name)
@@ -316,5 +317,4 @@ def _name(id_):
 
 def gast_to_text(node):
     """Source text of a gast node (for messages and comments)."""
-    import ast
     return ast.unparse(gast.gast_to_ast(node))

@@ -11,7 +11,10 @@ import numbers
 
 import numpy as np
 
+from ..errors import AdjointError
 from . import buffers, watch
+from .backend_cuda import require_cuda, simulated
+from .tape import record_copy
 from .types import ArrayType, as_dtype
 
 _default_device = ["cpu"]
@@ -29,7 +32,6 @@ def check_device(device):
     if device == "cpu":
         return "cpu"
     if device == "cuda" or device.startswith("cuda:"):
-        from .backend_cuda import require_cuda
         require_cuda()
         return "cuda"
     raise ValueError(f"unknown device {device!r}; use 'cpu' or 'cuda'")
@@ -51,7 +53,6 @@ def _is_device_array(obj):
 def _wrap_cuda_interface(obj):
     """A numba device array over the memory of ``obj`` (``__cuda_array_interface__``),
     without a copy. Kernels index it as C-contiguous memory, so anything else is refused."""
-    from ..errors import AdjointError
     what = type(obj).__name__
     iface = obj.__cuda_array_interface__
     shape = tuple(int(n) for n in iface["shape"])
@@ -68,7 +69,6 @@ def _wrap_cuda_interface(obj):
         raise AdjointError(f"cannot wrap a {what} with strides {tuple(strides)} (shape {shape}, "
                            f"{dtype}): kernels need C-contiguous memory; pass a contiguous copy "
                            "(e.g. tensor.contiguous())")
-    from .backend_cuda import simulated
     if not simulated():
         from numba import cuda
         return cuda.as_cuda_array(obj)
@@ -164,7 +164,6 @@ class Array:
 
     def assign(self, src):
         """Copy ``src`` (an Array or array-like) into this array; recorded on an active tape."""
-        from .tape import record_copy
         record_copy(self, src, kind="assign")
         return self
 

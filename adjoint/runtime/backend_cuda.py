@@ -87,8 +87,8 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None):
         from numba import cuda
         if not check:
             if not unused:
-                from .buffers import zeros
-                unused.append(zeros(STATUS_SIZE, np.int64, "cuda"))
+                unused.append(cuda.device_array(STATUS_SIZE, np.int64))
+                fill(unused[0], np.int64(0))
             kernel[blocks, threads](*dims, *rest, unused[0])
             return
         flag = cuda.to_device(np.zeros(STATUS_SIZE, np.int64))

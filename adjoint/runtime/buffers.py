@@ -8,6 +8,8 @@ one host copy of the region involved, never of the whole array.
 """
 import numpy as np
 
+from . import backend_cuda
+
 
 def refuse_complex(values, what):
     """``values`` unchanged, unless they are complex: a ``TypeError`` naming ``what``
@@ -53,7 +55,6 @@ def fill(buf, value):
     if on_host(buf):
         buf[...] = value
         return
-    from . import backend_cuda
     backend_cuda.fill(flat(buf), np.dtype(buf.dtype).type(value))
 
 
@@ -92,7 +93,6 @@ def add_into(dst, src):
     if on_host(src) or np.dtype(src.dtype) != np.dtype(dst.dtype):
         from numba import cuda
         src = cuda.to_device(np.ascontiguousarray(to_host(src), dtype=dst.dtype).reshape(dst.shape))
-    from . import backend_cuda
     backend_cuda.add(dst, src)
 
 

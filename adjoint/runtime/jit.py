@@ -9,6 +9,9 @@ import contextlib
 import importlib
 import os
 
+from .array import _default_device
+from .backend_cuda import require_cuda
+
 BACKENDS = {"python": "adjoint.runtime.backend_python", "numba": "adjoint.runtime.backend_numba",
             "cuda": "adjoint.runtime.backend_cuda"}
 _current = ["python" if os.environ.get("ADJOINT_JIT", "1").strip().lower()
@@ -35,11 +38,9 @@ def cpu_backend_name():
 
 def use_backend(name):
     """Switch backend: 'python', 'numba', or 'cuda' (new arrays default to device='cuda')."""
-    from .array import _default_device
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
     if name == "cuda":
-        from .backend_cuda import require_cuda
         require_cuda()
     _current[0] = name
     _default_device[0] = "cuda" if name == "cuda" else "cpu"

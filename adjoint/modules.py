@@ -1,0 +1,84 @@
+"""Which kernels and funcs one generated module holds, and loading a kernel's
+module from the cache.
+
+Expects: kernels and funcs (``adjoint.api.Kernel``, ``adjoint.api.Func``);
+only their ``name``, ``pyfunc``, ``transformed``, ``custom_grad``,
+``enable_backward`` and ``loop_capacity`` are read.
+Guarantees: ``module_items`` lists every func a module needs, callees first,
+and refuses two different objects of one name; ``load_generated`` returns the
+imported module for a kernel and backend, written to or repaired in the cache
+folder first (see ``adjoint.cache``).
+
+The parser and the emitter are imported when a module is first made, so that
+``import adjoint`` keeps working where gast and astor are absent (generated
+modules import adjoint).
+"""
+import hashlib
+
+from .cache import cache_dir, load
+from .errors import AdjointError
+
+
+def func_closure(roots):
+    """Funcs called (transitively) by ``roots``, callees first."""
+    order, seen = [], set()
+
+    def visit(obj, stack):
+        for f in obj.transformed.pf.funcs:
+            if f in stack:
+                raise AdjointError(f"recursion between funcs is not supported ({f.name})")
+            if id(f) not in seen:
+                visit(f, stack + [f])
+                seen.add(id(f))
+                order.append(f)
+            if f.custom_grad is not None:
+                from .frontend.parse import parse
+                parse(f.custom_grad, "grad")  # resolve names early, for the error message
+    for r in roots:
+        visit(r, [r])
+    return order
+
+
+def module_items(kernels, funcs=()):
+    """[(role, Transformed, custom grad)] for the module holding ``kernels`` and ``funcs``."""
+    from .frontend.parse import parse
+    items = []
+    all_funcs = func_closure(list(kernels) + list(funcs))
+    for f in funcs:
+        if f not in all_funcs:
+            all_funcs.append(f)
+    names = {}
+    for obj in list(all_funcs) + list(kernels):
+        other = names.setdefault(obj.name, obj)
+        if other is not obj:
+            raise AdjointError(f"two different kernels/funcs are named '{obj.name}' "
+                               f"({_where(other)} and {_where(obj)}); one generated module "
+                               "holds both, so rename one")
+    for f in all_funcs:
+        grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
+        items.append(("func", f.transformed, grad))
+    for k in kernels:
+        tr = k.transformed
+        if not k.enable_backward:
+            tr.rev.backward = None
+        tr.loop_capacity = k.loop_capacity
+        items.append(("kernel", tr, None))
+    return items
+
+
+def _where(obj):
+    code = obj.pyfunc.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def load_generated(kernel, backend_name):
+    """The generated module of ``kernel`` for ``backend_name``, from the cache folder
+    (written or repaired there first; see ``adjoint.cache``)."""
+    from .emit.module import module_source
+    items = module_items([kernel])
+    source = kernel.transformed.pf.source
+    target = "cuda" if backend_name == "cuda" else "cpu"
+    text = module_source(items, source.display_name(), source.text(), target)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    stem = f"adjoint_gen_{kernel.name}_{digest}"
+    return load(cache_dir(), stem, text, f"{stem}_{backend_name}")
