@@ -19,6 +19,7 @@ from .runtime import config  # noqa: E402
 from .copies import clone, copy  # noqa: E402
 from . import autograd  # noqa: E402,F401
 from .generate import generate  # noqa: E402
+from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
 
 __all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
@@ -27,4 +28,4 @@ __all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointEr
            "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",
            "sqrt", "tan", "tanh", "tid", "float32", "float64", "int32", "int64", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError"]
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad"]

@@ -146,6 +146,8 @@ def source(obj, stage="backward", target="cpu"):
     (parse, normalize, ssa, forward, backward, jvp). ``target="cuda"`` shows the
     forward, backward and JVP as the CUDA module spells them."""
     from .pipeline import stage_source
+    if not isinstance(obj, (Kernel, Func)) and callable(getattr(obj, "source", None)):
+        return obj.source(stage, target)        # ad.grad(f): the code it runs
     role = "kernel" if isinstance(obj, Kernel) else "func"
     if not isinstance(obj, (Kernel, Func)):
         raise TypeError("ad.source expects an @ad.kernel or an @ad.func")

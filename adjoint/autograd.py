@@ -20,7 +20,7 @@ from .runtime.array import Array
 from .runtime.launch import launch
 from .runtime.tape import LaunchStep
 
-__all__ = ["jacobian", "jacobian_fd", "gradcheck", "gradcheck_tape", "GradcheckError"]
+__all__ = ["jacobian", "jacobian_fd", "gradcheck", "gradcheck_tape", "GradcheckError", "hvp"]
 
 
 class GradcheckError(AdjointError, AssertionError):
@@ -290,3 +290,40 @@ def gradcheck_tape(tape, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
         if report is not None:
             return _fail(report, raise_exception)
     return True
+
+
+def hvp(kernel, dim, inputs, outputs, v, w=None):
+    """Hessian-vector products of a kernel: for each input, ``H_w v`` restricted to it,
+    where ``H_w`` is the Hessian of ``sum(w * outputs)`` over all float array inputs.
+
+    ``v``: one direction per input (an array of its shape, or None for zero; ignored
+    for scalars and integer arrays); ``w``: one weight array per output (default: ones
+    for every float array output). Returns one array per input (None where it has
+    no gradient). Reverse over forward: the kernel's JVP, generated as a kernel of its
+    own (``adjoint.derivatives.jvp_kernel``), is differentiated by its backward with
+    the seed ``w`` on the output tangents. Runs on private copies; records nothing."""
+    from .derivatives import jvp_kernel
+    base = _problem(kernel, dim, inputs, outputs)
+    n = base.n_inputs
+    v = [None] * n if v is None else list(v)
+    w = [None] * (len(base.args) - n) if w is None else list(w)
+    if len(v) != n or len(w) != len(base.args) - n:
+        raise ValueError(f"kernel '{base.spec.name}': v needs one entry per input ({n}) and w "
+                         f"one per output ({len(base.args) - n}), got {len(v)} and {len(w)}")
+    floats = [k for k, p in enumerate(base.spec.params) if p.has_adjoint]
+    dots, seeds = [], []
+    for k in floats:
+        a = base.args[k]
+        given = v[k] if k < n else None
+        dots.append(np.zeros_like(a) if given is None else
+                    np.array(_host(given), dtype=a.dtype).reshape(a.shape))
+        weight = w[k - n] if k >= n else None
+        seeds.append(None if k < n else np.ones_like(a) if weight is None else
+                     np.array(_host(weight), dtype=a.dtype).reshape(a.shape))
+    args = base.fresh_args() + dots
+    problem = Problem(jvp_kernel(kernel), base.dims, args, len(args), [], [], base.device)
+    problem.run(args)          # the primal state a recorded launch's backward would see
+    adjs = [np.zeros_like(a) if k in floats else None for k, a in enumerate(base.args)]
+    adjs += [np.zeros_like(d) if s is None else s.copy() for d, s in zip(dots, seeds)]
+    problem.adjoint(args, adjs)
+    return [adjs[k] if k in floats else None for k in range(n)]

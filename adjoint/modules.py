@@ -74,11 +74,20 @@ def _where(obj):
 def load_generated(kernel, backend_name):
     """The generated module of ``kernel`` for ``backend_name``, from the cache folder
     (written or repaired there first; see ``adjoint.cache``)."""
+    return _load(kernel, module_items([kernel]), backend_name)
+
+
+def load_func(func, backend_name):
+    """The generated module of ``func`` (and the funcs it calls) for a CPU backend, as
+    ``load_generated`` does for a kernel: how plain Python calls its derivatives."""
+    return _load(func, module_items([], [func]), backend_name)
+
+
+def _load(obj, items, backend_name):
     from .emit.module import module_source
-    items = module_items([kernel])
-    source = kernel.transformed.pf.source
+    source = obj.transformed.pf.source
     target = "cuda" if backend_name == "cuda" else "cpu"
     text = module_source(items, source.display_name(), source.text(), target)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    stem = f"adjoint_gen_{kernel.name}_{digest}"
+    stem = f"adjoint_gen_{obj.name}_{digest}"
     return load(cache_dir(), stem, text, f"{stem}_{backend_name}")

@@ -60,7 +60,7 @@ def _transform(pyfunc, role, bounds_check):
     if role == "kernel":
         adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
         plans = parallel.plan(s, dims, adj_arrays)
-        plans += (parallel.tangent_plan(plans[0], adj_arrays),)
+        plans += (parallel.tangent_plan(plans[0], tangent.names),)
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent)
 

@@ -88,7 +88,8 @@ def declare(body, params, tr, with_stacks=True):
                              args=[const(1), const(DEFAULTS[kind])], keywords=[])
             decls.append(assign(n, call, None))
             continue
-        kind = "float" if n.startswith("adj_") else stacks.get(n) or tr.ssa.kinds.get(n)
+        kind = "float" if n.startswith("adj_") else stacks.get(n) or tr.ssa.kinds.get(n) or \
+            tr.tangent.kinds.get(n)
         if kind not in DEFAULTS:
             return [], False
         decls.append(assign(n, const(DEFAULTS[kind]), None))

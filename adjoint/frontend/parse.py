@@ -237,7 +237,8 @@ class _Resolver(gast.NodeTransformer):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 self.locals.add(node.id)
         for name in sorted(self.locals):
-            if name in RESERVED or (name.startswith(("adj_", "dot_")) and pf.role != "grad"):
+            if name in RESERVED or (name.startswith(("adj_", "dot_")) and pf.role != "grad"
+                                    and not getattr(pyfunc, "__adjoint_generated__", False)):
                 raise pf.error(f"the name '{name}' is reserved in generated code "
                                "(as are names starting with adj_ or dot_); rename it")
 

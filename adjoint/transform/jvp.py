@@ -30,16 +30,12 @@ from .reverse import at_all
 PREFIX = "dot_"
 
 
-def dot(v):
-    """The tangent name of ``v``."""
-    return PREFIX + v
-
-
 @dataclass
 class Tangent:
     body: list          # primal and tangent statements (the <kernel>_jvp thread body)
     dot_params: list    # tangent parameters, after the primal ones
     kinds: dict         # the kind of every tangent name (float)
+    names: dict         # {value name: its tangent's name}
 
 
 class _Jvp:
@@ -49,6 +45,9 @@ class _Jvp:
         self.active = active_set
         self.float_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
         self.kinds = {}
+        self.names = {}
+        self.taken = set(ssa.norm.namer.taken) | {p.name for p in self.pf.params} | {
+            n.id for s in ssa.body for n in gast.walk(s) if isinstance(n, gast.Name)}
 
     def dot_of(self, atom):
         """The tangent name of an operand, or None when it has none (constant, int, inactive)."""
@@ -57,8 +56,17 @@ class _Jvp:
         return None
 
     def named(self, v):
-        self.kinds[dot(v)] = "float"
-        return dot(v)
+        """The tangent name of ``v``: ``dot_v``, or with more ``dot_`` while that is taken
+        (the JVP of a JVP has parameters ``x``, ``dot_x`` and their tangents)."""
+        d = self.names.get(v)
+        if d is None:
+            d = PREFIX + v
+            while d in self.taken:
+                d = PREFIX + d
+            self.taken.add(d)
+            self.names[v] = d
+            self.kinds[d] = "float"
+        return d
 
     def dot_value(self, atom):
         d = self.dot_of(atom)
@@ -162,12 +170,8 @@ def _plain_loop(s, body):
 def jvp(ssa, active_set):
     """The ``Tangent`` of an SSA function (see the module docstring)."""
     j = _Jvp(ssa, active_set)
-    body = j.block(ssa.body)
     pf = ssa.norm.pf
-    if pf.role == "kernel":
-        dot_params = [dot(p.name) for p in pf.params if p.is_array and p.kind == "float"]
-    else:
-        dot_params = [dot(p.name) for p in pf.params if p.kind == "float"]
-    kinds = dict(j.kinds)
-    kinds.update({d: "float" for d in dot_params})
-    return Tangent(body, dot_params, kinds)
+    dot_params = [j.named(p.name) for p in pf.params if p.kind == "float" and
+                  (p.is_array or pf.role != "kernel")]      # named first: stable names
+    body = j.block(ssa.body)
+    return Tangent(body, dot_params, dict(j.kinds), dict(j.names))

@@ -208,8 +208,8 @@ def plan(ssa, dims, adj_arrays):
     return forward, backward
 
 
-def tangent_plan(forward, float_arrays):
-    """The forward plan of a kernel's JVP: its tangent arrays are written where their
-    arrays are, so they are privatized with them (see transform/jvp.py)."""
-    dots = [f"dot_{a}" for a in forward.private if a in float_arrays]
+def tangent_plan(forward, tangent_names):
+    """The forward plan of a kernel's JVP: its tangent arrays (``tangent_names``: {array:
+    tangent}) are written where their arrays are, so they are privatized with them."""
+    dots = [tangent_names[a] for a in forward.private if a in tangent_names]
     return Plan(forward.mode, list(forward.private) + dots, forward.reason, forward.radius)

@@ -1,0 +1,241 @@
+"""Derivatives of funcs called from plain Python, and higher derivatives.
+
+``ad.grad(f)``, ``ad.value_and_grad(f)`` and ``ad.jvp(f)`` call a func's
+generated adjoint or JVP (compiled by numba, or plain Python under
+``ADJOINT_JIT=0``) on Python numbers -- what ``tangent.grad`` gave its users.
+
+Higher derivatives come from transforming generated code again. The JVP of a
+func or kernel is printed as user-level Python (``adjoint/emit/user.py``) and
+becomes a func or kernel of its own (``jvp_func``, ``jvp_kernel``); its reverse
+mode is then a Hessian-vector product: for ``y = F(x)`` the JVP computes
+``dot_y = J(x) dot_x``, and the gradient of ``w . dot_y`` with respect to ``x`` is
+``H_w dot_x``, where ``H_w`` is the Hessian of ``w . F`` (reverse over forward).
+So ``ad.grad(ad.grad(f))`` (f of one argument: the derivative along ``e_k`` is the
+JVP's tangent), ``ad.hessian(f)`` and ``ad.autograd.hvp`` for kernels.
+"""
+import linecache
+import math
+import types
+
+from .api import Func, Kernel
+from .errors import AdjointError, user_frames
+from .modules import load_func
+from .runtime import builtins as _builtins
+from .runtime import types as _types
+from .runtime.array import array as _array
+from .runtime.jit import cpu_backend_name
+
+# What the printed functions see as ``ad`` (the user-level spellings emit/user.py uses).
+_AD = types.SimpleNamespace(
+    tid=_builtins.tid, clamp=_builtins.clamp, atomic_add=_builtins.atomic_add,
+    atomic_sub=_builtins.atomic_sub, array=_array, float32=_types.float32,
+    float64=_types.float64, int32=_types.int32, int64=_types.int64, bool_=bool)
+
+
+def _compile(text, fname, namespace):
+    """The function ``fname`` defined by ``text``, its source kept in ``linecache`` (so the
+    transformer can read it, as it reads a notebook cell's)."""
+    filename = f"<adjoint generated {fname}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    scope = {"math": math, "ad": _AD, **namespace}
+    exec(compile(text, filename, "exec"), scope)     # noqa: S102 - our own generated code
+    fn = scope[fname]
+    fn.__adjoint_generated__ = True     # may use the adj_/dot_ names reserved to users
+    return fn
+
+
+def _callees(tr, text):
+    """The names a printed function of ``tr`` calls: each func, and its JVP if used."""
+    scope = {}
+    for g in tr.pf.funcs:
+        scope[g.name] = g
+        if f"{g.name}_jvp(" in text:
+            scope[g.name + "_jvp"] = jvp_func(g)
+    return scope
+
+
+def jvp_func(f):
+    """The JVP of func ``f`` as a func of its own, ``<f>_jvp(params..., dot_ of each float
+    param)`` returning ``(values..., their tangents...)``: valid input to the transformer."""
+    if not isinstance(f, Func):
+        raise TypeError(f"jvp_func expects an @ad.func, got {type(f).__name__}")
+    cached = getattr(f, "_jvp_func", None)
+    if cached is not None:
+        return cached
+    if f.custom_grad is not None:
+        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad): its "
+                           "forward mode (and so its higher derivatives) would not use it")
+    from .emit.user import annotation, function_text
+    tr = f.transformed
+    params = [(p.name, annotation(p)) for p in tr.pf.params] + \
+        [(d, "ad.float64") for d in tr.tangent.dot_params]
+    text = function_text(tr, f"{f.name}_jvp", params, tr.tangent.body)
+    f._jvp_func = Func(_compile(text, f"{f.name}_jvp", _callees(tr, text)))
+    return f._jvp_func
+
+
+def jvp_kernel(k):
+    """The JVP of kernel ``k`` as a kernel of its own: its parameters, then a tangent
+    array per float array parameter (``dot_<name>``), in order."""
+    cached = getattr(k, "_jvp_kernel", None)
+    if cached is not None:
+        return cached
+    from .emit.user import annotation, function_text
+    tr = k.transformed
+    arrays = [p for p in tr.pf.params if p.is_array and p.kind == "float"]
+    params = [(p.name, annotation(p)) for p in tr.pf.params] + \
+        [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, arrays)]
+    text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)
+    pyfunc = _compile(text, f"{k.name}_jvp", _callees(tr, text))
+    k._jvp_kernel = Kernel(pyfunc, loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)
+    return k._jvp_kernel
+
+
+def _directional(f, k):
+    """A func of ``f``'s parameters returning the derivative of ``f`` along parameter ``k``
+    (the tangent of ``f``'s JVP with ``dot = e_k``)."""
+    cache = f.__dict__.setdefault("_directional", {})
+    if k in cache:
+        return cache[k]
+    tr = f.transformed
+    floats = [p.name for p in tr.pf.params if p.kind == "float"]
+    seeds = ", ".join("1.0" if p == tr.pf.params[k].name else "0.0" for p in floats)
+    from .emit.user import annotation
+    args = ", ".join(p.name for p in tr.pf.params)
+    name = f"{f.name}_d{k}"
+    text = (f"def {name}({', '.join(f'{p.name}: {annotation(p)}' for p in tr.pf.params)}):\n"
+            f"    value, dot_value = {f.name}_jvp({args}, {seeds})\n"
+            f"    return dot_value\n")
+    cache[k] = Func(_compile(text, name, {f"{f.name}_jvp": jvp_func(f)}))
+    return cache[k]
+
+
+def _spec(f):
+    """The compiled ``FuncSpec`` of ``f`` on the active CPU backend."""
+    specs = f.__dict__.setdefault("_func_specs", {})
+    name = cpu_backend_name()
+    if name not in specs:
+        specs[name] = getattr(load_func(f, name), f.name)
+    return specs[name]
+
+
+def _arguments(f, args, what):
+    params = f.transformed.pf.params
+    if len(args) != len(params):
+        raise TypeError(f"{what} of func '{f.name}' takes {len(params)} arguments "
+                        f"({', '.join(p.name for p in params)}), got {len(args)}")
+    out = []
+    for p, a in zip(params, args):
+        if p.kind == "float":
+            out.append(float(a))
+        elif isinstance(a, float) and not a.is_integer():
+            raise TypeError(f"{what} of func '{f.name}': parameter '{p.name}' is an int, got {a!r}")
+        else:
+            out.append(int(a))
+    return out
+
+
+def _positions(f, argnums, what):
+    params = f.transformed.pf.params
+    many = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if many else (argnums,)
+    for k in nums:
+        if not isinstance(k, int) or not -len(params) <= k < len(params):
+            raise ValueError(f"{what}: argnums {argnums!r} is not a parameter position of "
+                             f"func '{f.name}' ({len(params)} parameters)")
+        if params[k].kind != "float":
+            raise ValueError(f"{what}: parameter '{params[k].name}' of func '{f.name}' is not "
+                             "a float; only floats have derivatives")
+    return [k % len(params) for k in nums], many
+
+
+class Grad:
+    """``ad.grad(f, argnums)``: calling it returns the derivative of ``f`` with respect to
+    the parameter(s) ``argnums`` (a number, or a tuple for a tuple of them)."""
+
+    def __init__(self, f, argnums=0, with_value=False):
+        if not isinstance(f, Func):
+            raise TypeError(f"ad.grad expects an @ad.func (or an ad.grad of one), got "
+                            f"{type(f).__name__}")
+        self.f, self.argnums, self.with_value = f, argnums, with_value
+        self.positions, self.many = _positions(f, argnums, "ad.grad")
+        self.__name__ = f"grad_{f.name}"
+
+    def __repr__(self):
+        return f"<ad.grad of {self.f.name}, argnums={self.argnums!r}>"
+
+    @user_frames
+    def __call__(self, *args):
+        f = self.f
+        values = _arguments(f, args, "ad.grad")
+        kinds = f.return_kinds
+        if len(kinds) != 1 or kinds[0] != "float":
+            raise AdjointError(f"ad.grad needs a func returning one float; '{f.name}' returns "
+                               f"{len(kinds)} value(s) ({', '.join(map(str, kinds))})")
+        spec = _spec(f)
+        adj = spec.adjoint(*values, 1.0)
+        adj = tuple(adj) if isinstance(adj, tuple) else (adj,)
+        picked = [float(adj[k]) for k in self.positions]
+        g = tuple(picked) if self.many else picked[0]
+        return (float(spec.forward(*values)), g) if self.with_value else g
+
+    def source(self, stage="backward", target="cpu"):
+        """The generated code this gradient runs (``ad.source(ad.grad(f))``)."""
+        from .api import source
+        return source(self.f, stage, target)
+
+
+def grad(f, argnums=0):
+    """The gradient of a func returning one float: ``ad.grad(f)(x, y)`` is df/dx;
+    ``argnums=(0, 1)`` gives ``(df/dx, df/dy)``. ``ad.grad(ad.grad(f))`` differentiates
+    again (the inner one must have a single ``argnums``)."""
+    if isinstance(f, Grad):
+        if f.many or f.with_value:
+            raise AdjointError("ad.grad of an ad.grad needs the inner one to return one float: "
+                               "give it a single argnums (and not value_and_grad)")
+        return Grad(_directional(f.f, f.positions[0]), argnums)
+    return Grad(f, argnums)
+
+
+def value_and_grad(f, argnums=0):
+    """Like ``ad.grad``, but calling it returns ``(f(args), gradient)``."""
+    return Grad(f, argnums, with_value=True)
+
+
+@user_frames
+def jvp(f, primals=None, tangents=None):
+    """Forward mode of a func: ``ad.jvp(f, (x, y), (dx, dy))`` returns ``(value, tangent)``
+    -- tuples when ``f`` returns several values. ``ad.jvp(f)`` is that function of
+    ``(primals, tangents)``."""
+    if not isinstance(f, Func):
+        raise TypeError(f"ad.jvp expects an @ad.func, got {type(f).__name__}")
+    if primals is None:
+        return lambda primals, tangents: jvp(f, primals, tangents)
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(tangents) != len(primals):
+        raise TypeError(f"ad.jvp of func '{f.name}': {len(primals)} primals but "
+                        f"{len(tangents)} tangents (give one per parameter; 0.0 for an int)")
+    values = _arguments(f, primals, "ad.jvp")
+    dots = [float(t) for p, t in zip(f.transformed.pf.params, tangents) if p.kind == "float"]
+    spec = _spec(f)
+    if spec.jvp is None:
+        raise AdjointError(f"func '{f.name}' has no JVP: it has a custom gradient "
+                           "(@ad.func_grad), or calls a func that has one")
+    out = spec.jvp(*values, *dots)
+    n = len(out) // 2
+    vals, tans = tuple(float(v) for v in out[:n]), tuple(float(t) for t in out[n:])
+    return (vals[0], tans[0]) if n == 1 else (vals, tans)
+
+
+@user_frames
+def hessian(f, argnums=0):
+    """The Hessian of a func returning one float, as a function of its arguments: a float
+    for a single ``argnums``, else a tuple of rows (``H[i][j] = d2f/dx_i dx_j``). Each
+    column is the gradient of the JVP along ``e_j`` (reverse over forward)."""
+    positions, many = _positions(f, argnums, "ad.hessian")
+
+    def hess(*args):
+        rows = [[grad(Grad(f, j), i)(*args) for j in positions] for i in positions]
+        return tuple(tuple(r) for r in rows) if many else rows[0][0]
+    hess.__name__ = f"hessian_{f.name}"
+    return hess
