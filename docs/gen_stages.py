@@ -4,6 +4,10 @@ Markers in a page, each on a line of its own, are replaced by a code block:
 
     <!-- adjoint show docs/stages_example.py:capped_sum --stage ssa -->
     <!-- include docs/stages_example.py -->
+    <!-- run examples/jacobian.py -->
+
+``run`` shows what a script prints, run with the pure-Python backend
+(``ADJOINT_JIT=0``: the same numbers as numba, without its compile time).
 
 ``mkdocs build`` runs this through ``docs/hooks.py``, so the tutorial always
 shows what the current transformer prints. To see a page expanded by hand:
@@ -15,10 +19,11 @@ import io
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- (adjoint show|include) (.+?) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- (adjoint show|include|run) (.+?) -->$", re.MULTILINE)
 
 
 def show(args):
@@ -40,14 +45,25 @@ def include(path):
     return text.split('"""', 2)[2].lstrip("\n") if text.startswith('"""') else text
 
 
+def run(path):
+    """The standard output of ``python PATH`` (from the repository root, ``ADJOINT_JIT=0``)."""
+    env = dict(os.environ, ADJOINT_JIT="0",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, path)], capture_output=True,
+                       text=True, env=env, cwd=ROOT, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"python {path} failed with status {r.returncode}:\n{r.stderr}")
+    return r.stdout.replace(ROOT + os.sep, "")
+
+
 def expand(markdown):
     """``markdown`` with every marker replaced by its output in a fenced block."""
     def block(m):
         kind, args = m.group(1), m.group(2)
-        text = show(args) if kind == "adjoint show" else include(args)
-        lang = "diff" if "--diff" in args else "python"
-        command = f"$ adjoint show {args}\n" if kind == "adjoint show" else ""
-        note = f"<small>`{command.strip()[2:]}`</small>\n\n" if command else ""
+        text = {"adjoint show": show, "include": include, "run": run}[kind](args)
+        lang = "diff" if "--diff" in args else "text" if kind == "run" else "python"
+        command = {"adjoint show": f"adjoint show {args}", "run": f"python {args}"}.get(kind)
+        note = f"<small>`{command}`</small>\n\n" if command else ""
         return f"{note}```{lang}\n{text.rstrip()}\n```"
     return MARKER.sub(block, markdown)
 

@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from test_generate import ROOT
@@ -89,3 +90,24 @@ def test_springs_gradient_matches_finite_differences(tmp_path):
             assert abs(fd - g[k]) <= 1e-6 * max(1.0, abs(fd)), (k, fd, g[k])
     finally:
         sys.path.remove(EXAMPLES)
+
+
+def test_jacobian_example_builds_it_both_ways(tmp_path):
+    """examples/jacobian.py: columns from JVPs, rows from VJPs and finite differences
+    agree; its column for x[2] is the one derived by hand."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "jacobian.py")],
+                       capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "-> OK" in r.stdout
+    blocks = re.findall(r"\[\[(.*?)\]\]", r.stdout, re.DOTALL)
+    assert len(blocks) == 3, r.stdout
+    # x[2] = -0.7 lies below every thread's threshold 0.5 * i, so each iteration on it
+    # runs s = 0.5 * s + x[2]**2 (derivative 2 * x[2] = -1.4); the next input x[3] = 0.9
+    # passes s on unchanged (s + sin(x[3]) * d) for threads 0 and 1, and halves it for
+    # thread 2 (0.9 < 1.0)
+    for block in blocks:
+        J = np.array([[float(v) for v in row.replace("[", "").replace("]", "").split()]
+                      for row in block.split("\n")])
+        assert J.shape == (3, 4)
+        assert np.allclose(J[:, 2], [-1.4, -1.4, -0.7], atol=1e-6), J
