@@ -1,0 +1,306 @@
+"""ad.grad, ad.value_and_grad, ad.jvp, ad.hessian for funcs; ad.autograd.hvp for kernels.
+
+Every derivative is checked against central finite differences in float64: first
+derivatives of the func itself, second derivatives against differences of the
+(already checked) first derivatives, and Hessian-vector products of kernels
+against differences of the kernel's gradient (rtol 1e-6).
+"""
+import math
+
+import numpy as np
+import pytest
+
+import adjoint as ad
+from adjoint.errors import AdjointError
+
+EPS = 1e-6
+
+FUNCS = '''
+@ad.func
+def branches(x, y):
+    if x > 0.5:
+        z = x * y
+    elif x > 0.0:
+        z = math.sin(x) + y
+    else:
+        z = y * y - x
+    return z * x
+
+@ad.func
+def loop(x, y):
+    s = 0.0
+    for k in range(4):
+        s = s * x + math.exp(-y * k)
+    return s
+
+@ad.func
+def while_break(x, y):
+    s = x
+    n = 0
+    while n < 20:
+        s = s * 1.3 + y * 0.1
+        n += 1
+        if s > 3.0:
+            break
+    return s * y
+
+@ad.func
+def continue_(x, y):
+    s = 0.0
+    for k in range(5):
+        if k % 2 == 1:
+            continue
+        s = s + x ** (k + 1) / (1.0 + y * y)
+    return s
+
+@ad.func
+def early_return(x, y):
+    if x * y > 0.3:
+        return math.log(x + 2.0) * y
+    t = x - y
+    return t * t * t
+
+@ad.func
+def polar(r, t):
+    return r * math.cos(t), r * math.sin(t)
+
+@ad.func
+def calls(x, y):
+    a, b = polar(x, y)
+    return a * b + math.atan2(b, a + 2.0)
+
+@ad.func
+def piecewise(x, y):
+    return ad.clamp(x * y, -1.0, 0.8) * abs(x - 0.1) + min(x, y) * max(x * x, y)
+
+@ad.func
+def with_int(x, n: int, y):
+    s = x
+    for k in range(n):
+        s = s * y + x
+    return s
+
+@ad.func
+def one(x):
+    return x * x * math.exp(x) + math.sqrt(x + 1.0)
+'''
+
+POINTS = {"branches": [(0.7, 1.3), (0.3, -0.4), (-0.6, 0.9)],
+          "loop": [(0.7, 0.4), (-0.5, 1.1)],
+          "while_break": [(0.4, 0.8), (2.9, 0.2)],
+          "continue_": [(0.6, 0.9), (1.2, -0.3)],
+          "early_return": [(0.9, 0.8), (0.2, 0.5)],
+          "calls": [(0.9, 0.6), (1.4, -0.8)],
+          "piecewise": [(0.7, 0.6), (-0.4, 1.3)]}
+
+
+@pytest.fixture(params=["python", "numba"])
+def cpu(request):
+    """Funcs called from plain Python run on the CPU backends."""
+    with ad.backend_scope(request.param):
+        yield request.param
+
+
+@pytest.fixture(scope="module")
+def funcs(tmp_path_factory):
+    import importlib.util
+    import sys
+    path = tmp_path_factory.mktemp("derivs") / "derivative_funcs.py"
+    path.write_text("import math\nimport adjoint as ad\n" + FUNCS)
+    spec = importlib.util.spec_from_file_location("derivative_funcs", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["derivative_funcs"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def fd(f, args, k, eps=EPS):
+    a, b = list(args), list(args)
+    a[k] += eps
+    b[k] -= eps
+    return (f(*a) - f(*b)) / (2 * eps)
+
+
+@pytest.mark.parametrize("name", sorted(POINTS))
+def test_grad_value_and_grad_and_jvp_match_finite_differences(cpu, funcs, name):
+    f = getattr(funcs, name)
+    for point in POINTS[name]:
+        g = ad.grad(f, (0, 1))(*point)
+        want = [fd(f, point, k) for k in range(2)]
+        np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-8)
+        assert ad.grad(f)(*point) == g[0]
+        value, g1 = ad.value_and_grad(f, 1)(*point)
+        assert value == pytest.approx(f(*point), rel=1e-14) and g1 == g[1]
+        value, tangent = ad.jvp(f, point, (0.3, -1.7))
+        assert value == pytest.approx(f(*point), rel=1e-14)
+        assert tangent == pytest.approx(0.3 * want[0] - 1.7 * want[1], rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(POINTS))
+def test_hessian_matches_differences_of_the_gradient(cpu, funcs, name):
+    f = getattr(funcs, name)
+    for point in POINTS[name]:
+        h = np.array(ad.hessian(f, (0, 1))(*point))
+        g = ad.grad(f, (0, 1))
+        want = np.array([fd(lambda *a: g(*a)[i], point, j, 1e-5) for i in range(2)
+                         for j in range(2)]).reshape(2, 2)
+        np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(h, h.T, rtol=1e-12, atol=1e-12)
+
+
+def test_grad_of_grad_of_a_scalar_func(cpu, funcs):
+    f = funcs.one
+    x = 0.7
+    d1 = 2 * x * math.exp(x) + x * x * math.exp(x) + 0.5 / math.sqrt(x + 1.0)
+    d2 = (2 + 4 * x + x * x) * math.exp(x) - 0.25 * (x + 1.0) ** -1.5
+    d3 = (6 + 6 * x + x * x) * math.exp(x) + 0.375 * (x + 1.0) ** -2.5
+    assert ad.grad(f)(x) == pytest.approx(d1, rel=1e-13)
+    assert ad.grad(ad.grad(f))(x) == pytest.approx(d2, rel=1e-13)
+    assert ad.grad(ad.grad(ad.grad(f)))(x) == pytest.approx(d3, rel=1e-12)
+    assert ad.hessian(f)(x) == pytest.approx(d2, rel=1e-13)
+    # second derivatives through loops and branches, against differences of the first
+    g = ad.grad(funcs.loop)
+    assert ad.grad(g)(0.7, 0.4) == pytest.approx(fd(g, (0.7, 0.4), 0, 1e-5), rel=1e-6)
+    assert ad.grad(g, 1)(0.7, 0.4) == pytest.approx(fd(g, (0.7, 0.4), 1, 1e-5), rel=1e-6)
+
+
+def test_int_parameters_and_errors(cpu, funcs):
+    f = funcs.with_int
+    assert ad.grad(f, (0, 2))(0.5, 3, 1.2) == pytest.approx(
+        (fd(lambda x: f(x, 3, 1.2), [0.5], 0), fd(lambda y: f(0.5, 3, y), [1.2], 0)), rel=1e-6)
+    value, tangent = ad.jvp(f, (0.5, 3, 1.2), (1.0, 0.0, 0.0))
+    assert tangent == pytest.approx(fd(lambda x: f(x, 3, 1.2), [0.5], 0), rel=1e-6)
+    with pytest.raises(ValueError, match="'n' of func 'with_int' is not a float"):
+        ad.grad(f, 1)
+    with pytest.raises(ValueError, match="not a parameter position"):
+        ad.grad(f, 5)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        ad.grad(f)(0.5, 1.2)
+    with pytest.raises(AdjointError, match="returning one float; 'polar' returns 2"):
+        ad.grad(funcs.polar)(1.0, 0.5)
+    with pytest.raises(AdjointError, match="single argnums"):
+        ad.grad(ad.grad(funcs.loop, (0, 1)))
+    (a, b), (da, db) = ad.jvp(funcs.polar, (2.0, 0.5), (0.0, 1.0))
+    assert (a, b) == pytest.approx((2 * math.cos(0.5), 2 * math.sin(0.5)), rel=1e-15)
+    assert (da, db) == pytest.approx((-2 * math.sin(0.5), 2 * math.cos(0.5)), rel=1e-15)
+
+
+def test_source_of_a_gradient_is_the_generated_adjoint(funcs):
+    text = ad.source(ad.grad(funcs.one))
+    assert text.startswith("def one_adjoint(x, adj_ret):")
+    assert "adj_x" in text
+
+
+def test_custom_gradient_has_no_forward_mode(kernel_module):
+    m = kernel_module('''
+        @ad.func
+        def soft(x):
+            return math.log(1.0 + math.exp(x))
+
+        @ad.func_grad(soft)
+        def soft_grad(x, adj_ret):
+            return adj_ret / (1.0 + math.exp(-x))
+    ''')
+    assert ad.grad(m.soft)(0.3) == pytest.approx(1 / (1 + math.exp(-0.3)), rel=1e-15)
+    with pytest.raises(AdjointError, match="custom gradient"):
+        ad.jvp(m.soft, (0.3,), (1.0,))
+    with pytest.raises(AdjointError, match="custom gradient"):
+        ad.grad(ad.grad(m.soft))(0.3)
+
+
+KERNELS = '''
+@ad.kernel
+def k_loop(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = x[i]
+    for j in range(3):
+        if s > 0.5:
+            s = s * x[i] - 0.1 * j
+        else:
+            s = math.sin(s) + x[i] * x[i]
+    y[i] = s
+
+@ad.kernel
+def k_while(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = x[i]
+    n = 0
+    while n < 10:
+        s = s * 1.1 + x[i] * x[i] * 0.05
+        n += 1
+        if s > 2.0:
+            break
+    y[i] = s * s
+
+@ad.kernel
+def k_pairs(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    j = (i + 1) % x.shape[0]
+    ad.atomic_add(y, j, x[i] * x[j] * math.exp(-x[i]))
+    ad.atomic_add(y, i, x[j] / (1.0 + x[i] * x[i]))
+
+@ad.func
+def polar(r, t):
+    return r * math.cos(t), r * math.sin(t)
+
+@ad.kernel
+def k_func(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    acc = 0.0
+    for j in range(4):
+        if j == 2:
+            continue
+        a, b = polar(x[i], x[i] * j)
+        acc = acc + a * b
+    y[i] = acc
+
+@ad.kernel
+def k_nested(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    t = 0.0
+    for a in range(2):
+        for b in range(3):
+            t = t + ad.clamp(x[i] * b - a, -0.5, 1.5) * abs(x[i] - 0.1) + max(x[i], t * 0.1)
+    y[i] = t * x[i]
+'''
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    import importlib.util
+    import sys
+    path = tmp_path_factory.mktemp("hvp") / "hvp_kernels.py"
+    path.write_text("import math\nimport adjoint as ad\n" + KERNELS)
+    spec = importlib.util.spec_from_file_location("hvp_kernels", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["hvp_kernels"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_nested"])
+def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backend, kernels,
+                                                                          name):
+    k = getattr(kernels, name)
+    n = 6
+    m = n
+    rng = np.random.default_rng(7)
+    x = rng.uniform(0.25, 1.2, n)
+    v = rng.normal(size=n)
+    w = rng.uniform(0.5, 1.5, m)
+    device = "cuda" if backend == "cuda" else "cpu"
+
+    def gradient(xs):
+        xa = ad.array(xs, requires_grad=True, device=device)
+        y = ad.zeros(m, requires_grad=True, device=device)
+        tape = ad.Tape()
+        with tape:
+            ad.launch(k, n, inputs=[xa], outputs=[y])
+        tape.backward(grads={y: ad.array(w, device=device)})
+        return xa.grad.numpy().copy()
+
+    hv = ad.autograd.hvp(k, n, [ad.array(x, device=device)], [ad.zeros(m, device=device)],
+                         [v], [w])[0]
+    want = (gradient(x + 1e-5 * v) - gradient(x - 1e-5 * v)) / 2e-5
+    np.testing.assert_allclose(hv, want, rtol=1e-6, atol=1e-8)
+    assert np.abs(hv).max() > 1e-3          # a real second derivative, not zeros
