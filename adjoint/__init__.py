@@ -5,7 +5,7 @@ launches on a ``Tape`` and replay their generated backward passes.
 """
 __version__ = "0.1.0"
 
-from .api import Func, Kernel, func, func_grad, kernel, source  # noqa: E402
+from .api import Func, Kernel, func, func_grad, func_jvp, kernel, source  # noqa: E402
 from .errors import (AdjointError, BoundsError, LaunchError, NonFiniteError,  # noqa: E402
                      StaleModuleError,
                      TapeError, TransformError)
@@ -21,7 +21,7 @@ from . import autograd  # noqa: E402,F401
 from .generate import generate  # noqa: E402
 from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
 
-__all__ = ["Func", "Kernel", "func", "func_grad", "kernel", "source", "AdjointError",
+__all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",

@@ -19,6 +19,7 @@ class Func(DeviceFunction):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
         self.custom_grad = None
+        self.custom_jvp = None
         self._tr = None
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
@@ -137,6 +138,20 @@ def func_grad(f):
     def deco(g):
         f.custom_grad = g
         return g
+    return deco
+
+
+def func_jvp(f):
+    """Decorator: a hand-written JVP ``h(<f's params>, <a tangent per float param>)`` for
+    func ``f``, returning ``f``'s values and then one tangent per value (a pair for a
+    func of one value): forward mode, as ``@ad.func_grad`` is reverse mode."""
+    if not isinstance(f, Func):
+        raise TypeError("@ad.func_jvp expects an @ad.func")
+
+    def deco(h):
+        f.custom_jvp = h
+        h.__adjoint_rule__ = True       # its dot_ parameters are not the user's locals
+        return h
     return deco
 
 

@@ -62,9 +62,13 @@ def jvp_func(f):
     cached = getattr(f, "_jvp_func", None)
     if cached is not None:
         return cached
+    if f.custom_jvp is not None:
+        f._jvp_func = Func(f.custom_jvp)
+        return f._jvp_func
     if f.custom_grad is not None:
-        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad): its "
-                           "forward mode (and so its higher derivatives) would not use it")
+        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad) and no "
+                           "@ad.func_jvp: its forward mode (and so its higher derivatives) "
+                           "would not use the gradient")
     from .emit.user import annotation, function_text
     tr = f.transformed
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \

@@ -40,7 +40,8 @@ def func_closure(roots):
 
 
 def module_items(kernels, funcs=()):
-    """[(role, Transformed, custom grad)] for the module holding ``kernels`` and ``funcs``."""
+    """[(role, Transformed, custom grad, custom JVP)] for the module holding ``kernels`` and
+    ``funcs`` (the custom ones parsed, or None)."""
     from .frontend.parse import parse
     items = []
     all_funcs = func_closure(list(kernels) + list(funcs))
@@ -56,13 +57,14 @@ def module_items(kernels, funcs=()):
                                "holds both, so rename one")
     for f in all_funcs:
         grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
-        items.append(("func", f.transformed, grad))
+        jvp = parse(f.custom_jvp, "grad") if getattr(f, "custom_jvp", None) is not None else None
+        items.append(("func", f.transformed, grad, jvp))
     for k in kernels:
         tr = k.transformed
         if not k.enable_backward:
             tr.rev.backward = None
         tr.loop_capacity = k.loop_capacity
-        items.append(("kernel", tr, None))
+        items.append(("kernel", tr, None, None))
     return items
 
 

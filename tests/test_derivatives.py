@@ -304,3 +304,35 @@ def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backen
     want = (gradient(x + 1e-5 * v) - gradient(x - 1e-5 * v)) / 2e-5
     np.testing.assert_allclose(hv, want, rtol=1e-6, atol=1e-8)
     assert np.abs(hv).max() > 1e-3          # a real second derivative, not zeros
+
+
+def test_custom_jvp_is_used_by_kernels_funcs_and_second_derivatives(backend, kernel_module):
+    m = kernel_module('''
+        @ad.func
+        def soft(x):
+            return math.log(1.0 + math.exp(x))
+
+        @ad.func_grad(soft)
+        def soft_grad(x, adj_ret):
+            return adj_ret / (1.0 + math.exp(-x))
+
+        @ad.func_jvp(soft)
+        def soft_jvp(x, dot_x):
+            return math.log(1.0 + math.exp(x)), dot_x / (1.0 + math.exp(-x))
+
+        @ad.kernel
+        def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+            i = ad.tid()
+            y[i] = soft(x[i]) * x[i]
+    ''')
+    sig = lambda t: 1 / (1 + math.exp(-t))          # noqa: E731
+    x = np.array([-0.5, 0.2, 1.1])
+    dev = "cuda" if backend == "cuda" else "cpu"
+    out = ad.launch(m.k, 3, inputs=[ad.array(x, device=dev)], outputs=[ad.zeros(3, device=dev)],
+                    tangents={"x": ad.array(np.ones(3), device=dev)})
+    want = [math.log(1 + math.exp(t)) + t * sig(t) for t in x]
+    np.testing.assert_allclose(out["y"].numpy(), want, rtol=1e-14)
+    if backend != "cuda":
+        assert ad.jvp(m.soft, (0.3,), (2.0,))[1] == pytest.approx(2 * sig(0.3), rel=1e-15)
+        assert ad.grad(ad.grad(m.soft))(0.3) == pytest.approx(sig(0.3) * (1 - sig(0.3)),
+                                                              rel=1e-14)

@@ -115,8 +115,8 @@ class LowerCuda(gast.NodeTransformer):
             return gast.IfExp(test=gast.Compare(left=copy.deepcopy(b), ops=[op],
                                                 comparators=[copy.deepcopy(a)]),
                               body=copy.deepcopy(b), orelse=copy.deepcopy(a))
-        if isinstance(f, gast.Name) and f.id.endswith("_adjoint") and \
-                f.id[:-len("_adjoint")] not in self.custom_grads:
+        callee = getattr(node, "callee", None)
+        if getattr(node, "part", None) == "adjoint" and callee.name not in self.custom_grads:
             node.args.append(name(STATUS))
         return node
 

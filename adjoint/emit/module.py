@@ -28,7 +28,8 @@ INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
 
 class _Lower(gast.NodeTransformer):
-    """Spell kernel-only pieces for a target: tid() -> tid0, f(...) -> f_forward(...),
+    """Spell kernel-only pieces for a target: tid() -> tid0, f(...) -> f_forward(...)
+    (or f_adjoint, f_jvp: the call's ``part``),
     a bounds check -> its test and fault report (emit/bounds.py)."""
 
     def visit_Expr(self, node):
@@ -52,8 +53,13 @@ class _Lower(gast.NodeTransformer):
         self.generic_visit(node)
         callee = getattr(node, "callee", None)
         if callee is not None and callee.kind == "func":
-            node.func = name(f"{callee.name}_{'jvp' if getattr(node, 'jvp', False) else 'forward'}")
+            node.func = name(f"{callee.name}_{part(node)}")
         return node
+
+
+def part(call):
+    """Which function of a func a call calls: ``forward``, ``adjoint`` or ``jvp``."""
+    return getattr(call, "part", "forward")
 
 
 def _lower(stmts):
@@ -78,9 +84,12 @@ def jvp_refusal(tr):
     """Why ``tr`` has no JVP, or None: it calls (directly or through other funcs) a func
     with a custom gradient, whose derivative the transformer must not guess."""
     for f in tr.pf.funcs:
+        if getattr(f, "custom_jvp", None) is not None:
+            continue                    # the user's JVP (@ad.func_jvp)
         if f.custom_grad is not None:
-            return (f"it calls func '{f.name}', which has a custom gradient (@ad.func_grad): "
-                    "forward mode would not use it, and could disagree with it")
+            return (f"it calls func '{f.name}', which has a custom gradient (@ad.func_grad) "
+                    "and no @ad.func_jvp: forward mode would not use the gradient, and could "
+                    "disagree with it")
         why = jvp_refusal(f.transformed)
         if why is not None:
             return why
@@ -263,9 +272,10 @@ def _nest(loops, thread_fn, call_args):
     return body
 
 
-def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
-    """A func's ``_forward``, ``_adjoint`` and (unless it has a custom gradient, or
-    ``jvp_refusal`` says why not) ``_jvp`` functions."""
+def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_jvp=None):
+    """A func's ``_forward``, ``_adjoint`` and ``_jvp`` functions: the user's where given
+    (``@ad.func_grad``, ``@ad.func_jvp``); no JVP for a custom gradient without a custom
+    JVP, or where ``jvp_refusal`` says why not."""
     f = tr.pf.name
     params = [p.name for p in tr.pf.params]
     deco = cuda.DEVICE if target == "cuda" else DECORATOR
@@ -282,7 +292,10 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=()):
         status = [cuda.STATUS] if target == "cuda" else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
-    if custom_grad is None and jvp_refusal(tr) is None:
+    if custom_jvp is not None:
+        jparams = [a.id for a in custom_jvp.node.args.args]
+        out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body), deco, custom_jvp.source))
+    elif custom_grad is None and jvp_refusal(tr) is None:
         jparams = params + tr.tangent.dot_params
         out.append((f"{f}_jvp", jparams, lower(tr.tangent.body, jparams), deco))
     return out
@@ -421,7 +434,7 @@ def _header(target, float32):
 
 
 def module_source(items, relname, source_text, target="cpu"):
-    """Text of a module for ``items``: [(role, Transformed, custom_grad_pf or None)],
+    """Text of a module for ``items``: [(role, Transformed, custom grad, custom JVP)],
     for ``target`` "cpu" (``rt.jit``) or "cuda" (``cuda.jit``).
 
     Funcs must come before the kernels and funcs that call them.
@@ -437,17 +450,17 @@ def module_source(items, relname, source_text, target="cpu"):
         f"# adjoint-source: {relname}",
         f"# adjoint-source-sha256: {digest}",
     ] + _target_line(_known_target(target)) + _header(
-        target, any(role == "kernel" and float32_kernel(tr) for role, tr, _ in items))
+        target, any(role == "kernel" and float32_kernel(tr) for role, tr, *_ in items))
     specs = []
-    custom = {tr.pf.name for role, tr, grad in items if grad is not None}
+    custom = {tr.pf.name for role, tr, grad, _ in items if grad is not None}
     built = [(role, tr, kernel_functions(tr, target, custom) if role == "kernel" else
-              func_functions(tr, grad, target, custom)) for role, tr, grad in items]
+              func_functions(tr, grad, target, custom, jvp)) for role, tr, grad, jvp in items]
     f32_funcs = precision.float32_funcs(built)
     for role, tr, fns in built:
         if role == "kernel" and float32_kernel(tr):
             fns = precision.call_float32(fns, f32_funcs)
         elif role == "func" and tr.pf.name in f32_funcs:
-            fns = fns + precision.float32_variant(fns, tr, f32_funcs, tr.pf.name in custom)
+            fns = fns + precision.float32_variant(fns, tr, f32_funcs)
         for fname, params, body, decorator, *src in fns:
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source
@@ -456,6 +469,6 @@ def module_source(items, relname, source_text, target="cpu"):
         specs += _spec_lines(role, tr, relname, target, fns)
     p.lines += [""]
     for line in specs:
-        p.lines += [""] if line.startswith(tuple(f"{tr.pf.name} =" for _, tr, _ in items)) else []
+        p.lines += [""] if line.startswith(tuple(f"{tr.pf.name} =" for _, tr, *_ in items)) else []
         p.emit(0, line)
     return p.text()

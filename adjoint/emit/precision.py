@@ -122,21 +122,19 @@ class _Float32(gast.NodeTransformer):
 
 
 class _Calls(gast.NodeTransformer):
-    """Collect (or, with ``suffix``, rename) calls of ``<func>_forward/_adjoint``."""
+    """Collect (or, with ``suffix``, rename) the calls of funcs in ``funcs`` (any part:
+    forward, adjoint or JVP)."""
 
     def __init__(self, funcs, suffix=None):
         self.funcs, self.suffix, self.found = funcs, suffix, set()
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        f = node.func
-        if isinstance(f, gast.Name):
-            for part in ("_forward", "_adjoint"):
-                base = f.id[:-len(part)]
-                if f.id.endswith(part) and base in self.funcs:
-                    self.found.add(base)
-                    if self.suffix:
-                        node.func = name(f.id + self.suffix)
+        callee = getattr(node, "callee", None)
+        if callee is not None and callee.kind == "func" and callee.name in self.funcs:
+            self.found.add(callee.name)
+            if self.suffix:
+                node.func = name(node.func.id + self.suffix)
         return node
 
 
@@ -173,13 +171,15 @@ def call_float32(fns, f32_funcs):
     return out
 
 
-def float32_variant(fns, tr, f32_funcs, custom_grad):
+def float32_variant(fns, tr, f32_funcs):
     """A func's ``<name>_forward_f32``/``_adjoint_f32``: its functions with float32
-    numbers, for float32 kernels. A custom gradient is the user's code, whose kinds
-    the transformer does not know: only its literals change."""
+    numbers, for float32 kernels. A custom gradient or JVP (a function given with the
+    user's source) is the user's code, whose kinds the transformer does not know: only
+    its literals change."""
     out = []
     for fname, params, body, *rest in call_float32(fns, f32_funcs):
-        kinds = {} if custom_grad and fname.endswith("_adjoint") else tr.ssa.kinds
+        users = len(rest) > 1
+        kinds = {} if users else {**tr.ssa.kinds, **tr.tangent.kinds}
         out.append((fname + "_f32", params, [_Float32(kinds).visit(st) for st in body], *rest))
     return out
 

@@ -54,7 +54,8 @@ class _Spell(gast.NodeTransformer):
         elif callee.kind == "tid":
             node.func = _expr("ad.tid")
         elif callee.kind == "func":
-            node.func = _expr(callee.name + ("_jvp" if getattr(node, "jvp", False) else ""))
+            node.func = _expr(callee.name + ("_jvp" if getattr(node, "part", None) == "jvp"
+                                             else ""))
         return node
 
 

@@ -238,7 +238,8 @@ class _Resolver(gast.NodeTransformer):
                 self.locals.add(node.id)
         for name in sorted(self.locals):
             if name in RESERVED or (name.startswith(("adj_", "dot_")) and pf.role != "grad"
-                                    and not getattr(pyfunc, "__adjoint_generated__", False)):
+                                    and not getattr(pyfunc, "__adjoint_generated__", False)
+                                    and not getattr(pyfunc, "__adjoint_rule__", False)):
                 raise pf.error(f"the name '{name}' is reserved in generated code "
                                "(as are names starting with adj_ or dot_); rename it")
 

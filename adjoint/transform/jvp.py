@@ -149,7 +149,7 @@ class _Jvp:
         dots = [self.dot_value(a) for a, f in zip(v.args, float_params) if f]
         node = copy.deepcopy(v)
         node.args = node.args + dots
-        node.jvp = True                     # spelled <func>_jvp by the emitter
+        node.part = "jvp"                   # the func's JVP (spelled <func>_jvp)
         elts = [name(e.id, store=True) for e in targets] + \
             [name(self.named(e.id), store=True) for e in targets]
         return [assign(gast.Tuple(elts=elts, ctx=gast.Store()), node, line)]

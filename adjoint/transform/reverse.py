@@ -250,6 +250,7 @@ class _Reverser:
         func = call.callee.target
         fn = gast.Call(func=name(f"{func.name}_adjoint"),
                        args=[copy.deepcopy(a) for a in call.args] + seeds, keywords=[])
+        fn.callee, fn.part = call.callee, "adjoint"     # the func's adjoint, not its forward
         wanted = [(k, a) for k, a in enumerate(call.args) if self.adj_of(a)]
         if not wanted:
             return []
