@@ -14,6 +14,7 @@ The parser and the emitter are imported when a module is first made, so that
 modules import adjoint).
 """
 import hashlib
+from dataclasses import replace
 
 from .cache import cache_dir, load
 from .errors import AdjointError
@@ -61,10 +62,8 @@ def module_items(kernels, funcs=()):
         items.append(("func", f.transformed, grad, jvp))
     for k in kernels:
         tr = k.transformed
-        if not k.enable_backward:
-            tr.rev.backward = None
-        tr.loop_capacity = k.loop_capacity
-        items.append(("kernel", tr, None, None))
+        rev = tr.rev if k.enable_backward else replace(tr.rev, backward=None)
+        items.append(("kernel", replace(tr, rev=rev, loop_capacity=k.loop_capacity), None, None))
     return items
 
 

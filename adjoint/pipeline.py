@@ -4,7 +4,7 @@ parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -
 and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gast
 
@@ -34,6 +34,7 @@ class Transformed:
     plans: tuple = None     # kernels: (forward, backward, jvp) Plans from pass parallel
     sites: tuple = ()       # kernels: the bounds.Site of every checked index (pass bounds)
     tangent: object = None  # forward mode: the jvp.Tangent (pass jvp)
+    loop_capacity: int = 256  # kernels: the CUDA loop stacks' size (@ad.kernel(loop_capacity))
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -97,7 +98,7 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     tr = transform(pyfunc, role, bounds_check)
     if stage == "ssa":
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
-    tr.loop_capacity = loop_capacity
+    tr = replace(tr, loop_capacity=loop_capacity)
     return function_sources(tr, stage, target)
 
 

@@ -57,29 +57,15 @@ def maybe_unassigned(stmts, defined):
     return bad
 
 
-def stack_kinds(tr):
-    """{stack name: kind of the value it records} for every recorded loop of ``tr``."""
-    out = {}
-    for node in gast.walk(gast.Module(body=list(tr.ssa.body), type_ignores=[])):
-        info = getattr(node, "loop", None)
-        names = getattr(info, "names", None) if info is not None else None
-        if names:
-            for var, stack in names["stacks"].items():
-                out[stack] = tr.ssa.kinds.get(var, "float")
-            out[names["count"]] = "int"
-            out[names["it"]] = "int"
-    return out
-
-
 def declare(body, params, tr, with_stacks=True):
     """``(declarations, ok)``: typed zero assignments for every maybe-unassigned local,
     and whether all their kinds are known. With ``with_stacks=False`` loop stacks are left
     out (CUDA spells each stack as one fixed local array of its own type)."""
     names = sorted(maybe_unassigned(body, set(params)))
-    stacks = stack_kinds(tr)
+    stacks = tr.rev.stacks
     decls = []
     for n in names:
-        if n in stacks and n.startswith("loop") and not (n.endswith("_count") or n.endswith("_iter")):
+        if n in stacks:
             if not with_stacks:
                 continue
             kind = stacks[n]
@@ -88,8 +74,8 @@ def declare(body, params, tr, with_stacks=True):
                              args=[const(1), const(DEFAULTS[kind])], keywords=[])
             decls.append(assign(n, call, None))
             continue
-        kind = "float" if n.startswith("adj_") else stacks.get(n) or tr.ssa.kinds.get(n) or \
-            tr.tangent.kinds.get(n)
+        kind = "float" if n.startswith("adj_") else "int" if n in tr.rev.counters else \
+            tr.ssa.kinds.get(n) or tr.tangent.kinds.get(n)
         if kind not in DEFAULTS:
             return [], False
         decls.append(assign(n, const(DEFAULTS[kind]), None))

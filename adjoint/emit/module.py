@@ -105,7 +105,7 @@ def _jvp_functions(tr, target, custom_grads):
     body = _lower(tr.tangent.body)
     jparams = params + ([cuda.STATUS] if bounds.reports(body) else [])
     if target == "cuda":
-        cap = getattr(tr, "loop_capacity", 256)
+        cap = tr.loop_capacity
         return [(f"{k}_jvp_thread", tids + jparams,
                  cuda.lower_body(_declared(body, tids + jparams, tr, target), tr, cap,
                                  custom_grads), cuda.DEVICE),
@@ -126,7 +126,7 @@ def _kernel_functions(tr, target, custom_grads):
     backward = _lower(tr.rev.backward) if tr.rev.backward is not None else None
     fparams = params + ([cuda.STATUS] if bounds.reports(forward) else [])
     if target == "cuda":
-        cap = getattr(tr, "loop_capacity", 256)
+        cap = tr.loop_capacity
         out = [(f"{k}_forward_thread", tids + fparams,
                 cuda.lower_body(_declared(forward, tids + fparams, tr, target),
                                 tr, cap, custom_grads), cuda.DEVICE),

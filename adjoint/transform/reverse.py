@@ -36,6 +36,8 @@ class Reversed:
     backward: list          # replay + adjoint (kernels); replay + adjoint + return (funcs)
     adj_params: list        # adjoint parameter names (kernel: float arrays; func: adj_ret...)
     active: set
+    stacks: dict            # {loop stack name: kind of the value it records}
+    counters: list          # loop iteration counters and reverse iteration variables (ints)
 
 
 def adj(v):
@@ -53,10 +55,12 @@ class _Reverser:
     def __init__(self, ssa, active_set):
         self.ssa = ssa
         self.pf = ssa.norm.pf
-        self.namer = ssa.norm.namer
+        self.namer = copy.deepcopy(ssa.norm.namer)     # fresh names; the input is not edited
         self.active = active_set
         self.adj_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
         self.loop_depth = 0
+        self.names = {}         # loop uid -> its counter, iteration and stack names
+        self.reversed = {}      # loop uid -> (reversed body, reversed latch)
 
     def adj_of(self, a):
         if isinstance(a, str):
@@ -113,12 +117,12 @@ class _Reverser:
 
     def loop_names(self, s):
         info = s.loop
-        if not hasattr(info, "names"):
+        if info.uid not in self.names:
             tag = f"loop{info.uid}"
-            info.names = {"count": self.namer.fresh(f"{tag}_count"),
-                          "it": self.namer.fresh(f"{tag}_iter"),
-                          "stacks": {v: self.namer.fresh(f"{tag}_{v}") for v in info.carried}}
-        return info.names
+            self.names[info.uid] = {
+                "count": self.namer.fresh(f"{tag}_count"), "it": self.namer.fresh(f"{tag}_iter"),
+                "stacks": {v: self.namer.fresh(f"{tag}_{v}") for v in info.carried}}
+        return self.names[info.uid]
 
     def recorded_loop(self, s):
         names = self.loop_names(s)
@@ -147,12 +151,14 @@ class _Reverser:
 
     # -- reverse ---------------------------------------------------------------
     def needs_reverse(self, s):
-        if not hasattr(s.loop, "rev"):
+        if s.loop.uid not in self.reversed:
             self.loop_depth += 1
-            s.loop.rev = self.rev_block(s.body)
-            s.loop.rev_latch = self.rev_block([x for x in s.loop.latch if getattr(x, "phi", False)])
+            self.reversed[s.loop.uid] = (
+                self.rev_block(s.body),
+                self.rev_block([x for x in s.loop.latch if getattr(x, "phi", False)]))
             self.loop_depth -= 1
-        return bool(s.loop.rev or s.loop.rev_latch)
+        rev, rev_latch = self.reversed[s.loop.uid]
+        return bool(rev or rev_latch)
 
     def rev_block(self, stmts):
         out = []
@@ -282,7 +288,8 @@ class _Reverser:
         self.loop_depth += 1
         body += self.aug(s.body)
         self.loop_depth -= 1
-        body += s.loop.rev_latch + s.loop.rev
+        rev, rev_latch = self.reversed[s.loop.uid]
+        body += copy.deepcopy(rev_latch) + copy.deepcopy(rev)
         rng = gast.Call(func=name("range"), args=[
             gast.BinOp(left=name(names["count"]), op=gast.Sub(), right=const(1)), const(-1), const(-1)],
             keywords=[])
@@ -322,4 +329,7 @@ def reverse(ssa, active_set):
     else:
         backward = prune(backward)
         adj_params = [adj(p.name) for p in pf.params if p.is_array and p.kind == "float"]
-    return Reversed(forward, backward, adj_params, active_set)
+    stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
+              for v, stack in names["stacks"].items()}
+    counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
+    return Reversed(forward, backward, adj_params, active_set, stacks, counters)
