@@ -86,9 +86,8 @@ def jvp_kernel(k):
         return cached
     from .emit.user import annotation, function_text
     tr = k.transformed
-    arrays = [p for p in tr.pf.params if p.is_array and p.kind == "float"]
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \
-        [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, arrays)]
+        [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, tr.pf.differentiable())]
     text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)
     pyfunc = _compile(text, f"{k.name}_jvp", _callees(tr, text))
     k._jvp_kernel = Kernel(pyfunc, loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)

@@ -59,7 +59,7 @@ def _transform(pyfunc, role, bounds_check):
     reads, writes = hazards.arrays_used(s)
     plans = None
     if role == "kernel":
-        adj_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
+        adj_arrays = {p.name for p in pf.differentiable()}
         plans = parallel.plan(s, dims, adj_arrays)
         plans += (parallel.tangent_plan(plans[0], tangent.names),)
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,

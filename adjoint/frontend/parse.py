@@ -120,6 +120,12 @@ class ParsedFunction:
     pyfunc: object
     funcs: list = field(default_factory=list)   # Func objects called from here
 
+    def differentiable(self):
+        """The parameters that have derivatives (adjoints, tangents): a kernel's float
+        arrays, a func's floats."""
+        return [p for p in self.params if p.kind == "float" and
+                (p.is_array or self.role != "kernel")]
+
     def error(self, reason, node=None, stage="parse"):
         lineno = getattr(node, "lineno", self.node.lineno) if node is not None else self.node.lineno
         col = getattr(node, "col_offset", 0) if node is not None else 0

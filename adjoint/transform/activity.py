@@ -48,7 +48,7 @@ def active(ssa):
     pf = ssa.norm.pf
     stmts = list(walk_stmts(ssa.body))
     kinds = ssa.kinds
-    float_arrays = {p.name for p in pf.params if p.is_array and p.kind == "float"}
+    float_arrays = {p.name for p in pf.differentiable() if p.is_array}
     if pf.role == "func":
         varied = {p.name for p in pf.params if p.kind == "float"}
     else:

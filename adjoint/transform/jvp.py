@@ -43,7 +43,7 @@ class _Jvp:
         self.ssa = ssa
         self.pf = ssa.norm.pf
         self.active = active_set
-        self.float_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
+        self.float_arrays = {p.name for p in self.pf.differentiable() if p.is_array}
         self.kinds = {}
         self.names = {}
         self.taken = set(ssa.norm.namer.taken) | {p.name for p in self.pf.params} | {
@@ -171,7 +171,6 @@ def jvp(ssa, active_set):
     """The ``Tangent`` of an SSA function (see the module docstring)."""
     j = _Jvp(ssa, active_set)
     pf = ssa.norm.pf
-    dot_params = [j.named(p.name) for p in pf.params if p.kind == "float" and
-                  (p.is_array or pf.role != "kernel")]      # named first: stable names
+    dot_params = [j.named(p.name) for p in pf.differentiable()]    # named first: stable
     body = j.block(ssa.body)
     return Tangent(body, dot_params, dict(j.kinds), dict(j.names))

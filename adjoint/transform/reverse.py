@@ -57,7 +57,7 @@ class _Reverser:
         self.pf = ssa.norm.pf
         self.namer = copy.deepcopy(ssa.norm.namer)     # fresh names; the input is not edited
         self.active = active_set
-        self.adj_arrays = {p.name for p in self.pf.params if p.is_array and p.kind == "float"}
+        self.adj_arrays = {p.name for p in self.pf.differentiable() if p.is_array}
         self.loop_depth = 0
         self.names = {}         # loop uid -> its counter, iteration and stack names
         self.reversed = {}      # loop uid -> (reversed body, reversed latch)
@@ -312,7 +312,7 @@ def reverse(ssa, active_set):
     rev = r.rev_block(ssa.body)
     adj_vars = sorted(active_set - set(ssa.params))
     if pf.role == "func":
-        float_params = [p.name for p in pf.params if p.kind == "float"]
+        float_params = [p.name for p in pf.differentiable()]
         adj_vars = sorted(set(adj_vars) | set(float_params))
     line = pf.node.lineno
     init = [assign(adj(v), const(ADJ_ZERO), None) for v in adj_vars]
@@ -328,7 +328,7 @@ def reverse(ssa, active_set):
         adj_params = ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
     else:
         backward = prune(backward)
-        adj_params = [adj(p.name) for p in pf.params if p.is_array and p.kind == "float"]
+        adj_params = [adj(p.name) for p in pf.differentiable()]
     stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
