@@ -7,7 +7,12 @@ branch traces at ``x + h v`` and ``x - h v`` differ (a branch switched in
 between). ``run_backend`` records the schedule on an ``ad.Tape`` on one backend,
 runs ``backward`` and returns an ``Outcome``:
 
-``ok``        forward values, gradients and the arrays after backward all agree;
+Then (forward mode) the schedule runs again with tangents, once per leaf along the
+leaf's random direction (``ad.launch(..., tangents=...)``, tangents carried through
+clones and copies like their arrays): the loss's tangent must match the same
+central difference the reverse pass is checked against.
+
+``ok``        forward values, gradients, the arrays after backward and the JVPs agree;
 ``refusal``   adjoint raised one of its own errors (TransformError, LaunchError...);
               ``located`` says whether the message names a file:line;
 ``mismatch``  a forward value, a gradient (beyond tolerance), an array the
@@ -151,6 +156,8 @@ def run_backend(prog, mod, ref, backend):
             after = {n: arrays[n].numpy() for n in ref.weights}
             grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
                      else np.zeros(ref.data[n].shape) for n in prog.leaves()}
+            tangents = {c.leaf: directional(prog, mod, ref, device, c.leaf, c.direction)
+                        for c in ref.checks if c.direction is not None}
     except RaceError as exc:
         return Outcome("mismatch", f"race: {exc}")
     except ad.AdjointError as exc:
@@ -158,7 +165,38 @@ def run_backend(prog, mod, ref, backend):
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
     except Exception as exc:  # noqa: BLE001 - every other exception is a finding
         return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
-    return compare(ref, forward, after, grads)
+    return compare(ref, forward, after, grads, tangents)
+
+
+def directional(prog, mod, ref, device, leaf, v):
+    """The loss's directional derivative along ``v`` on ``leaf`` by forward mode: the
+    schedule with a tangent array beside every float array (zero but for ``leaf``)."""
+    arrays = {n: ad.array(x, device=device) for n, x in ref.data.items()}
+    dots = {n: ad.array(v if n == leaf else np.zeros_like(x), device=device)
+            for n, x in ref.data.items() if x.dtype.kind == "f"}
+    for s in prog.steps:
+        if s.op == "launch":
+            k = prog.kernel(s.kernel)
+            vals = [arrays[a] if isinstance(a, str) else a for a in s.args]
+            given = {p.name: dots[a] for p, a in zip(k.params, s.args)
+                     if isinstance(a, str) and a in dots}
+            ad.launch(getattr(mod, s.kernel), prog.dim,
+                      inputs=[x for p, x in zip(k.params, vals) if not p.is_output],
+                      outputs=[x for p, x in zip(k.params, vals) if p.is_output],
+                      tangents=given)
+        elif s.op == "clone":
+            arrays[s.dest] = ad.clone(arrays[s.src])
+            if s.src in dots:
+                dots[s.dest] = ad.clone(dots[s.src])
+        elif s.op == "copy":
+            ad.copy(arrays[s.dest], arrays[s.src])
+            if s.src in dots:
+                ad.copy(dots[s.dest], dots[s.src])
+        else:
+            arrays[s.dest].assign(arrays[s.src])
+            if s.src in dots:
+                dots[s.dest].assign(dots[s.src])
+    return sum(float(np.sum(w * dots[n].numpy())) for n, w in ref.weights.items())
 
 
 def _race_warnings_are_errors():
@@ -173,7 +211,7 @@ def _tail(exc, lines=12):
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-lines:])
 
 
-def compare(ref, forward, after, grads):
+def compare(ref, forward, after, grads, tangents=None):
     errors = []
     for n, want in ref.finals.items():
         if n not in forward:
@@ -202,5 +240,10 @@ def compare(ref, forward, after, grads):
         if abs(got - c.fd) > tol:
             errors.append(f"gradient of {c.leaf} ({c.what}): adjoint {got!r}, "
                           f"finite difference {c.fd!r}")
+        if c.direction is not None and tangents:
+            t = tangents[c.leaf]
+            if not np.isfinite(t) or abs(t - c.fd) > tol:
+                errors.append(f"JVP along {c.leaf}'s direction: forward mode {t!r}, "
+                              f"finite difference {c.fd!r}")
     status = "mismatch" if errors else "ok"
     return Outcome(status, "\n".join(errors), skipped=skipped, checked=checked, errors=errors)
