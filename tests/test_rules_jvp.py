@@ -68,8 +68,19 @@ def group_kernel32(g32, kernel_module):
     return _kernels32[g32.index]
 
 
+_jvps = {}
+
+
 def jvp_along_row(kernel, a0, rows, r, dtype):
-    """(outputs, tangents of the outputs) of one JVP launch along ``e_r``."""
+    """(outputs, tangents of the outputs) of one JVP launch along ``e_r``; the variants of
+    a group share it (launched once per backend, kernel, input and row)."""
+    key = (ad.backend_name(), id(kernel), a0.tobytes(), r, np.dtype(dtype).name)
+    if key not in _jvps:
+        _jvps[key] = _launch_jvp(kernel, a0, rows, r, dtype)
+    return _jvps[key]
+
+
+def _launch_jvp(kernel, a0, rows, r, dtype):
     A = ad.array(a0.astype(dtype))
     O = ad.zeros((rows, N), dtype=dtype)
     e = np.zeros(a0.shape, dtype=dtype)
