@@ -239,15 +239,21 @@ class _Resolver(gast.NodeTransformer):
         self.pf = pf
         self.env = _closure_globals(pyfunc)
         self.locals = {p.name for p in pf.params}
+        stores = {}         # each local's first assignment, where a reserved name is reported
         for node in gast.walk(pf.node):
             if isinstance(node, gast.Name) and isinstance(node.ctx, gast.Store):
                 self.locals.add(node.id)
+                first = stores.get(node.id)
+                if first is None or (node.lineno, node.col_offset) < (first.lineno,
+                                                                       first.col_offset):
+                    stores[node.id] = node
         for name in sorted(self.locals):
             if name in RESERVED or (name.startswith(("adj_", "dot_")) and pf.role != "grad"
                                     and not getattr(pyfunc, "__adjoint_generated__", False)
                                     and not getattr(pyfunc, "__adjoint_rule__", False)):
                 raise pf.error(f"the name '{name}' is reserved in generated code "
-                               "(as are names starting with adj_ or dot_); rename it")
+                               "(as are names starting with adj_ or dot_); rename it",
+                               stores.get(name))
 
     def _lookup(self, expr):
         """Python object an expression like ``math.sin`` or ``ad.tid`` names, or raise."""

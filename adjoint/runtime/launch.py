@@ -183,10 +183,11 @@ def _tangents(spec, args, values, tangents):
                               f"an array of shape {tuple(v.shape)} and dtype {v.dtype} on the "
                               f"launch's device, got {_describe(given)}")
         out.append((p.name, data, given))
-    buffers_ = [v for p, v in zip(spec.params, values) if p.is_array] + [d for _, d, _ in out]
+    primals = [v for p, v in zip(spec.params, values) if p.is_array]
+    buffers_ = primals + [d for _, d, _ in out]
     for k, (name, data, _) in enumerate(out):
-        for other in buffers_:
-            if other is not data and buffers.may_alias(data, other):
+        for j, other in enumerate(buffers_):
+            if j != len(primals) + k and buffers.may_alias(data, other):
                 raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
                                   f"'{name}' shares memory with another array of the launch; "
                                   "pass a separate array")
