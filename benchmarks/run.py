@@ -15,7 +15,10 @@ serial ``njit`` and ``njit(parallel=True)`` with ``prange``, race-free), ``warp`
 ``numba.cuda.jit`` forward/adjoint pair), ``warp`` (Warp's CUDA device) and
 ``jax`` (jax.jit on the GPU). Every system's outputs and gradients are checked
 against a float64 reference before timing; a mismatch aborts the run (exit
-status 2). See docs/benchmarks.md.
+status 2). adjoint's systems also time their JVP (forward mode,
+``ad.launch(..., tangents=...)`` along a random tangent of every differentiated
+input, checked against float64 central differences): the ``jvp ms`` and
+``jvp/fwd`` columns. See docs/benchmarks.md.
 """
 import argparse
 import datetime
@@ -205,6 +208,7 @@ def main(argv=None):
     for name in args.workloads:
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
+        harness.set_tangent(problem, np.random.default_rng(43))
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
         table = cuda_systems(name) if args.device == "cuda" else wl.SYSTEMS
         chosen = {s: table[s] for s in systems if s in table}
@@ -216,14 +220,19 @@ def main(argv=None):
         for s, r in res.items():
             base = res.get(args.baseline)
             ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {args.baseline}" if base else ""
+            jvp = (f"jvp {r.jvp_ms:9.2f} ms   jvp/fwd {harness.paired_ratio(r.jvp, r.fwd):5.2f}   "
+                   if r.jvp else "")
             log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   fwd+bwd {r.fb_ms:9.2f} ms   "
-                f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {ratio}"
+                f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {jvp}{ratio}"
                 + (f"   [{r.note}]" if r.note else ""))
             rows.append(r)
         details[name] = {"size": problem.meta.get("size", ""), "title": wl.TITLE,
                          "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb,
                                          "fwd_ms_median": r.fwd_ms, "fwd_bwd_ms_median": r.fb_ms,
-                                         "check_worst_rel_l2": r.worst_err, "note": r.note}
+                                         "check_worst_rel_l2": r.worst_err, "note": r.note,
+                                         **({"jvp_s": r.jvp, "jvp_ms_median": r.jvp_ms,
+                                             "jvp_check_worst_rel_l2": r.jvp_err}
+                                            if r.jvp else {})}
                                      for s, r in res.items()}}
 
     table = harness.format_table(rows, args.baseline)
