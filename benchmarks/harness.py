@@ -23,10 +23,12 @@ A workload module (``benchmarks/workloads/*.py``) provides:
 Every system of a workload runs in this process. After warm-up its gradient is
 checked against the float64 reference, then rounds alternate between systems
 (the order rotates every round) and each round times forward and
-forward+backward once per system (and its JVP, where it has one); medians are
-reported, and a system's ratio to the baseline (or of its JVP to its forward) is
-the median of its per-round ratios (pair by pair). A JVP is checked first against
-float64 central differences of the workload's ``ref_forward`` along the tangent.
+forward+backward once per system; medians are reported, and a system's ratio to
+the baseline is the median of its per-round ratios (pair by pair). The JVPs are
+timed after those rounds, in rounds of their own that time each system's forward
+and then its JVP (so the JVP's traffic never disturbs the forward+backward
+timings); the JVP/forward ratio pairs them the same way. A JVP is checked first
+against float64 central differences of the workload's ``ref_forward``.
 """
 import dataclasses
 import statistics
@@ -225,7 +227,8 @@ class Result:
     fb: list
     worst_err: float
     note: str = ""
-    jvp: list = dataclasses.field(default_factory=list)   # seconds per round; [] without one
+    jvp: list = dataclasses.field(default_factory=list)   # seconds per JVP round; [] without one
+    jvp_fwd: list = dataclasses.field(default_factory=list)   # the forward timed in that round
     jvp_err: float = None
 
     @property
@@ -246,13 +249,14 @@ def paired_ratio(a, b):
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def run_workload(workload, problem, systems, repeat, warmup, log):
-    """Build, warm up, verify and time ``systems`` ({name: class}) on ``problem``."""
+def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
+    """Build, warm up, verify and time ``systems`` ({name: class}) on ``problem``; with
+    ``jvp``, the JVP of each system that has one too."""
     built, results, ref_cache = {}, {}, {}
     for name, cls in systems.items():
         t0 = now()
         sysobj = cls(problem)
-        has_jvp = hasattr(sysobj, "jvp")
+        has_jvp = jvp and hasattr(sysobj, "jvp")
         for _ in range(warmup):
             sysobj.forward()
             sysobj.fwd_bwd(problem.seed)
@@ -277,8 +281,13 @@ def run_workload(workload, problem, systems, repeat, warmup, log):
             sync = getattr(s, "sync", None)
             results[name].fwd.append(timed(s.forward, sync=sync))
             results[name].fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
-            if hasattr(s, "jvp"):
-                results[name].jvp.append(timed(s.jvp, sync=sync))
+    with_jvp = [n for n in names if jvp and hasattr(built[n], "jvp")]
+    for r in range(repeat if with_jvp else 0):
+        for name in with_jvp[r % len(with_jvp):] + with_jvp[:r % len(with_jvp)]:
+            s = built[name]
+            sync = getattr(s, "sync", None)
+            results[name].jvp_fwd.append(timed(s.forward, sync=sync))
+            results[name].jvp.append(timed(s.jvp, sync=sync))
     return results
 
 
@@ -296,7 +305,7 @@ def format_table(rows, baseline=BASELINE):
         for name, r in systems.items():
             ratio = f"{paired_ratio(r.fb, base.fb):.2f}x" if base is not None else "n/a"
             fb_over_f = paired_ratio(r.fb, r.fwd)
-            jvp = (f"{r.jvp_ms:.2f} | {paired_ratio(r.jvp, r.fwd):.2f}" if r.jvp else "| ")
+            jvp = (f"{r.jvp_ms:.2f} | {paired_ratio(r.jvp, r.jvp_fwd):.2f}" if r.jvp else "| ")
             lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.fb_ms:.2f} | "
                          f"{fb_over_f:.2f} | {jvp} | {ratio} | {1e3 * min(r.fb):.2f} |")
     checks = bounds_check_cost({wl: {n: (r.fwd, r.fb) for n, r in s.items()}

@@ -68,8 +68,8 @@ class Adjoint:
         self.dots = tangent_arrays(p, {"y": self.y})
 
     def _launch(self, tangents=None):
-        ad.launch(self.kernel, dim=self.n, inputs=[self.n, self.W, self.x, self.b], outputs=[self.y],
-                  tangents=tangents)
+        ad.launch(self.kernel, dim=self.n, inputs=[self.n, self.W, self.x, self.b],
+                  outputs=[self.y], tangents=tangents)
 
     def jvp(self):
         self._launch(self.dots)
