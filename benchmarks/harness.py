@@ -23,8 +23,12 @@ A workload module (``benchmarks/workloads/*.py``) provides:
 Every system of a workload runs in this process. After warm-up its gradient is
 checked against the float64 reference, then rounds alternate between systems
 (the order rotates every round) and each round times forward and
-forward+backward once per system; medians are reported, and a system's ratio
-to the baseline is the median of its per-round ratios (pair by pair).
+forward+backward once per system; medians are reported, and a system's ratio to
+the baseline is the median of its per-round ratios (pair by pair). The JVPs are
+timed after those rounds, in rounds of their own that time each system's forward
+and then its JVP (so the JVP's traffic never disturbs the forward+backward
+timings); the JVP/forward ratio pairs them the same way. A JVP is checked first
+against float64 central differences of the workload's ``ref_forward``.
 """
 import dataclasses
 import statistics
@@ -60,6 +64,15 @@ class Problem:
     seed: dict             # output name -> cotangent used for timing
     check_seed: dict       # output name -> random cotangent used for the check
     meta: dict = dataclasses.field(default_factory=dict)
+    tangent: dict = None   # diff input name -> float32 direction of the JVP (set_tangent)
+
+
+def set_tangent(problem, rng):
+    """Give ``problem`` a random float32 tangent (standard normal) for every input it
+    differentiates; the JVP systems build their tangent arrays from it."""
+    problem.tangent = {name: rng.standard_normal(np.shape(problem.inputs[name])).astype(np.float32)
+                       for name in problem.diff}
+    return problem
 
 
 def now():
@@ -125,6 +138,55 @@ def verify(workload, system_name, system, problem, ref_cache):
     return worst
 
 
+def tangent_arrays(problem, outputs):
+    """The tangents of a system's JVP launch, ``{name: ad.Array}``: ``problem.tangent``
+    of each differentiated input (none when the problem has no tangent, as in the
+    start-up measurements) and a zeroed float32 tangent per output array of
+    ``outputs`` ({name: ad.Array}), on the default device."""
+    dots = {name: ad.array(v) for name, v in (problem.tangent or {}).items()}
+    dots.update({name: ad.zeros(a.shape, dtype=ad.float32) for name, a in outputs.items()})
+    return dots
+
+
+def jvp_reference(workload, problem):
+    """float64 outputs' directional derivatives along ``problem.tangent``: central
+    differences of ``ref_forward`` (step 1e-6 of the largest input; the error is far
+    below the float32 tolerance)."""
+    x64 = {k: (np.asarray(v, np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+               else v) for k, v in problem.inputs.items()}
+    h = 1e-6 * max(1.0, *(float(np.max(np.abs(x64[k]))) for k in problem.diff))
+    plus = dict(x64, **{k: x64[k] + h * problem.tangent[k] for k in problem.diff})
+    minus = dict(x64, **{k: x64[k] - h * problem.tangent[k] for k in problem.diff})
+    up, down = workload.ref_forward(plus), workload.ref_forward(minus)
+    return {k: (up[k] - down[k]) / (2 * h) for k in problem.outputs}
+
+
+def verify_jvp(workload, system_name, system, problem, ref_cache):
+    """Run ``jvp()`` and compare its outputs with float64 and its output tangents with
+    central differences (``jvp_reference``); a ``GradientMismatch`` when they disagree."""
+    if "ref" not in ref_cache:
+        ref_cache["ref"] = workload.reference(problem, problem.check_seed)
+    if "jvp" not in ref_cache:
+        ref_cache["jvp"] = jvp_reference(workload, problem)
+    system.jvp()
+    outs, dots = system.jvp_result()
+    report, bad = [], []
+    for name in problem.outputs:
+        for what, got, ref in ((f"out {name}", outs[name], ref_cache["ref"][0][name]),
+                               (f"dot {name}", dots[name], ref_cache["jvp"][name])):
+            l2, mx = rel_errors(got, ref)
+            report.append((what, l2, mx))
+            if not (l2 <= TOL_L2 and mx <= TOL_MAX):
+                bad.append(what)
+    if bad:
+        lines = "\n".join(f"    {what:<12} rel L2 {l2:.2e}  rel max {mx:.2e}" for what, l2, mx in report)
+        raise GradientMismatch(
+            f"JVP CHECK FAILED: workload '{workload.NAME}', system '{system_name}': "
+            f"{', '.join(bad)} disagree(s) with the float64 reference (central differences "
+            f"for the tangents; tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}")
+    return max(r[1] for r in report)
+
+
 def fd_check_reference(workload, rng):
     """Check the workload's analytic float64 reference against central finite
     differences of its float64 forward on the ``tiny`` instance (random directions)."""
@@ -165,6 +227,13 @@ class Result:
     fb: list
     worst_err: float
     note: str = ""
+    jvp: list = dataclasses.field(default_factory=list)   # seconds per JVP round; [] without one
+    jvp_fwd: list = dataclasses.field(default_factory=list)   # the forward timed in that round
+    jvp_err: float = None
+
+    @property
+    def jvp_ms(self):
+        return 1e3 * statistics.median(self.jvp) if self.jvp else None
 
     @property
     def fwd_ms(self):
@@ -180,23 +249,30 @@ def paired_ratio(a, b):
     return statistics.median(x / y for x, y in zip(a, b))
 
 
-def run_workload(workload, problem, systems, repeat, warmup, log):
-    """Build, warm up, verify and time ``systems`` ({name: class}) on ``problem``."""
+def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
+    """Build, warm up, verify and time ``systems`` ({name: class}) on ``problem``; with
+    ``jvp``, the JVP of each system that has one too."""
     built, results, ref_cache = {}, {}, {}
     for name, cls in systems.items():
         t0 = now()
         sysobj = cls(problem)
+        has_jvp = jvp and hasattr(sysobj, "jvp")
         for _ in range(warmup):
             sysobj.forward()
             sysobj.fwd_bwd(problem.seed)
+            if has_jvp:
+                sysobj.jvp()
         if hasattr(sysobj, "sync"):
             sysobj.sync()
         t_warm = now() - t0
         worst = verify(workload, name, sysobj, problem, ref_cache)
+        jvp_err = verify_jvp(workload, name, sysobj, problem, ref_cache) if has_jvp else None
         log(f"    {name:<11} built+warm-up {t_warm:6.2f} s, gradient check OK "
-            f"(worst rel L2 error {worst:.1e})")
+            f"(worst rel L2 error {worst:.1e})"
+            + (f", JVP check OK ({jvp_err:.1e})" if has_jvp else ""))
         built[name] = sysobj
-        results[name] = Result(workload.NAME, name, [], [], worst, getattr(sysobj, "note", ""))
+        results[name] = Result(workload.NAME, name, [], [], worst, getattr(sysobj, "note", ""),
+                               jvp_err=jvp_err)
     names = list(built)
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
@@ -205,6 +281,13 @@ def run_workload(workload, problem, systems, repeat, warmup, log):
             sync = getattr(s, "sync", None)
             results[name].fwd.append(timed(s.forward, sync=sync))
             results[name].fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
+    with_jvp = [n for n in names if jvp and hasattr(built[n], "jvp")]
+    for r in range(repeat if with_jvp else 0):
+        for name in with_jvp[r % len(with_jvp):] + with_jvp[:r % len(with_jvp)]:
+            s = built[name]
+            sync = getattr(s, "sync", None)
+            results[name].jvp_fwd.append(timed(s.forward, sync=sync))
+            results[name].jvp.append(timed(s.jvp, sync=sync))
     return results
 
 
@@ -214,16 +297,17 @@ def format_table(rows, baseline=BASELINE):
     by_wl = {}
     for r in rows:
         by_wl.setdefault(r.workload, {})[r.system] = r
-    head = ("| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | "
+    head = ("| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms | jvp/fwd | "
             f"fwd+bwd vs {baseline} | best fwd+bwd ms |")
-    lines = [head, "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [head, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for wl, systems in by_wl.items():
         base = systems.get(baseline)
         for name, r in systems.items():
             ratio = f"{paired_ratio(r.fb, base.fb):.2f}x" if base is not None else "n/a"
             fb_over_f = paired_ratio(r.fb, r.fwd)
+            jvp = (f"{r.jvp_ms:.2f} | {paired_ratio(r.jvp, r.jvp_fwd):.2f}" if r.jvp else "| ")
             lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.fb_ms:.2f} | "
-                         f"{fb_over_f:.2f} | {ratio} | {1e3 * min(r.fb):.2f} |")
+                         f"{fb_over_f:.2f} | {jvp} | {ratio} | {1e3 * min(r.fb):.2f} |")
     checks = bounds_check_cost({wl: {n: (r.fwd, r.fb) for n, r in s.items()}
                                 for wl, s in by_wl.items()})
     return "\n".join(lines + ([""] + checks if checks else []))

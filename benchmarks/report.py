@@ -42,9 +42,9 @@ def render(rep):
         f"{m.get('loadavg_end', 0):.1f} at end. float32, {rep['size']} sizes, medians of "
         f"{rep['repeat']} rounds after {rep['warmup']} warm-up runs.{gpu}",
         "",
-        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | fwd+bwd vs {baseline} "
-        "| best fwd+bwd ms |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms | jvp/fwd "
+        f"| fwd+bwd vs {baseline} | best fwd+bwd ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for wl, d in rep["workloads"].items():
         systems = d["systems"]
@@ -52,9 +52,11 @@ def render(rep):
         for name, s in systems.items():
             ratio = f"{paired(s['fwd_bwd_s'], base['fwd_bwd_s']):.2f}x" if base else "n/a"
             bold = "**" if name == "adjoint" else ""
+            jvp = (f"{s['jvp_ms_median']:.2f} | {paired(s['jvp_s'], s['jvp_fwd_s']):.2f}"
+                   if s.get("jvp_s") else "| ")
             lines.append(f"| {wl} | {bold}{name}{bold} | {s['fwd_ms_median']:.2f} | "
                          f"{s['fwd_bwd_ms_median']:.2f} | {paired(s['fwd_bwd_s'], s['fwd_s']):.2f} | "
-                         f"{ratio} | {1e3 * min(s['fwd_bwd_s']):.2f} |")
+                         f"{jvp} | {ratio} | {1e3 * min(s['fwd_bwd_s']):.2f} |")
     checks = bounds_check_cost({wl: {n: (s["fwd_s"], s["fwd_bwd_s"]) for n, s in d["systems"].items()}
                                 for wl, d in rep["workloads"].items()})
     if checks:

@@ -15,7 +15,10 @@ serial ``njit`` and ``njit(parallel=True)`` with ``prange``, race-free), ``warp`
 ``numba.cuda.jit`` forward/adjoint pair), ``warp`` (Warp's CUDA device) and
 ``jax`` (jax.jit on the GPU). Every system's outputs and gradients are checked
 against a float64 reference before timing; a mismatch aborts the run (exit
-status 2). See docs/benchmarks.md.
+status 2). adjoint's systems also time their JVP (forward mode,
+``ad.launch(..., tangents=...)`` along a random tangent of every differentiated
+input, checked against float64 central differences): the ``jvp ms`` and
+``jvp/fwd`` columns. See docs/benchmarks.md.
 """
 import argparse
 import datetime
@@ -106,6 +109,8 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=None,
                    help="untimed forward+backward runs per system before the check (default 2, 1 with --quick)")
     p.add_argument("--json", metavar="OUT.json", help="write every measurement to this file")
+    p.add_argument("--no-jvp", action="store_true",
+                   help="skip the JVP (forward mode) checks and timings, as runs before it had")
     p.add_argument("--no-startup", action="store_true",
                    help="skip the launch-overhead and cold/warm-start measurements")
     a = p.parse_args(argv)
@@ -205,25 +210,35 @@ def main(argv=None):
     for name in args.workloads:
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
+        harness.set_tangent(problem, np.random.default_rng(43))
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
         table = cuda_systems(name) if args.device == "cuda" else wl.SYSTEMS
         chosen = {s: table[s] for s in systems if s in table}
         try:
-            res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log)
+            res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log,
+                                       jvp=not args.no_jvp)
         except harness.GradientMismatch as exc:
             log(f"\n{exc}\nAborting: no timings are reported for systems with wrong gradients.")
             return 2
         for s, r in res.items():
             base = res.get(args.baseline)
             ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {args.baseline}" if base else ""
+            jvp = ""
+            if r.jvp:
+                jvp = (f"jvp {r.jvp_ms:9.2f} ms   "
+                       f"jvp/fwd {harness.paired_ratio(r.jvp, r.jvp_fwd):5.2f}   ")
             log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   fwd+bwd {r.fb_ms:9.2f} ms   "
-                f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {ratio}"
+                f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {jvp}{ratio}"
                 + (f"   [{r.note}]" if r.note else ""))
             rows.append(r)
         details[name] = {"size": problem.meta.get("size", ""), "title": wl.TITLE,
                          "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb,
                                          "fwd_ms_median": r.fwd_ms, "fwd_bwd_ms_median": r.fb_ms,
-                                         "check_worst_rel_l2": r.worst_err, "note": r.note}
+                                         "check_worst_rel_l2": r.worst_err, "note": r.note,
+                                         **({"jvp_s": r.jvp, "jvp_fwd_s": r.jvp_fwd,
+                                             "jvp_ms_median": r.jvp_ms,
+                                             "jvp_check_worst_rel_l2": r.jvp_err}
+                                            if r.jvp else {})}
                                      for s, r in res.items()}}
 
     table = harness.format_table(rows, args.baseline)

@@ -10,8 +10,12 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
+from benchmarks import harness
+from benchmarks import report as report_md
+from benchmarks.workloads import load
 from conftest import run_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,8 +39,9 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
     assert "GRADIENT CHECK FAILED" not in out
     for wl in WORKLOADS:
         assert f"{wl:<12} OK" in out, f"float64 reference of {wl} not checked:\n{out}"
-    # one "gradient check OK" line per (workload, system)
+    # one "gradient check OK" line per (workload, system), and a JVP check per adjoint system
     assert out.count("gradient check OK") == len(WORKLOADS) * len(SYSTEMS), out
+    assert out.count("JVP check OK") == len(WORKLOADS) * 2, out
     # the optional systems are reported as skipped, never dropped silently
     assert "SKIPPED warp: not selected" in out and "SKIPPED jax: not selected" in out
     report = json.loads(out_json.read_text())
@@ -47,12 +52,55 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
         for s in SYSTEMS:
             assert len(systems[s]["fwd_bwd_s"]) == 2
             assert systems[s]["fwd_bwd_ms_median"] > 0
+        # the JVP column: adjoint's systems time their JVP launch, the hand-written ones have none
+        for s in ("adjoint", "adjoint-unchecked"):
+            assert len(systems[s]["jvp_s"]) == len(systems[s]["jvp_fwd_s"]) == 2
+            assert systems[s]["jvp_ms_median"] > 0
+            assert systems[s]["jvp_check_worst_rel_l2"] <= 1e-3
+        assert "jvp_s" not in systems["numba-par"]
+    assert "| jvp ms | jvp/fwd |" in report["table"]
     for s in SYSTEMS:
         assert f"| dense | {s} |" in report["table"]
+    assert re.search(r"\| dense \| adjoint \|( \d+\.\d+ \|){5}", report["table"])
+    assert re.search(r"\| dense \| numba-par \|( \d+\.\d+ \|){3} \| +\| \d", report["table"])
+    rendered = report_md.render(report)
+    assert "| jvp ms | jvp/fwd |" in rendered and "| dense | **adjoint** |" in rendered
     # what the bounds checks cost: adjoint over adjoint-unchecked, one row per workload
     assert "bounds checks: forward, checked / unchecked" in report["table"]
     for wl in WORKLOADS:
         assert re.search(rf"\| {wl} \| \d+\.\d+x \| \d+\.\d+x \|", report["table"]), wl
+
+
+class _Wave:
+    """A JVP system of the elementwise workload: exact outputs, and tangents from the
+    derivative written by hand, times ``scale`` (1: right, anything else: wrong)."""
+
+    def __init__(self, problem, scale):
+        self.x, self.v, self.scale = (problem.inputs["x"].astype(np.float64),
+                                      problem.tangent["x"].astype(np.float64), scale)
+
+    def jvp(self):
+        pass
+
+    def jvp_result(self):
+        x = self.x
+        d = np.cos(x) * np.exp(-x * x) - 2 * x * np.sin(x) * np.exp(-x * x) + 1
+        return ({"out": np.sin(x) * np.exp(-x * x) + x}, {"out": self.scale * d * self.v})
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.01, -1.0])
+def test_jvp_check_catches_a_wrong_tangent(scale):
+    """The benchmark's JVP check (central differences of the float64 forward) passes a
+    right JVP and stops a run on a tangent 1% off."""
+    wl = load("elementwise")
+    problem = harness.set_tangent(wl.make(np.random.default_rng(0), n=1000),
+                                  np.random.default_rng(1))
+    system = _Wave(problem, scale)
+    if scale == 1.0:
+        assert harness.verify_jvp(wl, "hand", system, problem, {}) < 1e-6
+    else:
+        with pytest.raises(harness.GradientMismatch, match="JVP CHECK FAILED.*dot out"):
+            harness.verify_jvp(wl, "hand", system, problem, {})
 
 
 def test_startup_measurements(tmp_path):

@@ -11,7 +11,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, unchecked
+from ..harness import Problem, tangent_arrays, unchecked
 from . import optional
 
 NAME = "dense"
@@ -65,9 +65,17 @@ class Adjoint:
         self.b = ad.array(p.inputs["b"], requires_grad=True)
         self.y = ad.zeros(self.n, dtype=ad.float32, requires_grad=True)
         self.tape = None
+        self.dots = tangent_arrays(p, {"y": self.y})
 
-    def _launch(self):
-        ad.launch(self.kernel, dim=self.n, inputs=[self.n, self.W, self.x, self.b], outputs=[self.y])
+    def _launch(self, tangents=None):
+        ad.launch(self.kernel, dim=self.n, inputs=[self.n, self.W, self.x, self.b],
+                  outputs=[self.y], tangents=tangents)
+
+    def jvp(self):
+        self._launch(self.dots)
+
+    def jvp_result(self):
+        return {"y": self.y.numpy()}, {"y": self.dots["y"].numpy()}
 
     def forward(self):
         self._launch()

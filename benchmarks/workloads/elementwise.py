@@ -11,7 +11,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, unchecked
+from ..harness import Problem, tangent_arrays, unchecked
 from . import optional
 
 NAME = "elementwise"
@@ -58,6 +58,7 @@ class Adjoint:
         self.x = ad.array(p.inputs["x"], requires_grad=True)
         self.out = ad.zeros(self.n, dtype=ad.float32, requires_grad=True)
         self.tape = None
+        self.dots = tangent_arrays(p, {"out": self.out})
 
     def forward(self):
         ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
@@ -69,6 +70,13 @@ class Adjoint:
         with self.tape:
             ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
         self.tape.backward(grads={self.out: seed["out"]})
+
+    def jvp(self):
+        ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out],
+                  tangents=self.dots)
+
+    def jvp_result(self):
+        return {"out": self.out.numpy()}, {"out": self.dots["out"].numpy()}
 
     def result(self):
         return {"out": self.out.numpy()}, {"x": self.x.grad.numpy()}

@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, unchecked
+from ..harness import Problem, tangent_arrays, unchecked
 from . import optional
 
 NAME = "nbody"
@@ -94,10 +94,17 @@ class Adjoint:
         self.mass = ad.array(p.inputs["mass"], requires_grad=True)
         self.out = ad.zeros(self.n, dtype=ad.float32, requires_grad=True)
         self.tape = None
+        self.dots = tangent_arrays(p, {"out": self.out})
 
-    def _launch(self):
+    def _launch(self, tangents=None):
         ad.launch(self.kernel, dim=self.n, inputs=[self.n, EPS2, self.mass, self.pos],
-                  outputs=[self.out])
+                  outputs=[self.out], tangents=tangents)
+
+    def jvp(self):
+        self._launch(self.dots)
+
+    def jvp_result(self):
+        return {"out": self.out.numpy()}, {"out": self.dots["out"].numpy()}
 
     def forward(self):
         self._launch()

@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, unchecked
+from ..harness import Problem, tangent_arrays, unchecked
 from . import optional
 
 NAME = "springs"
@@ -90,11 +90,20 @@ class Adjoint:
         self.energy = ad.zeros(1, dtype=ad.float32, requires_grad=True)
         self.n = inp["a"].size
         self.tape = None
+        self.dots = tangent_arrays(p, {"energy": self.energy})
 
-    def _launch(self):
+    def _launch(self, tangents=None):
         self.energy.zero_()
         ad.launch(self.kernel, dim=self.n,
-                  inputs=[self.a, self.b, self.rest, K, self.pos], outputs=[self.energy])
+                  inputs=[self.a, self.b, self.rest, K, self.pos], outputs=[self.energy],
+                  tangents=tangents)
+
+    def jvp(self):
+        self.dots["energy"].zero_()       # the tangent of the energy's initial zero
+        self._launch(self.dots)
+
+    def jvp_result(self):
+        return {"energy": self.energy.numpy()}, {"energy": self.dots["energy"].numpy()}
 
     def forward(self):
         self._launch()

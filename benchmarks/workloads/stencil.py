@@ -9,7 +9,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, unchecked
+from ..harness import Problem, tangent_arrays, unchecked
 from . import optional
 
 NAME = "stencil"
@@ -86,10 +86,21 @@ class Adjoint:
         self.u = [ad.array(p.inputs["u0"], requires_grad=True)]
         self.u += [ad.zeros((n, n), dtype=ad.float32, requires_grad=True) for _ in range(self.steps)]
         self.tape = None
+        dots = tangent_arrays(p, {f"u{k}": u for k, u in enumerate(self.u) if k})
+        self.dots = [dots.get("u0")] + [dots[f"u{k}"] for k in range(1, self.steps + 1)]
 
     def _run(self):
         for k in range(self.steps):
             ad.launch(self.kernel, dim=self.dim, inputs=[ALPHA, self.u[k]], outputs=[self.u[k + 1]])
+
+    def jvp(self):
+        """The 50 launches' JVPs: each step's output tangent is the next one's input."""
+        for k in range(self.steps):
+            ad.launch(self.kernel, dim=self.dim, inputs=[ALPHA, self.u[k]], outputs=[self.u[k + 1]],
+                      tangents={"u": self.dots[k], "out": self.dots[k + 1]})
+
+    def jvp_result(self):
+        return {"u": self.u[-1].numpy()}, {"u": self.dots[-1].numpy()}
 
     def forward(self):
         self._run()
