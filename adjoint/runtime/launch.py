@@ -164,11 +164,11 @@ def _tangents(spec, args, values, tangents):
         if not found:
             raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): a tangent is given for "
                               f"{key!r}, which is not one of its parameters' names or arguments")
-        p = found[0]
-        if not p.has_adjoint:
-            raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' is not a float array: "
-                              "it has no tangent")
-        by_param[p.name] = tangent
+        for p in found:                 # (one array passed for several parameters)
+            if not p.has_adjoint:
+                raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' is not a float "
+                                  "array: it has no tangent")
+            by_param[p.name] = tangent
     out = []
     for p, v, arg in zip(spec.params, values, args):
         if not p.has_adjoint:
@@ -183,14 +183,18 @@ def _tangents(spec, args, values, tangents):
                               f"an array of shape {tuple(v.shape)} and dtype {v.dtype} on the "
                               f"launch's device, got {_describe(given)}")
         out.append((p.name, data, given))
+    # A tangent never shares memory with an array, nor with another tangent unless both
+    # parameters are only read (one array passed for two read parameters has one tangent).
     primals = [v for p, v in zip(spec.params, values) if p.is_array]
-    buffers_ = primals + [d for _, d, _ in out]
     for k, (name, data, _) in enumerate(out):
-        for j, other in enumerate(buffers_):
-            if j != len(primals) + k and buffers.may_alias(data, other):
-                raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
-                                  f"'{name}' shares memory with another array of the launch; "
-                                  "pass a separate array")
+        shared = [other for other in primals if buffers.may_alias(data, other)]
+        shared += [o for j, (other_name, o, _) in enumerate(out) if j != k and
+                   buffers.may_alias(data, o) and (name in spec.writes or
+                                                   other_name in spec.writes)]
+        if shared:
+            raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
+                              f"'{name}' shares memory with another array of the launch; "
+                              "pass a separate array")
     return out
 
 

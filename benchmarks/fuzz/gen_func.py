@@ -5,7 +5,8 @@ may call funcs generated before it, may ``return`` early from a branch or a
 loop, and returns one or two values (every return the same number). A
 custom-gradient func is ``A(a) * B(b)`` (or ``A(a)``) from a table of smooth
 functions with known derivatives, and its ``@ad.func_grad`` returns the exact
-adjoints, so finite differences of the primal check that adjoint uses the rule.
+adjoints (and its ``@ad.func_jvp`` the exact tangent), so finite differences of the
+primal check that adjoint uses the rules.
 """
 from .gen_expr import Ctx, FuncSig
 from .gen_stmt import body, return_value
@@ -60,6 +61,12 @@ def gen_custom_grad_func(rng, name):
     lines += ["", "", f"@ad.func_grad({name})",
               f"def {name}_grad({params}, adj_ret: float):",
               f"    return {', '.join(adjs)}"]
+    dots = [" * ".join([f"dot_{PARAMS[k]}", deriv[k]] + [prim[m] for m in range(n) if m != k])
+            for k in range(n)]
+    dot_params = ", ".join(f"dot_{p}: float" for p in PARAMS[:n])
+    lines += ["", "", f"@ad.func_jvp({name})",
+              f"def {name}_jvp({params}, {dot_params}):",
+              f"    return {' * '.join(prim)}, {' + '.join(dots)}"]
     return FuncSig(name, n, False, 1), "\n".join(lines) + "\n"
 
 

@@ -72,6 +72,7 @@ class Reference:
 
         ad = types.SimpleNamespace(
             kernel=lambda f: f, func=lambda f: f, func_grad=lambda f: (lambda g: None),
+            func_jvp=lambda f: (lambda g: None),
             array=lambda *a, **k: None, int32="int32", int64="int64", float32="float32",
             float64="float64", tid=lambda: self.thread,
             atomic_add=atomic(1.0), atomic_sub=atomic(-1.0), clamp=clamp,
