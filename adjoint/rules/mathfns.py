@@ -83,6 +83,11 @@ def log(z, x):
     d_x = g / x
 
 
+@math_rule("expm1", domain=[(-2, 2)])
+def expm1(z, x):
+    d_x = g * (z + 1.0)
+
+
 @math_rule("log1p", domain=[(-0.5, 3)])
 def log1p(z, x):
     d_x = g / (1.0 + x)
