@@ -32,7 +32,8 @@ def max_(z, x, y):
 
 @rule("clamp", "ad.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)], runtime="clamp")
 def clamp(z, x, lo, hi):
-    # the primal (rt.clamp, runtime/ieee.py): lo if x < lo, else hi if x > hi, else x -- also when lo > hi
+    # the primal (rt.clamp, runtime/ieee.py): lo if x < lo, else hi if x > hi, else x --
+    # also when lo > hi
     if x < lo:
         d_lo = g
     elif x > hi:

@@ -102,9 +102,11 @@ def math_function(fn, edge):
 
 
 def _compiled_call(fn):
-    """``fn(x)`` as a Python function numba can compile (as njit or a CUDA device function)."""
+    """``fn(x)`` as a Python function numba can compile (as njit or a CUDA device function;
+    named as ``fn``, so each has its own entry in numba's cache)."""
     def call(x):
         return fn(x)
+    call.__name__ = call.__qualname__ = fn.__name__
     return call
 
 
