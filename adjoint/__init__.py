@@ -11,9 +11,10 @@ from .errors import (AdjointError, BoundsError, LaunchError, NonFiniteError,  # 
                      TapeError, TransformError)
 from .runtime import (Array, Tape, array, backend_name, backend_scope, empty,  # noqa: E402
                       full, launch, ones, ones_like, use_backend, zeros, zeros_like)
-from .runtime.builtins import (abs, acos, asin, atan, atan2, atomic_add, atomic_sub,  # noqa: E402,A004
-                               ceil, clamp, cos, cosh, exp, floor, log, log1p, max, min, pow,
-                               sin, sinh, sqrt, tan, tanh, tid)
+# ad.tid, ad.atomic_add, ad.abs, ad.sin, ad.clamp, ...: every name of runtime/builtins.py
+# (its math functions are the runtime builtins of runtime/ieee.py)
+from .runtime.builtins import *  # noqa: E402,F401,F403,A004
+from .runtime.builtins import __all__ as _BUILTINS  # noqa: E402
 from .runtime.types import float32, float64, int32, int64  # noqa: E402
 from .runtime import config  # noqa: E402
 from .copies import clone, copy  # noqa: E402
@@ -24,8 +25,6 @@ from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
 __all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
-           "abs", "acos", "asin", "atan", "atan2", "atomic_add", "atomic_sub", "ceil", "clamp",
-           "cos", "cosh", "exp", "floor", "log", "log1p", "max", "min", "pow", "sin", "sinh",
-           "sqrt", "tan", "tanh", "tid", "float32", "float64", "int32", "int64", "clone", "copy",
+           "float32", "float64", "int32", "int64", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad"]
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad"] + _BUILTINS

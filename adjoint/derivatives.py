@@ -27,9 +27,8 @@ from .runtime.jit import cpu_backend_name
 
 # What the printed functions see as ``ad`` (the user-level spellings emit/user.py uses).
 _AD = types.SimpleNamespace(
-    tid=_builtins.tid, clamp=_builtins.clamp, atomic_add=_builtins.atomic_add,
-    atomic_sub=_builtins.atomic_sub, array=_array, float32=_types.float32,
-    float64=_types.float64, int32=_types.int32, int64=_types.int64, bool_=bool)
+    **{n: getattr(_builtins, n) for n in _builtins.__all__}, array=_array,
+    float32=_types.float32, float64=_types.float64, int32=_types.int32, int64=_types.int64, bool_=bool)
 
 
 def _compile(text, fname, namespace):

@@ -6,7 +6,8 @@ as a user would write it inside a kernel:
 * ``active``   every operand read from an input array;
 * ``constK``   operand K of a multi-operand rule replaced by a literal constant;
 * ``same``     one variable used for every operand (``x * x``, ``atan2(x, x)``);
-* ``ad``       the ``ad.*`` spelling of a ``math.*``/builtin call (``ad.sin(x)``).
+* ``ad``       the ``ad.*`` spelling of a ``math.*``/builtin call (``ad.sin(x)``);
+* ``aliasK``   the rule's K-th alias (``math.fabs(x)`` for ``abs``, ``pow(x, y)``).
 
 A differentiable rule's variant is stored as is. A non-differentiable rule
 (comparisons, ``not``, ``floor``, ``ceil``, ``int``, ``//``) is stored twice:
@@ -120,6 +121,7 @@ def rule_variants(rule, group, rng):
     spellings = [("", symbol)]
     if ad_spelling(rule):
         spellings.append(("ad-", ad_spelling(rule)))
+    spellings += [(f"alias{k}-", alias) for k, alias in enumerate(rule.aliases)]
     out = []
     for prefix, sym in spellings:
         for pname, args, rows in (patterns if not prefix else patterns[:1]):

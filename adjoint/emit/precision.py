@@ -25,9 +25,16 @@ def float32_kernel(tr):
     return bool(dtypes) and all(d == "float32" for d in dtypes)
 
 
-# rt.<f> spelling a math rule (rt.sin, rt.floor): the kind of its result (rt.floor is an int64)
-_RUNTIME_KINDS = {r.runtime: r.result_kind(*["float"] * len(r.params))
-                  for r in RULES.values() if r.runtime and r.symbol[0].isalpha()}
+# rt.<f> spelling a call (rt.sin, rt.floor): the kind of its result (rt.floor is an int64),
+# where that does not depend on the operands' (rt.clamp's does)
+def _fixed_kind(r):
+    n = len(r.params)
+    kind = r.result_kind(*["float"] * n)
+    return kind if kind == r.result_kind(*["int"] * n) else None
+
+
+_RUNTIME_KINDS = {r.runtime: _fixed_kind(r) for r in RULES.values()
+                  if r.runtime and r.is_call and _fixed_kind(r)}
 
 
 class _Float32(gast.NodeTransformer):

@@ -26,7 +26,7 @@ import gast
 import numpy as np
 
 from ..errors import TransformError
-from ..rules import lookup
+from ..rules import RULES, lookup
 from ..runtime import builtins as adb
 from ..runtime.types import ArrayType, scalar_dtype
 from .devicefunc import DeviceFunction
@@ -35,23 +35,36 @@ from .fence import reject_syntax
 # Reserved names: the generated module uses them for its imports.
 RESERVED = {"math", "rt", "np"}
 
-# Python objects callable inside kernels, mapped to (callee kind, canonical name).
-CALLABLES = {}
-for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh",
-              "tanh", "exp", "log", "log1p", "sqrt", "pow", "floor", "ceil"):
-    CALLABLES[id(getattr(math, _name))] = ("op", _name)
-CALLABLES[id(builtins.abs)] = ("op", "abs")
-CALLABLES[id(math.fabs)] = ("op", "abs")
-CALLABLES[id(builtins.min)] = ("op", "min")
-CALLABLES[id(builtins.max)] = ("op", "max")
-CALLABLES[id(builtins.pow)] = ("op", "pow")
-CALLABLES[id(builtins.float)] = ("op", "float")
-CALLABLES[id(builtins.int)] = ("op", "int")
-CALLABLES[id(adb.clamp)] = ("op", "clamp")
-CALLABLES[id(builtins.range)] = ("range", "range")
-CALLABLES[id(adb.tid)] = ("tid", "tid")
-CALLABLES[id(adb.atomic_add)] = ("atomic", "atomic_add")
-CALLABLES[id(adb.atomic_sub)] = ("atomic", "atomic_sub")
+
+def resolve(spelling):
+    """The Python object a rule's spelling names: ``math.sin``, ``ad.clamp`` (this
+    package's ``adjoint.runtime.builtins``), ``abs`` (Python's builtin)."""
+    owner, _, attr = spelling.rpartition(".")
+    return getattr({"": builtins, "math": math, "ad": adb}[owner], attr)
+
+
+def _callables():
+    """Python objects callable inside kernels, by id: (callee kind, canonical name).
+
+    Every spelling of a call-style rule (rules/registry.py ``Rule.spellings``: its symbol
+    and aliases) is an op, and so is every ``ad.<name>`` math function (the runtime
+    builtins a user calls, runtime/builtins.py): the op of the rule whose generated code
+    calls ``rt.<name>`` (``ad.sin`` is ``math.sin`` itself, one entry for both)."""
+    table = {id(builtins.range): ("range", "range"), id(adb.tid): ("tid", "tid"),
+             id(adb.atomic_add): ("atomic", "atomic_add"),
+             id(adb.atomic_sub): ("atomic", "atomic_sub")}
+    by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
+    pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]
+    pairs += [(fn, by_runtime[name], f"ad.{name}") for name, fn in adb.MATH.items()
+              if name in by_runtime]
+    for obj, key, spelling in pairs:
+        known = table.setdefault(id(obj), ("op", key))
+        if known != ("op", key):
+            raise ValueError(f"{spelling} is the rule of both {known[1]} and {key}")
+    return table
+
+
+CALLABLES = _callables()
 
 
 @dataclass

@@ -4,7 +4,7 @@ from .registry import rule
 # flake8: noqa: F821
 
 
-@rule("abs", "abs", domain=[(-2, 2)])
+@rule("abs", "abs", domain=[(-2, 2)], aliases=("math.fabs",))
 def abs_(z, x):
     if x >= 0:
         d_x = g
@@ -30,9 +30,10 @@ def max_(z, x, y):
         d_x = g
 
 
-@rule("clamp", "rt.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)])
+@rule("clamp", "ad.clamp", domain=[(-2, 2), (-1, -0.2), (0.2, 1)], runtime="clamp")
 def clamp(z, x, lo, hi):
-    # the primal (rt.clamp): lo if x < lo, else hi if x > hi, else x -- also when lo > hi
+    # the primal (rt.clamp, runtime/ieee.py): lo if x < lo, else hi if x > hi, else x --
+    # also when lo > hi
     if x < lo:
         d_lo = g
     elif x > hi:

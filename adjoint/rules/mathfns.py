@@ -14,9 +14,12 @@ def _int(*kinds):
     return "int"
 
 
-def math_rule(name, domain, result_kind=_float, differentiable=True):
-    """The rule of ``math.<name>``; generated code calls ``rt.<name>`` (runtime/ieee.py)."""
-    return rule(name, f"math.{name}", domain, result_kind, differentiable, runtime=name)
+def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=()):
+    """The rule of ``math.<name>`` (also ``ad.<name>``, the same function); generated code
+    calls ``rt.<name>``, registered in adjoint/runtime/ieee.py. Adding a math function
+    is a rule here plus that runtime builtin: tests/test_rule_table.py checks both."""
+    return rule(name, f"math.{name}", domain, result_kind, differentiable, runtime=name,
+                aliases=aliases)
 
 
 @math_rule("sin", domain=[(-3, 3)])
@@ -80,6 +83,11 @@ def log(z, x):
     d_x = g / x
 
 
+@math_rule("expm1", domain=[(-2, 2)])
+def expm1(z, x):
+    d_x = g * (z + 1.0)
+
+
 @math_rule("log1p", domain=[(-0.5, 3)])
 def log1p(z, x):
     d_x = g / (1.0 + x)
@@ -90,7 +98,7 @@ def sqrt(z, x):
     d_x = g * 0.5 / z
 
 
-@math_rule("pow", domain=[(0.5, 2), (-2, 2)])
+@math_rule("pow", domain=[(0.5, 2), (-2, 2)], aliases=("pow",))
 def pow_(z, x, y):
     d_x = g * y * math.pow(x, y - 1.0)
     if x > 0.0:

@@ -14,7 +14,8 @@ result. The body is parsed once into a gast template, and
 
 Statements of an operand with no derivative (a constant, an integer, an
 inactive value) are dropped, inside branches too. Every rule also says how the
-user writes the primal (``symbol``), the runtime function generated code calls
+user writes the primal (``symbol``, and for a call any ``aliases``: ``math.fabs`` is
+``abs``), the runtime function generated code calls
 instead where Python's own operation raises rather than follow IEEE arithmetic
 (``runtime``: ``x / y`` is ``rt.div(x, y)``, ``math.sin(x)`` is ``rt.sin(x)``;
 see adjoint/runtime/ieee.py), the kind of its result and the range its
@@ -61,6 +62,20 @@ class Rule:
     domain: tuple            # per operand (lo, hi) sampled by the rule tests
     differentiable: bool
     runtime: str = None      # generated code calls rt.<runtime> (None: written as symbol)
+    aliases: tuple = ()      # other callables meaning the same: 'math.fabs' for abs
+
+    @property
+    def is_call(self):
+        """Whether users write the operation as a call (``math.sin(x)``, ``abs(x)``), not
+        an operator: an operator's key is its gast class's name (``Add``, ``Not``)."""
+        return not isinstance(getattr(gast, self.key, None), type)
+
+    @property
+    def spellings(self):
+        """The dotted names of every Python callable a kernel may call for this rule
+        (``math.sin``, ``abs``, ``math.fabs``, ``ad.clamp``; ``ad.sin`` is ``math.sin``);
+        none for an operator. The frontend resolves them (frontend/parse.py)."""
+        return (self.symbol,) + self.aliases if self.is_call else ()
 
     def callee_expr(self):
         """gast expression of the function generated code calls (call-style rules):
@@ -237,14 +252,19 @@ def _template(fn):
     return params, body
 
 
-def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None):
-    """Register the decorated partials template as the rule for ``key``."""
+def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None,
+         aliases=()):
+    """Register the decorated partials template as the rule for ``key``.
+
+    ``runtime``: the name of the ``rt.<name>`` function generated code calls (a runtime
+    builtin of adjoint/runtime/ieee.py); ``aliases``: other Python callables a kernel
+    may call for it, spelled as ``symbol`` is (``math.fabs``, ``pow``)."""
     def deco(fn):
         params, body = _template(fn)
         if key in RULES:
             raise ValueError(f"duplicate adjoint rule for {key}")
         RULES[key] = Rule(key, symbol, params, body, result_kind, tuple(domain), differentiable,
-                          runtime)
+                          runtime, tuple(aliases))
         return fn
     return deco
 

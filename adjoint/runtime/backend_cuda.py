@@ -1,8 +1,8 @@
 """The CUDA backend: ``numba.cuda`` kernels, or numba's simulator under
 ``NUMBA_ENABLE_CUDASIM=1`` (how CI tests it on machines without a GPU).
 
-Generated CUDA modules bind ``rt`` to this module: ``rt.clamp`` and the IEEE
-arithmetic (``rt.div``, ``rt.sin``, ...: runtime/ieee.py) are device functions
+Generated CUDA modules bind ``rt`` to this module: the runtime builtins
+(``rt.div``, ``rt.sin``, ``rt.clamp``, ...: runtime/ieee.py) are device functions
 (under the simulator, the plain-Python functions), and ``rt.launcher`` turns a
 ``@cuda.jit`` grid kernel into the ``forward``/``backward`` callables of a
 ``KernelSpec``.
@@ -13,8 +13,9 @@ import warnings
 import numpy as np
 
 from ..errors import AdjointError
-from . import helpers, ieee, ieee_compiled
+from . import helpers
 from .bounds import STATUS_SIZE
+from .ieee import BUILTINS
 from .spec import unavailable  # noqa: F401
 
 NAME = "cuda"
@@ -183,17 +184,18 @@ def _fault(status, site, a, b, c):
         status[4] = c
 
 
-_DEVICE = {"clamp": helpers.clamp, "range_outside": helpers.range_outside,
+_DEVICE = {"range_outside": helpers.range_outside,
            "index_outside_loop": helpers.index_outside_loop, "fault": _fault}
 
 
 def _device_function(attr):
     """``rt.<attr>`` of generated CUDA code: a device function compiled on first use
-    (under the simulator, which runs kernels as Python, IEEE arithmetic is ieee.py's)."""
-    if attr in ieee.__all__:
+    (under the simulator, which runs kernels as Python, a runtime builtin is its
+    plain-Python meaning: runtime/ieee.py)."""
+    if attr in BUILTINS:
         if simulated():
-            return getattr(ieee, attr)
-        fn = getattr(ieee_compiled, attr)
+            return BUILTINS[attr].python
+        fn = BUILTINS[attr].compiled
     elif attr in _DEVICE:
         fn = _DEVICE[attr]
     else:

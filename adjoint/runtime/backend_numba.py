@@ -6,8 +6,9 @@ Thread functions are compiled with ``njit``; grid functions with
 import numba
 import numpy as np
 
-from . import helpers, ieee_compiled
+from . import helpers
 from .bounds import checked  # noqa: F401
+from .ieee import BUILTINS
 from .spec import unavailable  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
@@ -48,7 +49,6 @@ float32 = helpers.float32
 stack_new_int = jit(helpers.stack_new_int)
 stack_new_bool = jit(helpers.stack_new_bool)
 stack_push = jit(helpers.stack_push)
-clamp = jit(helpers.clamp)
 chunk_start = jit(helpers.chunk_start)
 
 
@@ -76,25 +76,5 @@ def add_chunks(arr, copies):
         flat[e] = total
 block_count = jit(helpers.block_count)
 
-div = jit_ieee(ieee_compiled.div)
-floordiv = jit_ieee(ieee_compiled.floordiv)
-mod = jit_ieee(ieee_compiled.mod)
-power = jit_ieee(ieee_compiled.power)
-pow = jit_ieee(ieee_compiled.pow)  # noqa: A001
-sin = jit_ieee(ieee_compiled.sin)
-cos = jit_ieee(ieee_compiled.cos)
-tan = jit_ieee(ieee_compiled.tan)
-asin = jit_ieee(ieee_compiled.asin)
-acos = jit_ieee(ieee_compiled.acos)
-atan = jit_ieee(ieee_compiled.atan)
-atan2 = jit_ieee(ieee_compiled.atan2)
-sinh = jit_ieee(ieee_compiled.sinh)
-cosh = jit_ieee(ieee_compiled.cosh)
-tanh = jit_ieee(ieee_compiled.tanh)
-exp = jit_ieee(ieee_compiled.exp)
-log = jit_ieee(ieee_compiled.log)
-log1p = jit_ieee(ieee_compiled.log1p)
-sqrt = jit_ieee(ieee_compiled.sqrt)
-floor = jit_ieee(ieee_compiled.floor)
-ceil = jit_ieee(ieee_compiled.ceil)
-to_int = jit_ieee(ieee_compiled.to_int)
+# rt.div, rt.sin, rt.clamp, ...: every runtime builtin, compiled (runtime/ieee.py)
+globals().update({name: jit_ieee(b.compiled) for name, b in BUILTINS.items()})

@@ -7,12 +7,14 @@ parallel path: ``PARALLEL_MIN_THREADS`` reads 0 then.
 from . import helpers, racecheck
 from .bounds import checked  # noqa: F401
 from .spec import unavailable  # noqa: F401
-from .helpers import (add_chunks, chunk_start, clamp, fault, float32,  # noqa: F401
+from .helpers import (add_chunks, chunk_start, fault, float32,  # noqa: F401
                       index_outside_loop, private_copies, range_outside, signed, stack_new_bool,
                       stack_new_float, stack_new_float32, stack_new_int, stack_push, trip_count)
-from .ieee import (acos, asin, atan, atan2, ceil, cos, cosh, div, exp, floor,  # noqa: F401
-                   floordiv, log, log1p, mod, pow, power, sin, sinh, sqrt, tan, tanh, to_int)
+from .ieee import BUILTINS
 from .racecheck import chunk_count, prange  # noqa: F401  (range and 1 when not checking)
+
+# rt.div, rt.sin, rt.clamp, ...: their plain-Python meaning (runtime/ieee.py)
+globals().update({name: b.python for name, b in BUILTINS.items()})
 
 SERIAL_BELOW = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "python"

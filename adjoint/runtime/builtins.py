@@ -2,12 +2,13 @@
 
 Inside a kernel they are recognised by the transformer (by identity); called
 from plain Python they do the obvious thing, so funcs stay callable on CPU.
+The math functions (``ad.sin`` is ``math.sin``, ``ad.clamp``, ...) are those
+of the runtime builtins (runtime/ieee.py's ``BUILTINS``) that a user calls:
+a builtin registered there is exported here, and as ``ad.<name>``.
 """
-import math
+import builtins as _py
 
-__all__ = ["tid", "atomic_add", "atomic_sub", "clamp", "sin", "cos", "tan", "asin",
-           "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log", "log1p",
-           "sqrt", "pow", "abs", "min", "max", "floor", "ceil"]
+from .ieee import BUILTINS
 
 
 def tid():
@@ -29,18 +30,10 @@ def atomic_sub(arr, *args):
     data[tuple(idx)] -= value
 
 
-def clamp(x, lo, hi):
-    """``lo`` if ``x < lo``, else ``hi`` if ``x > hi``, else ``x``."""
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
+# Python's builtins, re-exported as ad.* (generated code calls them as they are)
+abs, min, max = _py.abs, _py.min, _py.max  # noqa: A001
 
+MATH = {name: b.user for name, b in sorted(BUILTINS.items()) if b.user is not None}
+globals().update(MATH)
 
-sin, cos, tan = math.sin, math.cos, math.tan
-asin, acos, atan, atan2 = math.asin, math.acos, math.atan, math.atan2
-sinh, cosh, tanh = math.sinh, math.cosh, math.tanh
-exp, log, log1p, sqrt, pow = math.exp, math.log, math.log1p, math.sqrt, math.pow
-floor, ceil = math.floor, math.ceil
-abs, min, max = abs, min, max  # noqa: A001 - the builtins, re-exported as ad.*
+__all__ = ["tid", "atomic_add", "atomic_sub", "abs", "min", "max"] + list(MATH)

@@ -1,4 +1,4 @@
-"""Small functions generated code calls: loop stacks, trip counts, clamp.
+"""Small functions generated code calls: loop stacks, trip counts, parallel chunks.
 
 Plain Python here; ``backend_numba`` compiles them with numba.
 """
@@ -43,14 +43,6 @@ def stack_push(stack, n, value):
         stack = grown
     stack[n] = value
     return stack
-
-
-def clamp(x, lo, hi):
-    if x < lo:
-        return lo
-    if x > hi:
-        return hi
-    return x
 
 
 def signed(i):

@@ -35,23 +35,84 @@ numba): results that overflow float32 are inf in both backends. The Python
 backend computes a float32 ``math`` function in float64 and rounds, where numba
 calls the float32 C function: the two can differ in the last bit (never at the
 edges above, whose results are exact).
+
+Every such function is registered here once (``BUILTINS``): its plain-Python
+meaning (the decorated function, or ``math_function``'s wrapper), its
+spelling for numba (``ieee_compiled.py``, or ``math.<name>`` itself for a
+``math`` function, whose numba version already follows IEEE arithmetic) and
+what a user calls in a kernel (``math.sin``, exported as ``ad.sin``; none for
+an operator's ``rt.div``). The backends, the ``ad.*`` exports
+(runtime/builtins.py) and the CUDA device functions iterate ``BUILTINS``: a
+new math function is its rule (adjoint/rules/mathfns.py) plus one line here.
+tests/test_rule_table.py checks that the two sides match.
 """
 import builtins
 import math
+from dataclasses import dataclass
 
 import numpy as np
+
+from . import ieee_compiled
 
 INF, NAN = math.inf, math.nan
 INT64_MIN = -2 ** 63
 _INT_RANGE = 2.0 ** 63
 
-__all__ = ["div", "floordiv", "mod", "power", "pow", "sin", "cos", "tan", "asin", "acos",
-           "atan", "atan2", "sinh", "cosh", "tanh", "exp", "log", "log1p", "sqrt", "floor",
-           "ceil", "to_int"]
+
+@dataclass(frozen=True)
+class Builtin:
+    """One ``rt.<name>`` function generated code calls (a rule's ``runtime`` name)."""
+    name: str
+    python: object        # the plain-Python meaning: the Python backend, CUDA's simulator
+    compiled: object      # the same for numba.njit (error_model="numpy") and numba.cuda
+    user: object = None   # what a kernel calls, exported as ad.<name> (None: an operator's)
+
+
+BUILTINS = {}
+
+
+def _register(name, python, compiled, user):
+    if name in BUILTINS:
+        raise ValueError(f"duplicate runtime builtin rt.{name}")
+    BUILTINS[name] = Builtin(name, python, compiled, user)
+    return python
+
+
+def builtin(compiled, user=None):
+    """Register the decorated function as ``rt.<its name>`` in plain Python, with
+    ``compiled`` its numba spelling and ``user`` the function a kernel calls."""
+    def deco(fn):
+        return _register(fn.__name__, fn, compiled, user)
+    return deco
+
+
+def math_function(fn, edge):
+    """Register ``rt.<name>`` for the unary ``math`` function ``fn``: ``fn`` with
+    ``edge(x)`` where Python raises, in plain Python; ``fn`` itself under numba (C's
+    function, IEEE already); ``ad.<name>`` is ``fn``."""
+    def call(x):
+        try:
+            r = fn(x)
+        except (ValueError, OverflowError):
+            r = edge(float(x))
+        return np.float32(r) if isinstance(x, np.float32) else r
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = f"``math.{fn.__name__}(x)``, IEEE at the edges."
+    return _register(fn.__name__, call, _compiled_call(fn), fn)
+
+
+def _compiled_call(fn):
+    """``fn(x)`` as a Python function numba can compile (as njit or a CUDA device function;
+    named as ``fn``, so each has its own entry in numba's cache)."""
+    def call(x):
+        return fn(x)
+    call.__name__ = call.__qualname__ = fn.__name__
+    return call
 
 
 # -- operators ------------------------------------------------------------------
 
+@builtin(ieee_compiled.div)
 def div(x, y):
     """``x / y``."""
     try:
@@ -62,6 +123,7 @@ def div(x, y):
         return math.copysign(INF, x) * math.copysign(1.0, y)
 
 
+@builtin(ieee_compiled.floordiv)
 def floordiv(x, y):
     """``x // y``."""
     if _is_int(x) and _is_int(y):
@@ -69,6 +131,7 @@ def floordiv(x, y):
     return _float_divmod(x, y)[0]
 
 
+@builtin(ieee_compiled.mod)
 def mod(x, y):
     """``x % y``."""
     if _is_int(x) and _is_int(y):
@@ -76,6 +139,7 @@ def mod(x, y):
     return _float_divmod(x, y)[1]
 
 
+@builtin(ieee_compiled.power)
 def power(x, y):
     """``x ** y``: an int for two ints, else C's ``pow``."""
     if _is_int(x) and _is_int(y):
@@ -85,6 +149,7 @@ def power(x, y):
 
 # -- math functions -------------------------------------------------------------
 
+@builtin(ieee_compiled.pow, user=math.pow)
 def pow(x, y):  # noqa: A001 - the name generated code calls (rt.pow)
     """``math.pow(x, y)``: C's ``pow``, a float."""
     try:
@@ -98,39 +163,29 @@ def _nan(x):
     return NAN
 
 
-def _unary(fn, edge):
-    """``fn`` (a ``math`` function) with ``edge(x)`` where Python raises."""
-    def call(x):
-        try:
-            r = fn(x)
-        except (ValueError, OverflowError):
-            r = edge(float(x))
-        return np.float32(r) if isinstance(x, np.float32) else r
-    call.__name__ = call.__qualname__ = fn.__name__
-    call.__doc__ = f"``math.{fn.__name__}(x)``, IEEE at the edges."
-    return call
+sin = math_function(math.sin, _nan)                 # sin, cos, tan: nan at ±inf
+cos = math_function(math.cos, _nan)
+tan = math_function(math.tan, _nan)
+asin = math_function(math.asin, _nan)               # asin, acos: nan outside [-1, 1]
+acos = math_function(math.acos, _nan)
+atan = math_function(math.atan, _nan)
+sinh = math_function(math.sinh, lambda x: math.copysign(INF, x))
+cosh = math_function(math.cosh, lambda x: INF)
+tanh = math_function(math.tanh, _nan)
+exp = math_function(math.exp, lambda x: INF)
+expm1 = math_function(math.expm1, lambda x: INF)
+log = math_function(math.log, lambda x: -INF if x == 0 else NAN)
+log1p = math_function(math.log1p, lambda x: -INF if x == -1 else NAN)
+sqrt = math_function(math.sqrt, _nan)
 
 
-sin = _unary(math.sin, _nan)                 # sin, cos, tan: nan at ±inf
-cos = _unary(math.cos, _nan)
-tan = _unary(math.tan, _nan)
-asin = _unary(math.asin, _nan)               # asin, acos: nan outside [-1, 1]
-acos = _unary(math.acos, _nan)
-atan = _unary(math.atan, _nan)
-sinh = _unary(math.sinh, lambda x: math.copysign(INF, x))
-cosh = _unary(math.cosh, lambda x: INF)
-tanh = _unary(math.tanh, _nan)
-exp = _unary(math.exp, lambda x: INF)
-log = _unary(math.log, lambda x: -INF if x == 0 else NAN)
-log1p = _unary(math.log1p, lambda x: -INF if x == -1 else NAN)
-sqrt = _unary(math.sqrt, _nan)
-
-
+@builtin(ieee_compiled.atan2, user=math.atan2)
 def atan2(y, x):
     """``math.atan2(y, x)`` (it never raises: C's special values)."""
     return _typed(math.atan2(y, x), y, x)
 
 
+@builtin(ieee_compiled.floor, user=math.floor)
 def floor(x):
     """``math.floor(x)``: an int; ``-2**63`` for nan, ±inf and floats out of int64 range."""
     if _is_int(x):
@@ -138,6 +193,7 @@ def floor(x):
     return math.floor(x) if -_INT_RANGE <= x < _INT_RANGE else INT64_MIN
 
 
+@builtin(ieee_compiled.ceil, user=math.ceil)
 def ceil(x):
     """``math.ceil(x)``, as ``floor``."""
     if _is_int(x):
@@ -145,11 +201,27 @@ def ceil(x):
     return math.ceil(x) if -_INT_RANGE <= x < _INT_RANGE else INT64_MIN
 
 
+@builtin(ieee_compiled.to_int)
 def to_int(x):
     """``int(x)``: truncation; ``-2**63`` for nan, ±inf and floats out of int64 range."""
     if _is_int(x):
         return int(x)
     return int(x) if -_INT_RANGE <= x < _INT_RANGE else INT64_MIN
+
+
+# -- piecewise ------------------------------------------------------------------
+
+def clamp(x, lo, hi):
+    """``ad.clamp(x, lo, hi)``: ``lo`` if ``x < lo``, else ``hi`` if ``x > hi``, else ``x``
+    (also when ``lo > hi``). Comparisons only: numba compiles this very function."""
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+_register("clamp", clamp, clamp, clamp)
 
 
 # -- helpers --------------------------------------------------------------------

@@ -3,11 +3,12 @@
 ``backend_numba`` compiles these with ``njit(error_model="numpy")`` and
 ``backend_cuda`` as device functions (numba.cuda uses the numpy error model
 too): with it, numba's own ``/``, ``//``, ``%`` and ``math`` functions already
-follow IEEE arithmetic, so most of these are the operation itself. What they
-add is what numba does not define: a float to an int power (numba multiplies
-repeatedly and raises for ``0.0 ** -1``; C's ``pow`` is what Python and NumPy
-compute), an int to a negative int power, and floats out of the int64 range
-made ints (which LLVM leaves undefined). ``isinstance`` on a numba type is
+follow IEEE arithmetic, so most of these are the operation itself, and a
+unary ``math`` function needs none here (ieee.py's ``math_function`` compiles
+a call of it). What they add is what numba does not define: a float to an int
+power (numba multiplies repeatedly and raises for ``0.0 ** -1``; C's ``pow`` is
+what Python and NumPy compute), an int to a negative int power, and floats out
+of the int64 range made ints (which LLVM leaves undefined). ``isinstance`` on a numba type is
 decided when compiling, so each call compiles to one branch.
 """
 import math
@@ -47,60 +48,8 @@ def pow(x, y):  # noqa: A001 - the name generated code calls (rt.pow)
     return math.pow(x, y)
 
 
-def sin(x):
-    return math.sin(x)
-
-
-def cos(x):
-    return math.cos(x)
-
-
-def tan(x):
-    return math.tan(x)
-
-
-def asin(x):
-    return math.asin(x)
-
-
-def acos(x):
-    return math.acos(x)
-
-
-def atan(x):
-    return math.atan(x)
-
-
 def atan2(y, x):
     return math.atan2(y, x)
-
-
-def sinh(x):
-    return math.sinh(x)
-
-
-def cosh(x):
-    return math.cosh(x)
-
-
-def tanh(x):
-    return math.tanh(x)
-
-
-def exp(x):
-    return math.exp(x)
-
-
-def log(x):
-    return math.log(x)
-
-
-def log1p(x):
-    return math.log1p(x)
-
-
-def sqrt(x):
-    return math.sqrt(x)
 
 
 def floor(x):
