@@ -76,6 +76,8 @@ def kernel_signature(fn, spec):
     """numba types of grid kernel ``fn``'s parameters, from the module's KernelSpec."""
     from numba import types
     by_name = {p.name: _numba_type(p.dtype, p.ndim) for p in spec.params}
+    # a JVP's tangent arrays follow its parameters, one per float array, in order
+    tangents = iter([by_name[p.name] for p in spec.params if p.has_adjoint])
     out = []
     for arg in inspect.signature(fn).parameters:
         if arg.startswith("dim") and arg[3:].isdigit():
@@ -86,6 +88,8 @@ def kernel_signature(fn, spec):
             out.append(by_name[arg])
         elif arg.startswith("adj_") and arg[4:] in by_name:
             out.append(by_name[arg[4:]])
+        elif fn.__name__ == f"{spec.name}_jvp" and arg.startswith("dot_"):
+            out.append(next(tangents))
         else:
             raise ValueError(f"{spec.name}: no type for parameter {arg!r} of {fn.__name__}")
     return tuple(out)
@@ -109,7 +113,7 @@ def compile_module(path, cc=DEFAULT_CC):
     for spec in [v for v in vars(module).values() if isinstance(v, KernelSpec)]:
         if spec.target != "cuda":
             continue
-        for part in ("forward", "backward"):
+        for part in ("forward", "backward", "jvp"):
             kernel = getattr(module, f"{spec.name}_{part}", None)
             if kernel is None:
                 continue
