@@ -120,15 +120,8 @@ class Rule:
         def seeded(p, expr):
             return _Substitute({SEED: ("name", dots[p])}).visit(copy.deepcopy(expr))
         if all(_partial_of(s) for s in kept):
-            total = None
-            for s in kept:
-                sign, term = _signed(seeded(_partial_of(s), s.value))
-                if total is None:
-                    total = term if sign > 0 else gast.UnaryOp(op=gast.USub(), operand=term)
-                else:
-                    total = gast.BinOp(left=total, op=gast.Sub() if sign < 0 else gast.Add(),
-                                       right=term)
-            body = [_assign(dot_z, total if total is not None else _const(0.0))]
+            terms = [_signed(seeded(_partial_of(s), s.value)) for s in kept]
+            body = [_assign(dot_z, _sum(terms) if terms else _const(0.0))]
         else:
             first = []
             if _partial_of(kept[0]):
@@ -173,6 +166,23 @@ def _signed(expr):
     if isinstance(expr, gast.UnaryOp) and isinstance(expr.op, gast.USub):
         return -1, expr.operand
     return 1, expr
+
+
+def _sum(terms):
+    """The expression ``sum(sign * term)``; terms sharing one denominator (``a / d``,
+    ``b / d``: the partials of ``/`` and ``atan2``) share one division, ``(a - b) / d``."""
+    dens = [t.right for _, t in terms if isinstance(t, gast.BinOp) and isinstance(t.op, gast.Div)]
+    if len(terms) > 1 and len(dens) == len(terms) and \
+            len({ast.dump(gast.gast_to_ast(d)) for d in dens}) == 1:
+        return gast.BinOp(left=_sum([(sign, t.left) for sign, t in terms]), op=gast.Div(),
+                          right=dens[0])
+    total = None
+    for sign, term in terms:
+        if total is None:
+            total = term if sign > 0 else gast.UnaryOp(op=gast.USub(), operand=term)
+        else:
+            total = gast.BinOp(left=total, op=gast.Sub() if sign < 0 else gast.Add(), right=term)
+    return total
 
 
 def _no_derivative(derivs):
