@@ -58,12 +58,13 @@ def jvp_func(f):
     param)`` returning ``(values..., their tangents...)``: valid input to the transformer."""
     if not isinstance(f, Func):
         raise TypeError(f"jvp_func expects an @ad.func, got {type(f).__name__}")
-    cached = getattr(f, "_jvp_func", None)
-    if cached is not None:
-        return cached
+    cache = f.__dict__.setdefault("_jvp_funcs", {})
+    key = (f.custom_grad, f.custom_jvp)         # rules given after a first use count
+    if key in cache:
+        return cache[key]
     if f.custom_jvp is not None:
-        f._jvp_func = Func(f.custom_jvp)
-        return f._jvp_func
+        cache[key] = Func(f.custom_jvp)
+        return cache[key]
     if f.custom_grad is not None:
         raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad) and no "
                            "@ad.func_jvp: its forward mode (and so its higher derivatives) "
@@ -73,8 +74,8 @@ def jvp_func(f):
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \
         [(d, "ad.float64") for d in tr.tangent.dot_params]
     text = function_text(tr, f"{f.name}_jvp", params, tr.tangent.body)
-    f._jvp_func = Func(_compile(text, f"{f.name}_jvp", _callees(tr, text)))
-    return f._jvp_func
+    cache[key] = Func(_compile(text, f"{f.name}_jvp", _callees(tr, text)))
+    return cache[key]
 
 
 def jvp_kernel(k):
@@ -115,10 +116,10 @@ def _directional(f, k):
 def _spec(f):
     """The compiled ``FuncSpec`` of ``f`` on the active CPU backend."""
     specs = f.__dict__.setdefault("_func_specs", {})
-    name = cpu_backend_name()
-    if name not in specs:
-        specs[name] = getattr(load_func(f, name), f.name)
-    return specs[name]
+    key = (cpu_backend_name(), f.custom_grad, f.custom_jvp)   # rules given after a first use count
+    if key not in specs:
+        specs[key] = getattr(load_func(f, key[0]), f.name)
+    return specs[key]
 
 
 def _arguments(f, args, what):
@@ -128,13 +129,20 @@ def _arguments(f, args, what):
                         f"({', '.join(p.name for p in params)}), got {len(args)}")
     out = []
     for p, a in zip(params, args):
-        if p.kind == "float":
-            out.append(float(a))
-        elif isinstance(a, float) and not a.is_integer():
-            raise TypeError(f"{what} of func '{f.name}': parameter '{p.name}' is an int, got {a!r}")
-        else:
-            out.append(int(a))
+        try:
+            if p.kind != "float" and isinstance(a, float) and not a.is_integer():
+                raise TypeError
+            out.append(float(a) if p.kind == "float" else int(a))
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} of func '{f.name}' ({_where(f)}): parameter '{p.name}' "
+                            f"takes a number ({p.kind}), got {type(a).__name__} {a!r}; funcs "
+                            "called from Python take numbers, not arrays") from None
     return out
+
+
+def _where(f):
+    code = f.pyfunc.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}"
 
 
 def _positions(f, argnums, what):

@@ -76,8 +76,9 @@ def kernel_signature(fn, spec):
     """numba types of grid kernel ``fn``'s parameters, from the module's KernelSpec."""
     from numba import types
     by_name = {p.name: _numba_type(p.dtype, p.ndim) for p in spec.params}
-    # a JVP's tangent arrays follow its parameters, one per float array, in order
-    tangents = iter([by_name[p.name] for p in spec.params if p.has_adjoint])
+    # a backward's adjoint arrays (a JVP's tangents) follow the parameters, one per float
+    # array, in order
+    derived = iter([by_name[p.name] for p in spec.params if p.has_adjoint])
     out = []
     for arg in inspect.signature(fn).parameters:
         if arg.startswith("dim") and arg[3:].isdigit():
@@ -86,12 +87,11 @@ def kernel_signature(fn, spec):
             out.append(types.Array(types.int64, 1, "C"))
         elif arg in by_name:
             out.append(by_name[arg])
-        elif arg.startswith("adj_") and arg[4:] in by_name:
-            out.append(by_name[arg[4:]])
-        elif fn.__name__ == f"{spec.name}_jvp" and arg.startswith("dot_"):
-            out.append(next(tangents))
         else:
-            raise ValueError(f"{spec.name}: no type for parameter {arg!r} of {fn.__name__}")
+            typ = next(derived, None)
+            if typ is None:
+                raise ValueError(f"{spec.name}: no type for parameter {arg!r} of {fn.__name__}")
+            out.append(typ)
     return tuple(out)
 
 

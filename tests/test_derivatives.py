@@ -336,3 +336,19 @@ def test_custom_jvp_is_used_by_kernels_funcs_and_second_derivatives(backend, ker
         assert ad.jvp(m.soft, (0.3,), (2.0,))[1] == pytest.approx(2 * sig(0.3), rel=1e-15)
         assert ad.grad(ad.grad(m.soft))(0.3) == pytest.approx(sig(0.3) * (1 - sig(0.3)),
                                                               rel=1e-14)
+
+
+def test_arrays_are_refused_by_name_and_late_rules_count(kernel_module):
+    m = kernel_module('''
+        @ad.func
+        def g(x: float) -> float:
+            return math.log(1.0 + math.exp(x))
+    ''')
+    with pytest.raises(TypeError, match=r"func 'g' \(.*\.py:\d+\): parameter 'x' takes a number"):
+        ad.grad(m.g)(np.array([1.0, 2.0]))
+    assert ad.jvp(m.g, (0.3,), (1.0,))[1] == pytest.approx(1 / (1 + math.exp(-0.3)), rel=1e-14)
+
+    @ad.func_jvp(m.g)
+    def g_jvp(x, dot_x):
+        return math.log(1.0 + math.exp(x)), 2.0 * dot_x     # deliberately not the derivative
+    assert ad.jvp(m.g, (0.3,), (1.0,))[1] == 2.0            # the rule given later is used

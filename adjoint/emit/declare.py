@@ -74,8 +74,8 @@ def declare(body, params, tr, with_stacks=True):
                              args=[const(1), const(DEFAULTS[kind])], keywords=[])
             decls.append(assign(n, call, None))
             continue
-        kind = "float" if n.startswith("adj_") else "int" if n in tr.rev.counters else \
-            tr.ssa.kinds.get(n) or tr.tangent.kinds.get(n)
+        kind = "int" if n in tr.rev.counters else \
+            tr.ssa.kinds.get(n) or tr.rev.kinds.get(n) or tr.tangent.kinds.get(n)
         if kind not in DEFAULTS:
             return [], False
         decls.append(assign(n, const(DEFAULTS[kind]), None))

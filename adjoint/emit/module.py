@@ -72,12 +72,8 @@ def kernel_functions(tr, target="cpu", custom_grads=()):
     out = _kernel_functions(tr, target, custom_grads)
     if jvp_refusal(tr) is None:
         out += _jvp_functions(tr, target, custom_grads)
-    return precision.float32_functions(out, kinds(tr)) if float32_kernel(tr) else out
-
-
-def kinds(tr):
-    """The kind of every name the emitted functions of ``tr`` use (values and tangents)."""
-    return {**tr.ssa.kinds, **tr.tangent.kinds}
+    return precision.float32_functions(out, precision.names_kinds(tr)) if float32_kernel(tr) \
+        else out
 
 
 def jvp_refusal(tr):

@@ -17,6 +17,19 @@ from ..rules import RULES
 from ..transform.ir import name, rt_attr, rt_call
 
 
+def names_kinds(tr):
+    """The kind of every name the emitted functions of ``tr`` use: values (pass ssa),
+    adjoints (pass reverse) and tangents (pass jvp)."""
+    return {**tr.ssa.kinds, **tr.rev.kinds, **tr.tangent.kinds}
+
+
+def _users_kinds(tr, params):
+    """A hand-written adjoint or JVP's parameters: the func's own, then its seeds or
+    tangents (floats). Of its other names the transformer knows nothing."""
+    own = [p.kind for p in tr.pf.params]
+    return {n: own[k] if k < len(own) else "float" for k, n in enumerate(params)}
+
+
 def float32_kernel(tr):
     """A kernel whose float parameters (arrays and scalars) are all float32: its float
     literals, adjoint variables and loop stacks are float32 too (see _Float32)."""
@@ -54,7 +67,7 @@ class _Float32(gast.NodeTransformer):
         if isinstance(node, gast.Constant):
             return isinstance(node.value, float)
         if isinstance(node, gast.Name):
-            return node.id.startswith("adj_") or self.kinds.get(node.id) == "float"
+            return self.kinds.get(node.id) == "float"
         if isinstance(node, gast.Subscript):
             return self.is_float(node.value)
         if isinstance(node, gast.BinOp):
@@ -185,8 +198,7 @@ def float32_variant(fns, tr, f32_funcs):
     its literals change."""
     out = []
     for fname, params, body, *rest in call_float32(fns, f32_funcs):
-        users = len(rest) > 1
-        kinds = {} if users else {**tr.ssa.kinds, **tr.tangent.kinds}
+        kinds = _users_kinds(tr, params) if len(rest) > 1 else names_kinds(tr)
         out.append((fname + "_f32", params, [_Float32(kinds).visit(st) for st in body], *rest))
     return out
 

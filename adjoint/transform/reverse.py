@@ -38,6 +38,7 @@ class Reversed:
     active: set
     stacks: dict            # {loop stack name: kind of the value it records}
     counters: list          # loop iteration counters and reverse iteration variables (ints)
+    kinds: dict             # {adjoint name: "float"} for every adjoint local and parameter
 
 
 def adj(v):
@@ -332,4 +333,6 @@ def reverse(ssa, active_set):
     stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
-    return Reversed(forward, backward, adj_params, active_set, stacks, counters)
+    kinds = {adj(v): "float" for v in adj_vars}
+    kinds.update({a: "float" for a in adj_params})
+    return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds)
