@@ -28,13 +28,6 @@ def _expr(text):
     return gast.parse(text, mode="eval").body
 
 
-def user_symbol(rule):
-    """How a user writes the call of an op rule: ``math.sin``, ``abs``, ``ad.clamp``."""
-    if rule.symbol.startswith("rt."):
-        return "ad." + rule.symbol[3:]
-    return rule.symbol
-
-
 # rt.<runtime> -> the rule it spells (rule templates call math.cos as rt.cos)
 _BY_RUNTIME = {r.runtime: r for r in RULES.values() if r.runtime}
 
@@ -46,11 +39,11 @@ class _Spell(gast.NodeTransformer):
         f = node.func
         if callee is None and isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) \
                 and f.value.id == "rt" and f.attr in _BY_RUNTIME:
-            node.func = _expr(user_symbol(_BY_RUNTIME[f.attr]))
+            node.func = _expr(_BY_RUNTIME[f.attr].symbol)
         if callee is None:
             return node
         if callee.kind == "op":
-            node.func = _expr(user_symbol(lookup(callee.name)))
+            node.func = _expr(lookup(callee.name).symbol)   # math.sin, abs, ad.clamp
         elif callee.kind == "tid":
             node.func = _expr("ad.tid")
         elif callee.kind == "func":
