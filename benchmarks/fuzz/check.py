@@ -10,7 +10,9 @@ runs ``backward`` and returns an ``Outcome``:
 Then (forward mode) the schedule runs again with tangents, once per leaf along the
 leaf's random direction (``ad.launch(..., tangents=...)``, tangents carried through
 clones and copies like their arrays): the loss's tangent must match the same
-central difference the reverse pass is checked against.
+central difference the reverse pass is checked against. (A documented refusal of the
+JVP alone -- a func with ``@ad.func_grad`` and no ``@ad.func_jvp`` -- leaves the JVP
+unchecked and is noted in the outcome's detail.)
 
 ``ok``        forward values, gradients, the arrays after backward and the JVPs agree;
 ``refusal``   adjoint raised one of its own errors (TransformError, LaunchError...);
@@ -156,8 +158,13 @@ def run_backend(prog, mod, ref, backend):
             after = {n: arrays[n].numpy() for n in ref.weights}
             grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
                      else np.zeros(ref.data[n].shape) for n in prog.leaves()}
-            tangents = {c.leaf: directional(prog, mod, ref, device, c.leaf, c.direction)
-                        for c in ref.checks if c.direction is not None}
+            try:
+                tangents = {c.leaf: directional(prog, mod, ref, device, c.leaf, c.direction)
+                            for c in ref.checks if c.direction is not None}
+            except ad.AdjointError as exc:      # a documented refusal of forward mode only
+                tangents, jvp_refused = None, f"JVP {type(exc).__name__}: {exc}"
+            else:
+                jvp_refused = ""
     except RaceError as exc:
         return Outcome("mismatch", f"race: {exc}")
     except ad.AdjointError as exc:
@@ -165,7 +172,10 @@ def run_backend(prog, mod, ref, backend):
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
     except Exception as exc:  # noqa: BLE001 - every other exception is a finding
         return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
-    return compare(ref, forward, after, grads, tangents)
+    out = compare(ref, forward, after, grads, tangents)
+    if jvp_refused:
+        out.detail = "\n".join(d for d in (out.detail, jvp_refused) if d)
+    return out
 
 
 def directional(prog, mod, ref, device, leaf, v):
