@@ -6,15 +6,12 @@ and jvp (forward mode) from the same checked SSA.
 """
 from dataclasses import dataclass, replace
 
-import gast
-
 from .emit.module import function_sources
 from .emit.printer import render_function
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .transform import activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, types
-from .transform.ir import walk_stmts
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 
@@ -35,6 +32,7 @@ class Transformed:
     sites: tuple = ()       # kernels: the bounds.Site of every checked index (pass bounds)
     tangent: object = None  # forward mode: the jvp.Tangent (pass jvp)
     loop_capacity: int = 256  # kernels: the CUDA loop stacks' size (@ad.kernel(loop_capacity))
+    threads: dict = None    # {name: d}: the names holding thread index d (parallel)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -49,30 +47,22 @@ def _transform(pyfunc, role, bounds_check):
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
-    dims = _dims(s)
+    dims = parallel.grid_dims(s)
+    threads = parallel.thread_indices(s)        # (the thread index, found once)
     if role == "kernel":
-        hazards.check(s, dims)
+        hazards.check(s, dims, threads)
     act = activity.active(s)
-    checked = bounds.bound(s, dims, enabled=bounds_check and role == "kernel")
+    checked = bounds.bound(s, dims, threads, enabled=bounds_check and role == "kernel")
     rev = reverse.reverse(checked.ssa, act)
     tangent = jvp.jvp(checked.ssa, act)
     reads, writes = hazards.arrays_used(s)
     plans = None
     if role == "kernel":
         adj_arrays = {p.name for p in pf.differentiable()}
-        plans = parallel.plan(s, dims, adj_arrays)
+        plans = parallel.plan(s, dims, threads, adj_arrays)
         plans += (parallel.tangent_plan(plans[0], tangent.names),)
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
-                       plans, checked.sites, tangent)
-
-
-def _dims(s):
-    for st in walk_stmts(s.body):
-        if isinstance(st, gast.Assign) and isinstance(st.value, gast.Call) and \
-                getattr(st.value, "callee", None) is not None and st.value.callee.kind == "tid":
-            t = st.targets[0]
-            return len(t.elts) if isinstance(t, gast.Tuple) else 1
-    return 1
+                       plans, checked.sites, tangent, threads=threads)
 
 
 def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):

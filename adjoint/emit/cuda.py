@@ -25,7 +25,7 @@ import gast
 
 from . import ieee
 from ..transform.ir import const, if_, name
-from ..transform.parallel import _tid_names, is_exclusive
+from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment
 
 DEVICE = "@cuda.jit(device=True)"
@@ -122,7 +122,7 @@ class LowerCuda(gast.NodeTransformer):
 
 
 def lower_body(body, tr, capacity, custom_grads):
-    owner = _tid_names(tr.ssa, tr.dims) if tr.pf.role == "kernel" else {}
+    owner = tr.threads if tr.pf.role == "kernel" else {}
     lw = LowerCuda(owner, tr.dims, tr.ssa.kinds, capacity, custom_grads)
     return [lw.visit(copy.deepcopy(s)) for s in body]
 

@@ -45,7 +45,6 @@ import gast
 
 from .facts import Facts
 from .ir import at, const, name, rt_call, target_names, walk_stmts
-from .parallel import _tid_names
 
 
 @dataclass(frozen=True)
@@ -84,20 +83,21 @@ class _Loop:
     inside: set      # names assigned in the loop (body, latch)
 
 
-def bound(ssa, dims, enabled=True):
-    """A ``Bounded`` for SSA kernel ``ssa`` with ``dims`` grid dimensions."""
+def bound(ssa, dims, owner, enabled=True):
+    """A ``Bounded`` for SSA kernel ``ssa`` with ``dims`` grid dimensions and thread
+    indices ``owner`` (``parallel.thread_indices``)."""
     if not enabled:
         return Bounded(ssa, ())
-    b = _Bounder(ssa, dims)
+    b = _Bounder(ssa, dims, owner)
     body = b.block(ssa.body, None, set())
     return Bounded(dataclasses.replace(ssa, body=body), tuple(b.sites))
 
 
 class _Bounder:
-    def __init__(self, ssa, dims):
+    def __init__(self, ssa, dims, owner):
         self.ssa = ssa
         self.arrays = {p.name for p in ssa.norm.pf.params if p.is_array}
-        self.owner = _tid_names(ssa, dims)
+        self.owner = owner
         self.copies = _single_copies(ssa.body)
         self.facts = Facts(ssa)
         self.sites = []

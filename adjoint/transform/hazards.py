@@ -14,7 +14,7 @@ import ast
 import gast
 
 from .ir import walk_stmts
-from .parallel import _tid_names, is_exclusive
+from .parallel import is_exclusive
 
 
 def _slice_key(node):
@@ -30,7 +30,7 @@ def _in_loops(stmts):
     return out
 
 
-def check(ssa, dims):
+def check(ssa, dims, owner):
     pf = ssa.norm.pf
     loads, writes = {}, {}
     order = {}
@@ -45,7 +45,6 @@ def check(ssa, dims):
         elif isinstance(s, gast.AugAssign):
             writes.setdefault(s.target.value.id, []).append(s)
     looped = _in_loops(ssa.body)
-    owner = _tid_names(ssa, dims)
     for arr in sorted(set(loads) & set(writes)):
         ws = writes[arr]
         store = ws[0]

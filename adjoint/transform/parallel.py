@@ -89,8 +89,19 @@ def _agreed(defs, fact):
     return known
 
 
-def _tid_names(ssa, dims):
-    """SSA names holding thread index d (d = 0..dims-1) on every path, through copies."""
+def grid_dims(ssa):
+    """How many thread indices a kernel unpacks from ``ad.tid()`` (1 when it reads none)."""
+    for st in walk_stmts(ssa.body):
+        if isinstance(st, gast.Assign) and isinstance(st.value, gast.Call) and \
+                getattr(st.value, "callee", None) is not None and st.value.callee.kind == "tid":
+            t = st.targets[0]
+            return len(t.elts) if isinstance(t, gast.Tuple) else 1
+    return 1
+
+
+def thread_indices(ssa):
+    """{SSA name: d} for the names holding thread index d on every path, through copies:
+    computed once per kernel (pass pipeline) and given to the passes that need it."""
     def fact(v, known):
         if isinstance(v, tuple):
             return v[1]
@@ -139,8 +150,7 @@ def _int_const(node):
     return None
 
 
-def accesses(ssa, dims):
-    owner = _tid_names(ssa, dims)
+def accesses(ssa, dims, owner):
     offsets = _row_offsets(ssa, owner)
 
     def exclusive(sl):
@@ -183,8 +193,9 @@ def _private_plan(acc, arrays, names, why):
     return Plan("privatize", names, why)
 
 
-def plan(ssa, dims, adj_arrays):
-    acc = accesses(ssa, dims)
+def plan(ssa, dims, owner, adj_arrays):
+    """(forward, backward) Plans; ``owner``: the thread indices (``thread_indices``)."""
+    acc = accesses(ssa, dims, owner)
     colliding_store = [a for a in acc if a.kind == "store" and not a.exclusive]
     if colliding_store:
         why = f"'{colliding_store[0].array}' is stored at an index other threads may also store to"
