@@ -5,7 +5,9 @@ derivatives of the func itself, second derivatives against differences of the
 (already checked) first derivatives, and Hessian-vector products of kernels
 against differences of the kernel's gradient (rtol 1e-6).
 """
+import importlib.util
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -103,13 +105,16 @@ def cpu(request):
 
 @pytest.fixture(scope="module")
 def funcs(tmp_path_factory):
-    import importlib.util
-    import sys
-    path = tmp_path_factory.mktemp("derivs") / "derivative_funcs.py"
-    path.write_text("import math\nimport adjoint as ad\n" + FUNCS)
-    spec = importlib.util.spec_from_file_location("derivative_funcs", path)
+    return _module(tmp_path_factory, "derivative_funcs", FUNCS)
+
+
+def _module(tmp_path_factory, name, source):
+    """A module of kernels/funcs written to a real file (adjoint reads their source)."""
+    path = tmp_path_factory.mktemp(name) / f"{name}.py"
+    path.write_text("import math\nimport adjoint as ad\n" + source)
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["derivative_funcs"] = mod
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 
@@ -267,15 +272,7 @@ def k_nested(x: ad.array(dtype=float), y: ad.array(dtype=float)):
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory):
-    import importlib.util
-    import sys
-    path = tmp_path_factory.mktemp("hvp") / "hvp_kernels.py"
-    path.write_text("import math\nimport adjoint as ad\n" + KERNELS)
-    spec = importlib.util.spec_from_file_location("hvp_kernels", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["hvp_kernels"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return _module(tmp_path_factory, "hvp_kernels", KERNELS)
 
 
 @pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_nested"])

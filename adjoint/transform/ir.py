@@ -177,3 +177,13 @@ class Namer:
         self.counters["#t"] = k + 1
         self.taken.add(f"t{k}")
         return f"t{k}"
+
+
+def operation(v):
+    """(rule key, operand atoms) of an operation: a ``BinOp``, ``UnaryOp`` or op call
+    (``rt.sin(x)``, whose key is its callee's name)."""
+    if isinstance(v, gast.BinOp):
+        return type(v.op).__name__, [v.left, v.right]
+    if isinstance(v, gast.UnaryOp):
+        return type(v.op).__name__, [v.operand]
+    return v.callee.name, v.args

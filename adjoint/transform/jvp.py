@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
-from .ir import assign, at, const, if_, name
+from .ir import assign, at, const, if_, name, operation
 from .reverse import at_all
 
 PREFIX = "dot_"
@@ -117,12 +117,7 @@ class _Jvp:
                 return [primal, assign(dz, slot, line)]
             return [primal, assign(dz, const(0.0), line)]
         if isinstance(v, (gast.BinOp, gast.UnaryOp, gast.Call)):
-            if isinstance(v, gast.BinOp):
-                key, args = type(v.op).__name__, [v.left, v.right]
-            elif isinstance(v, gast.UnaryOp):
-                key, args = type(v.op).__name__, [v.operand]
-            else:
-                key, args = v.callee.name, v.args
+            key, args = operation(v)
             rule = lookup(key)
             if rule is None:
                 raise self.pf.error(f"no derivative rule for '{key}'", s, stage="jvp")

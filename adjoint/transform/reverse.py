@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
-from .ir import assign, at, const, if_, name, rt_attr
+from .ir import assign, at, const, if_, name, operation, rt_attr
 from .prune import prune
 
 ADJ_ZERO = 0.0
@@ -214,12 +214,7 @@ class _Reverser:
             elif isinstance(v, gast.Call) and v.callee.kind == "func":
                 out += self.call_adjoint(v, [name(adj(z))], line)
             elif isinstance(v, (gast.BinOp, gast.UnaryOp, gast.Call)):
-                if isinstance(v, gast.BinOp):
-                    key, args = type(v.op).__name__, [v.left, v.right]
-                elif isinstance(v, gast.UnaryOp):
-                    key, args = type(v.op).__name__, [v.operand]
-                else:
-                    key, args = v.callee.name, v.args
+                key, args = operation(v)
                 rule = lookup(key)
                 if rule is None:
                     raise self.pf.error(f"no adjoint rule for '{key}'", s, stage="reverse")
