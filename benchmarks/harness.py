@@ -117,25 +117,29 @@ def verify(workload, system_name, system, problem, ref_cache):
     ref_out, ref_grads = ref_cache["ref"]
     system.fwd_bwd(problem.check_seed)
     outs, grads = system.result()
-    report, bad = [], []
-    for name in problem.outputs:
-        l2, mx = rel_errors(outs[name], ref_out[name])
-        report.append((f"out {name}", l2, mx))
-        if not (l2 <= TOL_L2 and mx <= TOL_MAX):
-            bad.append(f"output '{name}'")
-    for name in problem.diff:
-        l2, mx = rel_errors(grads[name], ref_grads[name])
-        report.append((f"d/d{name}", l2, mx))
-        if not (l2 <= TOL_L2 and mx <= TOL_MAX):
-            bad.append(f"gradient w.r.t. '{name}'")
-    worst = max((r[1] for r in report), default=0.0)
+    pairs = [(f"out {n}", outs[n], ref_out[n]) for n in problem.outputs] + \
+        [(f"d/d{n}", grads[n], ref_grads[n]) for n in problem.diff]
+    return _judge(pairs, f"GRADIENT CHECK FAILED: workload '{workload.NAME}', system "
+                         f"'{system_name}'", "")
+
+
+def _judge(pairs, title, how):
+    """The worst relative L2 error of ``pairs`` [(label, got, float64 reference)], or a
+    ``GradientMismatch`` titled ``title`` listing every error when one is too large."""
+    report = [(what, *rel_errors(got, ref)) for what, got, ref in pairs]
+    bad = [what for what, l2, mx in report if not (l2 <= TOL_L2 and mx <= TOL_MAX)]
     if bad:
         lines = "\n".join(f"    {what:<12} rel L2 {l2:.2e}  rel max {mx:.2e}" for what, l2, mx in report)
         raise GradientMismatch(
-            f"GRADIENT CHECK FAILED: workload '{workload.NAME}', system '{system_name}': "
-            f"{', '.join(bad)} disagree(s) with the float64 reference "
+            f"{title}: {', '.join(bad)} disagree(s) with the float64 reference{how} "
             f"(tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}")
-    return worst
+    return max((r[1] for r in report), default=0.0)
+
+
+def _float64(inputs):
+    """``inputs`` with every float array in float64 (what the references compute in)."""
+    return {k: (np.asarray(v, np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+                else v) for k, v in inputs.items()}
 
 
 def tangent_arrays(problem, outputs):
@@ -152,8 +156,7 @@ def jvp_reference(workload, problem):
     """float64 outputs' directional derivatives along ``problem.tangent``: central
     differences of ``ref_forward`` (step 1e-6 of the largest input; the error is far
     below the float32 tolerance)."""
-    x64 = {k: (np.asarray(v, np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
-               else v) for k, v in problem.inputs.items()}
+    x64 = _float64(problem.inputs)
     h = 1e-6 * max(1.0, *(float(np.max(np.abs(x64[k]))) for k in problem.diff))
     plus = dict(x64, **{k: x64[k] + h * problem.tangent[k] for k in problem.diff})
     minus = dict(x64, **{k: x64[k] - h * problem.tangent[k] for k in problem.diff})
@@ -170,29 +173,17 @@ def verify_jvp(workload, system_name, system, problem, ref_cache):
         ref_cache["jvp"] = jvp_reference(workload, problem)
     system.jvp()
     outs, dots = system.jvp_result()
-    report, bad = [], []
-    for name in problem.outputs:
-        for what, got, ref in ((f"out {name}", outs[name], ref_cache["ref"][0][name]),
-                               (f"dot {name}", dots[name], ref_cache["jvp"][name])):
-            l2, mx = rel_errors(got, ref)
-            report.append((what, l2, mx))
-            if not (l2 <= TOL_L2 and mx <= TOL_MAX):
-                bad.append(what)
-    if bad:
-        lines = "\n".join(f"    {what:<12} rel L2 {l2:.2e}  rel max {mx:.2e}" for what, l2, mx in report)
-        raise GradientMismatch(
-            f"JVP CHECK FAILED: workload '{workload.NAME}', system '{system_name}': "
-            f"{', '.join(bad)} disagree(s) with the float64 reference (central differences "
-            f"for the tangents; tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}")
-    return max(r[1] for r in report)
+    pairs = [p for n in problem.outputs for p in ((f"out {n}", outs[n], ref_cache["ref"][0][n]),
+                                                   (f"dot {n}", dots[n], ref_cache["jvp"][n]))]
+    return _judge(pairs, f"JVP CHECK FAILED: workload '{workload.NAME}', system '{system_name}'",
+                  " (central differences for the tangents)")
 
 
 def fd_check_reference(workload, rng):
     """Check the workload's analytic float64 reference against central finite
     differences of its float64 forward on the ``tiny`` instance (random directions)."""
     problem = workload.make(np.random.default_rng(1234), **workload.SIZES["tiny"])
-    inputs64 = {k: (np.asarray(v, np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
-                    else v) for k, v in problem.inputs.items()}
+    inputs64 = _float64(problem.inputs)
     seed = {k: np.asarray(v, np.float64) for k, v in problem.check_seed.items()}
     _, grads = workload.reference(problem, problem.check_seed)
 
