@@ -24,13 +24,12 @@ import copy
 import gast
 
 from . import ieee
-from ..transform.ir import const, if_, name
+from ..transform.ir import StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment
 
 DEVICE = "@cuda.jit(device=True)"
 KERNEL = "@cuda.jit"
-DTYPES = {"float": "float64", "int": "int64", "bool": "int8"}
 STATUS = "rt_status"
 
 
@@ -48,10 +47,9 @@ def _call(func, *args):
 class LowerCuda(gast.NodeTransformer):
     """Rewrite a lowered CPU body for CUDA (see the module docstring)."""
 
-    def __init__(self, owner, dims, kinds, capacity, custom_grads):
-        self.owner, self.dims, self.kinds = owner, dims, kinds
+    def __init__(self, owner, dims, capacity, custom_grads):
+        self.owner, self.dims = owner, dims
         self.capacity, self.custom_grads = capacity, custom_grads
-        self.stacks = set()
 
     def exclusive(self, sl):
         return is_exclusive(self.owner, self.dims, sl)
@@ -68,40 +66,31 @@ class LowerCuda(gast.NodeTransformer):
 
     def visit_Assign(self, node):
         v = node.value
-        if isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and \
-                isinstance(v.func.value, gast.Name) and v.func.value.id == "rt":
-            if v.func.attr.startswith("stack_new"):
-                kind = self.kinds.get(v.args[1].id, "float") if isinstance(v.args[1], gast.Name) \
-                    else "float"
-                node.value = _call(_attr("cuda", "local", "array"), const(self.capacity),
-                                   name(DTYPES[kind]))
-                self.stacks.add(node.targets[0].id)
-                return node
-            if v.func.attr == "stack_push":
-                stack, n, val = v.args
-                store = gast.Assign(targets=[gast.Subscript(value=copy.deepcopy(stack), slice=n,
-                                                            ctx=gast.Store())],
-                                    value=val, type_comment=None)
-                flag = gast.Assign(targets=[gast.Subscript(value=name(STATUS), slice=const(0),
-                                                           ctx=gast.Store())],
-                                   value=const(node.lineno or -1), type_comment=None)
-                test = gast.Compare(left=copy.deepcopy(n), ops=[gast.Lt()],
-                                    comparators=[const(self.capacity)])
-                return if_(test, [store], [flag], node.lineno)
+        if isinstance(v, StackNew):
+            v.capacity = const(self.capacity)    # numba.cuda sizes local arrays when compiling
+            return node
+        if isinstance(v, StackPush):
+            store = gast.Assign(targets=[gast.Subscript(value=v.stack, slice=v.index,
+                                                        ctx=gast.Store())],
+                                value=v.value, type_comment=None)
+            flag = gast.Assign(targets=[gast.Subscript(value=name(STATUS), slice=const(0),
+                                                       ctx=gast.Store())],
+                               value=const(node.lineno or -1), type_comment=None)
+            test = gast.Compare(left=copy.deepcopy(v.index), ops=[gast.Lt()],
+                                comparators=[const(self.capacity)])
+            return if_(test, [store], [flag], node.lineno)
         self.generic_visit(node)
         return node
 
-    def visit_Subscript(self, node):
+    def visit_StackRead(self, node):
         """After an overflow (already reported through the status array) stay in bounds."""
         self.generic_visit(node)
-        if isinstance(node.value, gast.Name) and node.value.id in self.stacks and \
-                isinstance(node.ctx, gast.Load):
-            # (a conditional, not min(): numba.cuda types min(int, int) wrongly)
-            last = const(self.capacity - 1)
-            node.slice = gast.IfExp(test=gast.Compare(left=node.slice, ops=[gast.Lt()],
-                                                      comparators=[copy.deepcopy(last)]),
-                                    body=copy.deepcopy(node.slice), orelse=last)
-        return node
+        # (a conditional, not min(): numba.cuda types min(int, int) wrongly)
+        last = const(self.capacity - 1)
+        index = gast.IfExp(test=gast.Compare(left=node.index, ops=[gast.Lt()],
+                                             comparators=[copy.deepcopy(last)]),
+                           body=copy.deepcopy(node.index), orelse=last)
+        return gast.Subscript(value=node.stack, slice=index, ctx=gast.Load())
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -123,7 +112,7 @@ class LowerCuda(gast.NodeTransformer):
 
 def lower_body(body, tr, capacity, custom_grads):
     owner = tr.threads if tr.pf.role == "kernel" else {}
-    lw = LowerCuda(owner, tr.dims, tr.ssa.kinds, capacity, custom_grads)
+    lw = LowerCuda(owner, tr.dims, capacity, custom_grads)
     return [lw.visit(copy.deepcopy(s)) for s in body]
 
 

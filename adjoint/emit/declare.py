@@ -13,7 +13,7 @@ leaves the body as it is (and does not inline it).
 """
 import gast
 
-from ..transform.ir import assign, const, name, names_in_target, names_read
+from ..transform.ir import StackNew, assign, const, names_in_target, names_read
 from ..transform.reverse import comment
 
 DEFAULTS = {"float": 0.0, "int": 0, "bool": False}
@@ -69,10 +69,7 @@ def declare(body, params, tr, with_stacks=True):
             if not with_stacks:
                 continue
             kind = stacks[n]
-            call = gast.Call(func=gast.Attribute(value=name("rt"), attr=f"stack_new_{kind}",
-                                                 ctx=gast.Load()),
-                             args=[const(1), const(DEFAULTS[kind])], keywords=[])
-            decls.append(assign(n, call, None))
+            decls.append(assign(n, StackNew(kind, const(1), const(DEFAULTS[kind])), None))
             continue
         kind = "int" if n in tr.rev.counters else \
             tr.ssa.kinds.get(n) or tr.rev.kinds.get(n) or tr.tangent.kinds.get(n)

@@ -15,7 +15,7 @@ import hashlib
 import gast
 
 from .. import __version__
-from . import bounds, cuda, ieee, precision
+from . import bounds, cuda, ieee, precision, stacks
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
@@ -324,7 +324,7 @@ def function_sources(tr, stage, target="cpu"):
             p.emit(0, "")
         p.source = src[0] if src else tr.pf.source
         p.last_line = None
-        p.function(fname, params, ieee.spell(body))
+        p.function(fname, params, ieee.spell(stacks.spell(body, target)))
     return p.text()
 
 
@@ -461,7 +461,8 @@ def module_source(items, relname, source_text, target="cpu"):
             p.lines += ["", ""]
             p.source = src[0] if src else tr.pf.source
             p.last_line = None
-            p.function(fname, params, ieee.spell(body), decorator=decorator)
+            p.function(fname, params, ieee.spell(stacks.spell(body, target)),
+                       decorator=decorator)
         specs += _spec_lines(role, tr, relname, target, fns)
     p.lines += [""]
     for line in specs:

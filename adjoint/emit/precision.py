@@ -130,14 +130,12 @@ class _Float32(gast.NodeTransformer):
         f = node.func
         if isinstance(f, gast.Name) and f.id == "float" and len(node.args) == 1:
             node.func = rt_attr("float32")                # float(n) in a float32 kernel
-        if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
-                f.value.id == "rt" and f.attr == "stack_new_float":
-            f.attr = "stack_new_float32"
-        if isinstance(f, gast.Attribute) and f.attr == "array" and \
-                isinstance(f.value, gast.Attribute) and f.value.attr == "local" and \
-                len(node.args) == 2 and isinstance(node.args[1], gast.Name) and \
-                node.args[1].id == "float64":
-            node.args[1] = name("float32")                 # cuda.local.array(n, float32)
+        return node
+
+    def visit_StackNew(self, node):
+        self.generic_visit(node)
+        if node.kind == "float":
+            node.kind = "float32"                          # printed by emit/stacks.py
         return node
 
 

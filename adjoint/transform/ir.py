@@ -2,6 +2,9 @@
 
 The intermediate form is a gast tree. Statements made by a pass carry the
 user's line in ``lineno``; loops carry a ``LoopInfo`` record in ``node.loop``.
+Loop stacks are nodes of their own (``StackNew``, ``StackPush``, ``StackRead``),
+not runtime calls: each target prints them its own way (emit/stacks.py), and
+nothing downstream has to recognise a stack by its name.
 """
 from dataclasses import dataclass, field
 
@@ -25,6 +28,25 @@ class LoopInfo:
     cond: list = field(default_factory=list)
     carried: list = field(default_factory=list)
     latch: list = field(default_factory=list)
+
+
+class StackNew(gast.expr):
+    """A new per-thread loop stack of ``kind`` values ("float", "int", "bool"; a float32
+    kernel's are "float32"), with room for ``capacity`` (an expression) entries and
+    ``first`` as its first entry (which fixes its type). Printed by emit/stacks.py: on
+    the CPU a growable array, on CUDA a fixed local array."""
+    _fields = ("kind", "capacity", "first")
+
+
+class StackPush(gast.expr):
+    """``stack`` with entry ``index`` set to ``value``; the value of the statement
+    ``s = StackPush(s, k, v)`` (the CPU's stack may be reallocated to grow)."""
+    _fields = ("stack", "index", "value")
+
+
+class StackRead(gast.expr):
+    """Entry ``index`` of ``stack`` (both names)."""
+    _fields = ("stack", "index")
 
 
 def name(id_, store=False):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
-from .ir import assign, at, const, if_, name, operation, rt_attr
+from .ir import StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr
 from .prune import prune
 
 ADJ_ZERO = 0.0
@@ -139,12 +139,8 @@ class _Reverser:
         push = []
         for v, stack in names["stacks"].items():
             kind = self.ssa.kinds.get(v, "float")
-            pre.append(assign(stack, gast.Call(func=rt_attr(f"stack_new_{kind}"),
-                                               args=[copy.deepcopy(cap), name(v)],
-                                               keywords=[]), line))
-            push.append(assign(stack, gast.Call(func=rt_attr("stack_push"),
-                                                args=[name(stack), name(names["count"]), name(v)],
-                                                keywords=[]), line))
+            pre.append(assign(stack, StackNew(kind, copy.deepcopy(cap), name(v)), line))
+            push.append(assign(stack, StackPush(name(stack), name(names["count"]), name(v)), line))
         push.append(at(gast.AugAssign(target=name(names["count"], store=True), op=gast.Add(),
                                       value=const(1)), line))
         body = push + self.plain(s.body) + self.plain(s.loop.latch)
@@ -275,7 +271,7 @@ class _Reverser:
         it = names["it"]
         body = [comment(f"iteration {it} of the loop on line {line}, in reverse", line)]
         for v, stack in names["stacks"].items():
-            body.append(assign(v, gast.Subscript(value=name(stack), slice=name(it), ctx=gast.Load()), line))
+            body.append(assign(v, StackRead(name(stack), name(it)), line))
         if isinstance(s, gast.For):
             start, _, step = s.iter.args
             k = gast.BinOp(left=copy.deepcopy(start), op=gast.Add(),
