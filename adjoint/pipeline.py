@@ -11,7 +11,8 @@ from .emit.printer import render_function
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
-from .transform import activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, types
+from .transform import (activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, store,
+                        types)
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 
@@ -33,6 +34,7 @@ class Transformed:
     tangent: object = None  # forward mode: the jvp.Tangent (pass jvp)
     loop_capacity: int = 256  # kernels: the CUDA loop stacks' size (@ad.kernel(loop_capacity))
     threads: dict = None    # {name: d}: the names holding thread index d (parallel)
+    saved: object = None    # kernels: the store policy's forward and backward (pass store)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -55,6 +57,7 @@ def _transform(pyfunc, role, bounds_check):
     checked = bounds.bound(s, dims, threads, enabled=bounds_check and role == "kernel")
     rev = reverse.reverse(checked.ssa, act)
     tangent = jvp.jvp(checked.ssa, act)
+    saved = store.saving(checked.ssa, act, rev, dims)
     reads, writes = hazards.arrays_used(s)
     plans = None
     if role == "kernel":
@@ -62,7 +65,7 @@ def _transform(pyfunc, role, bounds_check):
         plans = parallel.plan(s, dims, threads, adj_arrays)
         plans += (parallel.tangent_plan(plans[0], tangent.names),)
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
-                       plans, checked.sites, tangent, threads=threads)
+                       plans, checked.sites, tangent, threads=threads, saved=saved)
 
 
 def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):

@@ -94,59 +94,55 @@ def jvp_refusal(tr):
 
 def _jvp_functions(tr, target, custom_grads):
     """The JVP's thread and grid functions: the primal and tangent arrays in, both out."""
-    k = tr.pf.name
     params = [p.name for p in tr.pf.params] + tr.tangent.dot_params
-    tids = [f"tid{d}" for d in range(tr.dims)]
-    dims = [f"dim{d}" for d in range(tr.dims)]
     body = _lower(tr.tangent.body)
     jparams = params + ([cuda.STATUS] if bounds.reports(body) else [])
-    if target == "cuda":
-        cap = tr.loop_capacity
-        return [(f"{k}_jvp_thread", tids + jparams,
-                 cuda.lower_body(_declared(body, tids + jparams, tr, target), tr, cap,
-                                 custom_grads), cuda.DEVICE),
-                (f"{k}_jvp", dims + jparams, cuda.grid(f"{k}_jvp_thread", tids, dims, jparams),
-                 cuda.KERNEL)]
-    return [(f"{k}_jvp_thread", tids + jparams, *_thread_body(body, tids + jparams, tr)),
-            (f"{k}_jvp", dims + jparams,
-             *_grid(f"{k}_jvp_thread", tids, dims, jparams, tr.plans[2], backward=False))]
+    return _pair(tr, target, custom_grads, "jvp", body, jparams, tr.plans[2], backward=False)
 
 
 def _kernel_functions(tr, target, custom_grads):
-    k = tr.pf.name
     params = [p.name for p in tr.pf.params]
+    adj_params = tr.rev.adj_params
+    cuda_status = [cuda.STATUS] if target == "cuda" else []
+
+    def status(body):
+        return [cuda.STATUS] if bounds.reports(body) else []
+    forward = _lower(tr.rev.forward)
+    out = _pair(tr, target, custom_grads, "forward", forward, params + status(forward),
+                tr.plans[0], backward=False)
+    if tr.rev.backward is None:
+        return out
+    backward = _lower(tr.rev.backward)
+    out += _pair(tr, target, custom_grads, "backward", backward,
+                 params + adj_params + (cuda_status or status(backward)), tr.plans[1],
+                 backward=True)
+    if tr.saved is not None:
+        saved = [p for p, _, _ in tr.saved.params]
+        forward, backward = _lower(tr.saved.forward), _lower(tr.saved.backward)
+        out += _pair(tr, target, custom_grads, "forward_save", forward,
+                     params + saved + status(forward), tr.plans[0], backward=False)
+        out += _pair(tr, target, custom_grads, "backward_saved", backward,
+                     params + saved + adj_params + (cuda_status or status(backward)),
+                     tr.plans[1], backward=True)
+    return out
+
+
+def _pair(tr, target, custom_grads, part, body, params, plan, backward):
+    """The thread function ``<kernel>_<part>_thread`` running ``body`` for one thread,
+    and the grid function ``<kernel>_<part>`` running it for every thread by ``plan``."""
+    k = tr.pf.name
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
-    adj_params = tr.rev.adj_params
-    forward = _lower(tr.rev.forward)
-    backward = _lower(tr.rev.backward) if tr.rev.backward is not None else None
-    fparams = params + ([cuda.STATUS] if bounds.reports(forward) else [])
+    thread = f"{k}_{part}_thread"
     if target == "cuda":
-        cap = tr.loop_capacity
-        out = [(f"{k}_forward_thread", tids + fparams,
-                cuda.lower_body(_declared(forward, tids + fparams, tr, target),
-                                tr, cap, custom_grads), cuda.DEVICE),
-               (f"{k}_forward", dims + fparams,
-                cuda.grid(f"{k}_forward_thread", tids, dims, fparams), cuda.KERNEL)]
-        if backward is not None:
-            bparams = params + adj_params + [cuda.STATUS]
-            out += [(f"{k}_backward_thread", tids + bparams,
-                     cuda.lower_body(_declared(backward, tids + bparams, tr, target),
-                                     tr, cap, custom_grads), cuda.DEVICE),
-                    (f"{k}_backward", dims + bparams,
-                     cuda.grid(f"{k}_backward_thread", tids, dims, bparams), cuda.KERNEL)]
-        return out
-    out = [(f"{k}_forward_thread", tids + fparams, *_thread_body(forward, tids + fparams, tr)),
-           (f"{k}_forward", dims + fparams,
-            *_grid(f"{k}_forward_thread", tids, dims, fparams, tr.plans[0], backward=False))]
-    if backward is not None:
-        bparams = params + adj_params + ([cuda.STATUS] if bounds.reports(backward) else [])
-        out += [(f"{k}_backward_thread", tids + bparams,
-                 *_thread_body(backward, tids + bparams, tr)),
-                (f"{k}_backward", dims + bparams,
-                 *_grid(f"{k}_backward_thread", tids, dims, bparams, tr.plans[1],
-                        backward=True))]
-    return out
+        lowered = cuda.lower_body(_declared(body, tids + params, tr, target), tr,
+                                  tr.loop_capacity, custom_grads)
+        return [(thread, tids + params, lowered, cuda.DEVICE),
+                (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
+                 cuda.KERNEL)]
+    return [(thread, tids + params, *_thread_body(body, tids + params, tr)),
+            (f"{k}_{part}", dims + params,
+             *_grid(thread, tids, dims, params, plan, backward=backward))]
 
 
 def _declared(body, names, tr, target):
@@ -339,11 +335,13 @@ def _writes_status(fns, kernel, part="backward"):
 
 
 def _launcher(tr, target, fns, part):
-    """How the ``KernelSpec`` names a kernel's ``part`` (forward, backward or jvp): its grid
+    """How the ``KernelSpec`` names a kernel's ``part`` (forward, backward, jvp,
+    forward_save or backward_saved): its grid
     function, behind the bounds checks (``rt.checked``) or the CUDA launcher; or
     ``(what, why)`` when it has none (spelled ``rt.unavailable(what, why)``)."""
     n = tr.pf.name
     fn, status = f"{n}_{part}", _writes_status(fns, n, part)
+    part = part.split("_")[0]           # forward_save runs as a forward, backward_saved too
     if part == "backward" and tr.rev.backward is None:
         return None
     if part == "jvp" and jvp_refusal(tr) is not None:
@@ -397,6 +395,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    forward={forward},",
              f"    backward={backward},",
              *_spec_entry("jvp", jvp),
+             *_saved_lines(tr, target, fns),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -404,6 +403,23 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
         lines.append(f"    bounds={bounds.bounds_name(n)},")
     lines.append(")")
     return lines
+
+
+SAVED_DTYPES = {"int": "int64", "bool": "bool"}
+
+
+def _saved_lines(tr, target, fns):
+    """The ``KernelSpec`` entries of the store policy (transform/store.py): the arrays
+    the forward saves per thread, ``(parameter, dtype)``, and the functions saving and
+    reading them; none when no loop is stored."""
+    if tr.saved is None or tr.rev.backward is None:
+        return []
+    floats = "float32" if float32_kernel(tr) else "float64"
+    saved = ", ".join(f"({p!r}, {SAVED_DTYPES.get(kind, floats)!r})"
+                      for p, _, kind in tr.saved.params)
+    return [f"    saved=({saved},),",
+            f"    forward_save={_launcher(tr, target, fns, 'forward_save')},",
+            f"    backward_saved={_launcher(tr, target, fns, 'backward_saved')},"]
 
 
 def _spec_entry(key, value):

@@ -184,7 +184,7 @@ def _fault(status, site, a, b, c):
         status[4] = c
 
 
-_DEVICE = {"range_outside": helpers.range_outside,
+_DEVICE = {"range_outside": helpers.range_outside, "trip_count": helpers.trip_count,
            "index_outside_loop": helpers.index_outside_loop, "fault": _fault}
 
 

@@ -44,6 +44,14 @@ def zeros(shape, dtype, device):
     return buf
 
 
+def empty(shape, dtype, device):
+    """An uninitialised buffer on ``device``."""
+    if device == "cpu":
+        return np.empty(shape, dtype)
+    from numba import cuda
+    return cuda.device_array(shape, dtype)
+
+
 def empty_like(buf):
     if on_host(buf):
         return np.empty_like(buf)

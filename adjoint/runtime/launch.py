@@ -136,12 +136,18 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
             watch.before_write(v, label, tape)       # tapes that read v keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
-    if dots is None:
-        verify.run(spec, "forward", dims, values)
-    else:
+    saved = ()
+    if dots is not None:
         verify.run(spec, "jvp", dims, values, [d for _, d, _ in dots])
+    elif tape is not None and getattr(spec, "saved", ()) and spec.backward is not None:
+        # the store policy (transform/store.py): the forward keeps, per thread, what the
+        # backward would otherwise replay loops to recompute
+        saved = tuple(buffers.empty(dims, dtype, device) for _, dtype in spec.saved)
+        verify.run(spec, "forward_save", dims, [*values, *saved])
+    else:
+        verify.run(spec, "forward", dims, values)
     if tape is not None:
-        tape.record(LaunchStep(spec, dims, args, values, label))
+        tape.record(LaunchStep(spec, dims, args, values, label, saved))
     if dots is not None:
         return {name: given for name, _, given in dots}
 

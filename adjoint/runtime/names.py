@@ -48,7 +48,8 @@ HELPERS = {
     "add_chunks": Needed((CPU,), "the chunks' copies summed into the adjoint array"),
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
     # loop stacks (transform/reverse.py; a CUDA thread keeps its own in local arrays)
-    "trip_count": Needed((CPU,), "iterations of range(start, stop, step): a stack's size"),
+    "trip_count": Needed(BOTH, "iterations of range(start, stop, step): a stack's size, and "
+                         "a stored loop's count (transform/store.py)"),
     "stack_new_float": Needed((CPU,), "a float64 loop stack"),
     "stack_new_float32": Needed((CPU,), "a float32 loop stack (float32 kernels)"),
     "stack_new_int": Needed((CPU,), "an int64 loop stack"),

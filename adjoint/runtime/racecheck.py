@@ -148,8 +148,12 @@ class _Grid:
     """One call of a grid function under checking: its kernel, plan and unit layout."""
 
     def __init__(self, fn, plan, rows, params, views):
-        kernel, _, stage = fn.__name__.rpartition("_")
-        if kernel and stage in ("forward", "backward"):
+        kernel, stage = "", ""
+        for part in ("forward_save", "backward_saved", "forward", "backward", "jvp"):
+            if fn.__name__.endswith("_" + part):
+                kernel, stage = fn.__name__[:-len(part) - 1], part.replace("_", " ")
+                break
+        if kernel:
             origin = getattr(fn.__globals__.get(kernel), "origin", None)
             self.where = f"kernel '{kernel}'" + (f" ({origin})" if origin else "") + \
                 f", {stage} pass"

@@ -45,6 +45,9 @@ class KernelSpec:
     target: str = "cpu"
     bounds: object = None   # the checked indices (runtime.bounds.Bounds), None if unchecked
     jvp: object = None      # forward mode: primal and tangent arrays in, both written
+    saved: tuple = ()       # ((parameter, dtype), ...): what forward_save keeps per thread
+    forward_save: object = None     # the forward, also saving ``saved`` (a tape's launch)
+    backward_saved: object = None   # the backward, reading ``saved`` instead of replaying loops
 
     @property
     def spec(self):

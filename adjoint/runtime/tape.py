@@ -37,6 +37,7 @@ class LaunchStep:
     args: list
     values: list
     label: str
+    saved: tuple = ()       # what the forward saved for the backward (KernelSpec.saved)
 
     def arrays(self):
         return [a for a in self.args if hasattr(a, "numpy")]
@@ -57,7 +58,11 @@ class LaunchStep:
         writer = f"the backward of {self.label}"
         adjs = [adjoint_buffer(a, writer) for p, a in zip(self.kernel.params, self.args)
                 if p.has_adjoint]
-        verify.run(self.kernel, "backward", self.dims, self.values, adjs)
+        if self.saved:
+            verify.run(self.kernel, "backward_saved", self.dims,
+                       [*self.values, *self.saved], adjs)
+        else:
+            verify.run(self.kernel, "backward", self.dims, self.values, adjs)
 
 
 @dataclass

@@ -23,16 +23,16 @@ from . import buffers, config
 
 
 def run(spec, part, dims, values, adjoints=()):
-    """Run ``spec``'s ``part`` ("forward", "backward" or "jvp") on ``(*dims, *values,
-    *adjoints)``: ``values`` one per parameter, ``adjoints`` (or tangents, for "jvp")
-    one per parameter that has an adjoint (a float array), in order."""
+    """Run ``spec``'s ``part`` ("forward", "backward", "jvp", or the store policy's
+    "forward_save" and "backward_saved") on ``(*dims, *values, *adjoints)``: ``values``
+    one per parameter (then, for the last two, the saved arrays), ``adjoints`` (or
+    tangents, for "jvp") one per parameter that has an adjoint (a float array), in order."""
     if part == "jvp":                   # (launch refuses aliasing tangent buffers)
         _quiet(spec.jvp)(*dims, *values, *adjoints)
     else:
-        fn = spec.forward if part == "forward" else spec.backward
-        buffers.call_unaliased(_quiet(fn), (*dims, *values), adjoints)
+        buffers.call_unaliased(_quiet(getattr(spec, part)), (*dims, *values), adjoints)
     if config.verify_fp:
-        check(spec, part, values, adjoints)
+        check(spec, part.split("_")[0], values, adjoints)
 
 
 def _quiet(fn):

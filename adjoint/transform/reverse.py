@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
-from .ir import StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr
+from .ir import (StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+                 target_names, walk_stmts)
 from .prune import prune
 
 ADJ_ZERO = 0.0
@@ -39,6 +40,7 @@ class Reversed:
     stacks: dict            # {loop stack name: kind of the value it records}
     counters: list          # loop iteration counters and reverse iteration variables (ints)
     kinds: dict             # {adjoint name: "float"} for every adjoint local and parameter
+    loop_stacks: dict = None    # {loop uid: its stack names}
 
 
 def adj(v):
@@ -52,8 +54,13 @@ def comment(text, lineno=None):
     return node
 
 
-class _Reverser:
-    def __init__(self, ssa, active_set):
+class Reverser:
+    """Builds the forward and backward bodies. Every loop is *recomputed* by default:
+    the backward replays it (recording what its reverse needs). A loop in ``stored``
+    (a top-level loop of a kernel, see transform/store.py) is not replayed: the forward
+    saves its values per thread and the backward reads them back."""
+
+    def __init__(self, ssa, active_set, stored=(), tids=()):
         self.ssa = ssa
         self.pf = ssa.norm.pf
         self.namer = copy.deepcopy(ssa.norm.namer)     # fresh names; the input is not edited
@@ -62,6 +69,12 @@ class _Reverser:
         self.loop_depth = 0
         self.names = {}         # loop uid -> its counter, iteration and stack names
         self.reversed = {}      # loop uid -> (reversed body, reversed latch)
+        self.stored = set(stored)   # uids of the loops whose values the forward saves
+        self.tids = list(tids)      # the thread's index names (the saved arrays' index)
+        self.saved = {}             # {value name: its saved array parameter}
+        self.saved_by_loop = {}     # {loop uid: [value names]}
+        self.written = set()        # saved parameters the forward writes (store.py sets it)
+        self.plain_depth = 0
 
     def adj_of(self, a):
         if isinstance(a, str):
@@ -88,8 +101,13 @@ class _Reverser:
                            self.plain(s.orelse, keep_stores), s.lineno)
                 out.append(node)
             elif isinstance(s, (gast.For, gast.While)):
-                out.append(self.loop_node(s, self.plain(s.body, keep_stores) +
-                                          self.plain(s.loop.latch, keep_stores)))
+                if keep_stores and self.plain_depth == 0 and s.loop.uid in self.stored:
+                    out.extend(self.saving_loop(s))
+                    continue
+                self.plain_depth += 1
+                body = self.plain(s.body, keep_stores) + self.plain(s.loop.latch, keep_stores)
+                self.plain_depth -= 1
+                out.append(self.loop_node(s, body))
             else:
                 out.append(copy.deepcopy(s))
         return out
@@ -101,6 +119,9 @@ class _Reverser:
             if isinstance(s, gast.If):
                 out.append(if_(s.test, self.aug(s.body) or [at(gast.Pass(), s.lineno)],
                                self.aug(s.orelse), s.lineno))
+            elif isinstance(s, (gast.For, gast.While)) and self.loop_depth == 0 and \
+                    s.loop.uid in self.stored:
+                out.extend(self.saved_reads(s))
             elif isinstance(s, (gast.For, gast.While)) and self.needs_reverse(s):
                 out.extend(self.recorded_loop(s))
             else:
@@ -145,6 +166,61 @@ class _Reverser:
                                       value=const(1)), line))
         body = push + self.plain(s.body) + self.plain(s.loop.latch)
         return pre + [self.loop_node(s, body)]
+
+    # -- stored loops (transform/store.py) -------------------------------------
+    def saved_slot(self, v, store=False):
+        """This thread's entry of the array saving ``v``: ``saved_v[tid0, ...]``."""
+        if v not in self.saved:
+            self.saved[v] = self.namer.fresh(f"saved_{v}")
+        idx = name(self.tids[0]) if len(self.tids) == 1 else \
+            gast.Tuple(elts=[name(t) for t in self.tids], ctx=gast.Load())
+        return gast.Subscript(value=name(self.saved[v]), slice=idx,
+                              ctx=gast.Store() if store else gast.Load())
+
+    def counted(self, s):
+        """Whether a stored loop's trip count must be saved (it can stop early)."""
+        return isinstance(s, gast.While) or s.loop.break_flag is not None
+
+    def saved_reads(self, s):
+        """The backward's stand-in for a stored loop: the values it left, as saved."""
+        line = s.lineno
+        out = [comment(f"the loop on line {line} is not replayed: its values are read back "
+                       "from what the forward saved", line)]
+        if self.needs_reverse(s):
+            count = self.loop_names(s)["count"]
+            if self.counted(s):
+                value = self.saved_slot(count)
+            else:
+                value = gast.Call(func=rt_attr("trip_count"),
+                                  args=[copy.deepcopy(a) for a in s.iter.args], keywords=[])
+            out.append(assign(count, value, line))
+        values = sorted({t for x in walk_stmts([s]) for t in target_names(x)})
+        self.saved_by_loop[s.loop.uid] = values
+        out += [assign(v, self.saved_slot(v), line) for v in values]
+        return out
+
+    def saving_loop(self, s):
+        """The forward of a stored loop: the loop, then the values the backward reads
+        saved (and its trip count, counted, where the loop can stop early)."""
+        line = s.lineno
+        count = self.loop_names(s)["count"] if s.loop.uid in self.names else None
+        counted = count is not None and self.saved.get(count) in self.written
+        self.plain_depth += 1
+        body = self.plain(s.body, True) + self.plain(s.loop.latch, True)
+        self.plain_depth -= 1
+        pre, post = [], []
+        if counted:
+            pre.append(assign(count, const(0), line))
+            body.insert(0, at(gast.AugAssign(target=name(count, store=True), op=gast.Add(),
+                                             value=const(1)), line))
+            post.append(assign(self.saved_slot(count, store=True), name(count), line))
+        post += [assign(self.saved_slot(v, store=True), name(v), line)
+                 for v in self.saved_by_loop.get(s.loop.uid, ())
+                 if self.saved.get(v) in self.written]
+        if post:
+            post.insert(0, comment(f"saved for the backward: the values the loop on line {line} "
+                                   "leaves (it is not replayed there)", line))
+        return pre + [self.loop_node(s, body)] + post
 
     # -- reverse ---------------------------------------------------------------
     def needs_reverse(self, s):
@@ -297,9 +373,22 @@ def at_all(stmt, line):
 
 
 def reverse(ssa, active_set):
-    r = _Reverser(ssa, active_set)
+    r = Reverser(ssa, active_set)
+    forward, backward, adj_params, adj_vars = assemble(r)
+    stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
+              for v, stack in names["stacks"].items()}
+    counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
+    kinds = {adj(v): "float" for v in adj_vars}
+    kinds.update({a: "float" for a in adj_params})
+    loop_stacks = {uid: list(names["stacks"].values()) for uid, names in r.names.items()}
+    return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
+                    loop_stacks)
+
+
+def assemble(r):
+    """(forward, backward, adjoint parameters, adjoint locals) built by the reverser ``r``."""
+    ssa, active_set = r.ssa, r.active
     pf = ssa.norm.pf
-    forward = r.plain(ssa.body, keep_stores=True)
     replay = r.aug(ssa.body)
     rev = r.rev_block(ssa.body)
     adj_vars = sorted(active_set - set(ssa.params))
@@ -321,9 +410,7 @@ def reverse(ssa, active_set):
     else:
         backward = prune(backward)
         adj_params = [adj(p.name) for p in pf.differentiable()]
-    stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
-              for v, stack in names["stacks"].items()}
-    counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
-    kinds = {adj(v): "float" for v in adj_vars}
-    kinds.update({a: "float" for a in adj_params})
-    return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds)
+    r.written = {n.id for x in backward for n in gast.walk(x) if isinstance(n, gast.Name)} & \
+        set(r.saved.values())
+    forward = r.plain(ssa.body, keep_stores=True)
+    return forward, backward, adj_params, adj_vars
