@@ -13,11 +13,9 @@ leaves the body as it is (and does not inline it).
 """
 import gast
 
+from ..rules.types import INT
 from ..transform.ir import StackNew, assign, const, names_in_target, names_read
 from ..transform.reverse import comment
-
-DEFAULTS = {"float": 0.0, "int": 0, "bool": False}
-
 
 def maybe_unassigned(stmts, defined):
     """Names some statement reads while they may still be unassigned."""
@@ -69,13 +67,13 @@ def declare(body, params, tr, with_stacks=True):
             if not with_stacks:
                 continue
             kind = stacks[n]
-            decls.append(assign(n, StackNew(kind, const(1), const(DEFAULTS[kind])), None))
+            decls.append(assign(n, StackNew(kind, const(1), const(kind.zero)), None))
             continue
-        kind = "int" if n in tr.rev.counters else \
+        kind = INT if n in tr.rev.counters else \
             tr.ssa.kinds.get(n) or tr.rev.kinds.get(n) or tr.tangent.kinds.get(n)
-        if kind not in DEFAULTS:
+        if kind is None:
             return [], False
-        decls.append(assign(n, const(DEFAULTS[kind]), None))
+        decls.append(assign(n, const(kind.zero), None))
     if decls:
         decls.insert(0, comment("locals assigned on only some paths start at zero (numba then "
                                 "types them, and each parallel worker keeps its own copy)"))

@@ -405,17 +405,14 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
     return lines
 
 
-SAVED_DTYPES = {"int": "int64", "bool": "bool"}
-
-
 def _saved_lines(tr, target, fns):
     """The ``KernelSpec`` entries of the store policy (transform/store.py): the arrays
     the forward saves per thread, ``(parameter, dtype)``, and the functions saving and
     reading them; none when no loop is stored."""
     if tr.saved is None or tr.rev.backward is None:
         return []
-    floats = "float32" if float32_kernel(tr) else "float64"
-    saved = ", ".join(f"({p!r}, {SAVED_DTYPES.get(kind, floats)!r})"
+    f32 = float32_kernel(tr)
+    saved = ", ".join(f"({p!r}, {(kind.float32() if f32 else kind).dtype!r})"
                       for p, _, kind in tr.saved.params)
     return [f"    saved=({saved},),",
             f"    forward_save={_launcher(tr, target, fns, 'forward_save')},",

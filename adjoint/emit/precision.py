@@ -14,6 +14,7 @@ import copy
 import gast
 
 from ..rules import RULES
+from ..rules.types import FLOAT, INT, of
 from ..transform.ir import name, rt_attr, rt_call
 
 
@@ -27,7 +28,7 @@ def _users_kinds(tr, params):
     """A hand-written adjoint or JVP's parameters: the func's own, then its seeds or
     tangents (floats). Of its other names the transformer knows nothing."""
     own = [p.kind for p in tr.pf.params]
-    return {n: own[k] if k < len(own) else "float" for k, n in enumerate(params)}
+    return {n: own[k] if k < len(own) else FLOAT for k, n in enumerate(params)}
 
 
 def float32_kernel(tr):
@@ -42,8 +43,8 @@ def float32_kernel(tr):
 # where that does not depend on the operands' (rt.clamp's does)
 def _fixed_kind(r):
     n = len(r.params)
-    kind = r.result_kind(*["float"] * n)
-    return kind if kind == r.result_kind(*["int"] * n) else None
+    kind = r.result_kind(*[FLOAT] * n)
+    return kind if kind == r.result_kind(*[INT] * n) else None
 
 
 _RUNTIME_KINDS = {r.runtime: _fixed_kind(r) for r in RULES.values()
@@ -134,8 +135,7 @@ class _Float32(gast.NodeTransformer):
 
     def visit_StackNew(self, node):
         self.generic_visit(node)
-        if node.kind == "float":
-            node.kind = "float32"                          # printed by emit/stacks.py
+        node.kind = of(node.kind).float32()                # printed by emit/stacks.py
         return node
 
 

@@ -17,10 +17,8 @@ import copy
 
 import gast
 
+from ..rules.types import of
 from ..transform.ir import StackNew, StackPush, StackRead, name, rt_call
-
-CUDA_DTYPES = {"float": "float64", "float32": "float32", "int": "int64", "bool": "int8"}
-
 
 def spell(body, target):
     """``body`` with its stack nodes printed for ``target`` ("cpu" or "cuda")."""
@@ -37,7 +35,7 @@ class _Spell(gast.NodeTransformer):
             local = gast.Attribute(value=gast.Attribute(value=name("cuda"), attr="local",
                                                         ctx=gast.Load()),
                                    attr="array", ctx=gast.Load())
-            return gast.Call(func=local, args=[node.capacity, name(CUDA_DTYPES[node.kind])],
+            return gast.Call(func=local, args=[node.capacity, name(of(node.kind).cuda)],
                              keywords=[])
         return rt_call(f"stack_new_{node.kind}", node.capacity, node.first)
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import TransformError
 from ..rules import RULES, lookup
+from ..rules.types import BOOL, FLOAT, INT, of
 from ..runtime import builtins as adb
 from ..runtime.types import ArrayType, scalar_dtype
 from .devicefunc import DeviceFunction
@@ -119,8 +120,8 @@ class Param:
     @property
     def kind(self):
         if self.is_array:
-            return self.type.kind
-        return {"f": "float", "b": "bool"}.get(self.type.kind, "int")
+            return of(self.type.kind)
+        return {"f": FLOAT, "b": BOOL}.get(self.type.kind, INT)
 
 
 @dataclass
@@ -136,7 +137,7 @@ class ParsedFunction:
     def differentiable(self):
         """The parameters that have derivatives (adjoints, tangents): a kernel's float
         arrays, a func's floats."""
-        return [p for p in self.params if p.kind == "float" and
+        return [p for p in self.params if p.kind.differentiable and
                 (p.is_array or self.role != "kernel")]
 
     def error(self, reason, node=None, stage="parse"):

@@ -5,6 +5,7 @@ Each function states partials: ``d_x = <linear in g>`` (see registry.py); ``z`` 
 import math  # noqa: F401 - the templates below name math.* in their source
 
 from .registry import rule
+from .types import BOOL, FLOAT
 
 # The templates below are never called: their bodies are parsed as source.
 # flake8: noqa: F821
@@ -28,7 +29,7 @@ def mul(z, x, y):
     d_y = g * x
 
 
-@rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: "float",
+@rule("Div", "/", domain=[(-2, 2), (0.5, 2)], result_kind=lambda a, b: FLOAT,
       runtime="div")
 def div(z, x, y):
     d_x = g / y
@@ -61,7 +62,7 @@ def neg(z, x):
 
 
 def _bool(*kinds):
-    return "bool"
+    return BOOL
 
 
 def _comparison(z, x, y):

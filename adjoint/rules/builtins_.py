@@ -1,5 +1,6 @@
 """Builtins and piecewise functions: abs, min, max, clamp, float(), int()."""
 from .registry import rule
+from .types import FLOAT, INT
 
 # flake8: noqa: F821
 
@@ -42,12 +43,12 @@ def clamp(z, x, lo, hi):
         d_x = g
 
 
-@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: "float")
+@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: FLOAT)
 def float_(z, x):
     d_x = g
 
 
-@rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: "int", differentiable=False,
+@rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: INT, differentiable=False,
       runtime="to_int")
 def int_(z, x):
     pass

@@ -2,16 +2,17 @@
 import math  # noqa: F401 - the templates below name math.* in their source
 
 from .registry import rule
+from .types import FLOAT, INT
 
 # flake8: noqa: F821
 
 
 def _float(*kinds):
-    return "float"
+    return FLOAT
 
 
 def _int(*kinds):
-    return "int"
+    return INT
 
 
 def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=()):

@@ -28,24 +28,15 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
+from .types import BOOL, INT, join
+
 import gast
 
 RULES = {}
 
-KIND_ORDER = {"bool": 0, "int": 1, "float": 2}
-
-
-def join(*kinds):
-    """Least upper bound of kinds: bool < int < float (None is unknown)."""
-    known = [k for k in kinds if k is not None]
-    if not known:
-        return None
-    return max(known, key=KIND_ORDER.get)
-
-
 def numeric(*kinds):
     k = join(*kinds)
-    return "int" if k == "bool" else k
+    return INT if k == BOOL else k
 
 
 SEED = "g"          # the seed of a partial: adj_z (reverse) or the operand's dot_ (forward)

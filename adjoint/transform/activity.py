@@ -50,7 +50,7 @@ def active(ssa):
     kinds = ssa.kinds
     float_arrays = {p.name for p in pf.differentiable() if p.is_array}
     if pf.role == "func":
-        varied = {p.name for p in pf.params if p.kind == "float"}
+        varied = {p.name for p in pf.params if p.kind.differentiable}
     else:
         varied = set()
     for s in stmts:
@@ -62,7 +62,7 @@ def active(ssa):
     while changed:
         changed = False
         for tgt, ops, diff in edges:
-            if diff and tgt not in varied and kinds.get(tgt) == "float" and \
+            if diff and tgt not in varied and _differentiable(kinds.get(tgt)) and \
                     any(o in varied for o in ops):
                 varied.add(tgt)
                 changed = True
@@ -84,4 +84,8 @@ def active(ssa):
                     if o not in useful:
                         useful.add(o)
                         changed = True
-    return {v for v in varied & useful if kinds.get(v) == "float"}
+    return {v for v in varied & useful if _differentiable(kinds.get(v))}
+
+
+def _differentiable(kind):
+    return kind is not None and kind.differentiable

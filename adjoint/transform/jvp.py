@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
+from ..rules.types import FLOAT
 from .ir import assign, at, const, if_, name, operation
 from .reverse import at_all
 
@@ -65,7 +66,7 @@ class _Jvp:
                 d = PREFIX + d
             self.taken.add(d)
             self.names[v] = d
-            self.kinds[d] = "float"
+            self.kinds[d] = FLOAT
         return d
 
     def dot_value(self, atom):
@@ -140,7 +141,7 @@ class _Jvp:
         if not any(e.id in self.active for e in targets):
             return [copy.deepcopy(s)]
         callee = v.callee.target
-        float_params = [p.kind == "float" for p in callee.transformed.pf.params]
+        float_params = [p.kind.differentiable for p in callee.transformed.pf.params]
         dots = [self.dot_value(a) for a, f in zip(v.args, float_params) if f]
         node = copy.deepcopy(v)
         node.args = node.args + dots

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules import lookup
+from ..rules.types import FLOAT
 from .ir import (StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .prune import prune
@@ -39,7 +40,7 @@ class Reversed:
     active: set
     stacks: dict            # {loop stack name: kind of the value it records}
     counters: list          # loop iteration counters and reverse iteration variables (ints)
-    kinds: dict             # {adjoint name: "float"} for every adjoint local and parameter
+    kinds: dict             # {adjoint name: its type (float)} for every adjoint local and parameter
     loop_stacks: dict = None    # {loop uid: its stack names}
 
 
@@ -159,7 +160,7 @@ class Reverser:
                assign(names["count"], const(0), line)]
         push = []
         for v, stack in names["stacks"].items():
-            kind = self.ssa.kinds.get(v, "float")
+            kind = self.ssa.kinds.get(v, FLOAT)
             pre.append(assign(stack, StackNew(kind, copy.deepcopy(cap), name(v)), line))
             push.append(assign(stack, StackPush(name(stack), name(names["count"]), name(v)), line))
         push.append(at(gast.AugAssign(target=name(names["count"], store=True), op=gast.Add(),
@@ -375,11 +376,11 @@ def at_all(stmt, line):
 def reverse(ssa, active_set):
     r = Reverser(ssa, active_set)
     forward, backward, adj_params, adj_vars = assemble(r)
-    stacks = {stack: ssa.kinds.get(v, "float") for names in r.names.values()
+    stacks = {stack: ssa.kinds.get(v, FLOAT) for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
-    kinds = {adj(v): "float" for v in adj_vars}
-    kinds.update({a: "float" for a in adj_params})
+    kinds = {adj(v): FLOAT.adjoint for v in adj_vars}
+    kinds.update({a: FLOAT.adjoint for a in adj_params})
     loop_stacks = {uid: list(names["stacks"].values()) for uid, names in r.names.items()}
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
                     loop_stacks)
@@ -401,7 +402,7 @@ def assemble(r):
                 [comment("reverse pass: every adjoint starts at zero, statements in reverse order")] +
                 init + rev)
     if pf.role == "func":
-        rets = [name(adj(p.name)) if p.kind == "float" else const(0.0) for p in pf.params]
+        rets = [name(adj(p.name)) if p.kind.differentiable else const(0.0) for p in pf.params]
         value = rets[0] if len(rets) == 1 else gast.Tuple(elts=rets, ctx=gast.Load())
         backward.append(at(gast.Return(value=value), line))
         backward = prune(backward)

@@ -19,10 +19,8 @@ from dataclasses import dataclass
 
 import gast
 
+from ..rules.types import of
 from .ir import assign, at, const, if_, load_names, name, target_names, value_names, walk_stmts
-
-DEFAULTS = {"float": 0.0, "int": 0, "bool": False}
-
 
 @dataclass
 class SSA:
@@ -99,7 +97,7 @@ class _Builder:
         return v
 
     def default(self, orig):
-        return const(DEFAULTS[self.kinds[orig]])
+        return const(of(self.kinds[orig]).zero)
 
     def rename(self, node, env):
         for n in value_names(node):

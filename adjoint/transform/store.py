@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import gast
 
+from ..rules.types import FLOAT, INT
 from .reverse import Reverser, assemble
 
 
@@ -49,7 +50,7 @@ def saving(ssa, active_set, rev, dims):
     if not r.written:
         return None
     counts = {names["count"] for names in r.names.values()}
-    params = tuple((p, v, "int" if v in counts else ssa.kinds.get(v, "float"))
+    params = tuple((p, v, INT if v in counts else ssa.kinds.get(v, FLOAT))
                    for v, p in r.saved.items() if p in r.written)
     lines = tuple(s.lineno for s in loops if any(v in r.saved and r.saved[v] in r.written
                                                  for v in r.saved_by_loop.get(s.loop.uid, ())))

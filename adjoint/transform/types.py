@@ -1,21 +1,21 @@
 """Pass 4, types: the kind (bool, int or float) of every variable.
 
 Expects: a ``Normalized`` function (pass normalize).
-Guarantees: ``infer`` returns ``{name: kind}`` for every assigned name, the
-join over all its assignments (bool < int < float), and the kinds of the
-returned values. Integers and booleans never get adjoints; precise dtypes
+Guarantees: ``infer`` returns ``{name: type}`` for every assigned name, the
+join over all its assignments (bool < int < float), and the types of the
+returned values: ``ValueType`` objects (rules/types.py), each its kind's name. Integers and booleans never get adjoints; precise dtypes
 (float32 vs float64) are left to numba's specialisation at launch.
 """
 import gast
 
 from ..rules import lookup
-from ..rules.registry import join
+from ..rules.types import BOOL, FLOAT, INT, join, of
 from .ir import walk_stmts
 
 
 def infer(norm):
     pf = norm.pf
-    kinds = {p.name: p.kind for p in pf.params if not p.is_array}
+    kinds = {p.name: of(p.kind) for p in pf.params if not p.is_array}
     arrays = {p.name: p.type for p in pf.params if p.is_array}
     changed = True
     while changed:
@@ -41,13 +41,13 @@ def infer(norm):
 def atom_kind(a, kinds):
     if isinstance(a, gast.Constant):
         v = a.value
-        return "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"
+        return BOOL if isinstance(v, bool) else INT if isinstance(v, int) else FLOAT
     return kinds.get(a.id)
 
 
 def _assigned_kinds(s, kinds, arrays, pf):
     if isinstance(s, gast.For):
-        return [(s.target.id, "int")]
+        return [(s.target.id, INT)]
     if not isinstance(s, gast.Assign):
         return []
     t = s.targets[0]
@@ -57,7 +57,7 @@ def _assigned_kinds(s, kinds, arrays, pf):
     if isinstance(t, gast.Tuple):
         callee = v.callee
         if callee.kind == "tid":
-            return [(e.id, "int") for e in t.elts]
+            return [(e.id, INT) for e in t.elts]
         return list(zip([e.id for e in t.elts], callee.target.return_kinds))
     return [(t.id, expr_kind(v, kinds, arrays, pf))]
 
@@ -71,15 +71,15 @@ def expr_kind(v, kinds, arrays, pf):
     if isinstance(v, gast.UnaryOp):
         return lookup(type(v.op).__name__).result_kind(atom_kind(v.operand, kinds))
     if isinstance(v, gast.Compare):
-        return "bool"
+        return BOOL
     if isinstance(v, gast.Subscript):
         if isinstance(v.value, gast.Attribute):
-            return "int"
-        return arrays[v.value.id].kind
+            return INT
+        return of(arrays[v.value.id].kind)
     if isinstance(v, gast.Call):
         callee = v.callee
         if callee.kind == "tid":
-            return "int"
+            return INT
         if callee.kind == "func":
             return callee.target.return_kinds[0]
         return lookup(callee.name).result_kind(*[atom_kind(a, kinds) for a in v.args])
