@@ -25,7 +25,9 @@ from .generate import (check, check_output, generate, generated_files, import_so
                        write_if_changed)
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
-BEFORE = {"jvp": "forward"}    # --diff: the stage a stage is shown against (else the one before)
+SAVING = ("forward_save", "backward_saved")     # kernels with stored loops; not in 'all'
+# --diff: the stage a stage is shown against (else the one before)
+BEFORE = {"jvp": "forward", "forward_save": "forward", "backward_saved": "backward"}
 
 
 def cmd_generate(args):
@@ -96,7 +98,10 @@ def stage_texts(obj, stages, target="cpu"):
 def cmd_show(args):
     obj = find_object(args.name)
     stages = STAGES if args.stage == "all" else (args.stage,)
-    needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
+    if stages[-1] in SAVING:
+        needed = [BEFORE[stages[-1]], stages[-1]] if args.diff else list(stages)
+    else:
+        needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
     texts = stage_texts(obj, needed, args.target)
     order = ["source"] + list(STAGES)
     out = []
@@ -145,8 +150,10 @@ def parser():
     s = sub.add_parser("show", help="print one stage of one kernel or func as Python",
                        description="Print a kernel or func after a pass of the pipeline.")
     s.add_argument("name", metavar="SRC.py:NAME")
-    s.add_argument("--stage", choices=STAGES + ("all",), default="backward",
-                   help="which stage (default: backward); 'all' prints each in turn")
+    s.add_argument("--stage", choices=STAGES + SAVING + ("all",), default="backward",
+                   help="which stage (default: backward); 'all' prints each in turn; "
+                        "forward_save/backward_saved: a kernel's pair for a tape when a "
+                        "loop is stored rather than replayed")
     s.add_argument("--diff", action="store_true",
                    help="show what each stage changed, as a unified diff from the one before")
     s.add_argument("--target", choices=TARGETS, default="cpu",

@@ -15,6 +15,7 @@ from .transform import (activity, bounds, hazards, jvp, normalize, parallel, rev
                         types)
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
+SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
 
 
 @dataclass
@@ -76,8 +77,8 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     CUDA loop stacks (``@ad.kernel(loop_capacity=N)``); ``bounds_check=False``
     leaves out the index checks (``@ad.kernel(bounds_check=False)``).
     """
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
+    if stage not in STAGES + SAVING:
+        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES + SAVING)}")
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     params = [p.name for p in _params(pyfunc, role)]

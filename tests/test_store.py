@@ -197,3 +197,16 @@ def test_saved_memory_is_one_value_per_thread(kernels):
     (s,) = tape.steps[0].saved
     assert s.shape == shape and s.dtype == np.float64
     np.testing.assert_allclose(np.tanh(s), out.numpy(), rtol=1e-15)
+
+
+def test_show_the_saving_pair(kernels):
+    """``ad.source`` / ``adjoint show --stage forward_save|backward_saved`` print the pair;
+    a kernel with no stored loop says why it has none."""
+    fwd = ad.source(kernels.energy, "forward_save")
+    bwd = ad.source(kernels.energy, "backward_saved")
+    assert "saved_e_1[tid0] = e_1" in fwd
+    assert "e_1 = saved_e_1[tid0]" in bwd and "loop0_count = rt.trip_count(0, n, 1)" in bwd
+    assert "loop0_count += 1" not in bwd           # the plain backward counts by replaying
+    assert "loop0_count += 1" in ad.source(kernels.energy, "backward")
+    with pytest.raises(ValueError, match="'carried' has no backward_saved functions"):
+        ad.source(kernels.carried, "backward_saved")

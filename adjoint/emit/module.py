@@ -314,6 +314,10 @@ def function_sources(tr, stage, target="cpu"):
         picked = [f for f in fns if f[0] == f"{n}_{part}"]
     if stage == "jvp" and not picked:
         raise ValueError(f"'{n}' has no JVP: {jvp_refusal(tr)}")
+    if not picked:
+        raise ValueError(f"'{n}' has no {stage} functions: only a kernel with a loop the "
+                         "backward would replay for the values it leaves (and no stack) "
+                         "has them (see docs/semantics.md, store or recompute)")
     p = Printer(tr.pf.source)
     for i, (fname, params, body, _deco, *src) in enumerate(picked):
         if i:
