@@ -14,7 +14,7 @@ leaves the body as it is (and does not inline it).
 import gast
 
 from ..rules.types import INT
-from ..transform.ir import StackNew, assign, const, names_in_target, names_read
+from ..transform.ir import Comment, StackNew, assign, const, names_in_target, names_read
 from ..transform.reverse import comment
 
 def maybe_unassigned(stmts, defined):
@@ -23,7 +23,7 @@ def maybe_unassigned(stmts, defined):
 
     def block(body, d):
         for s in body:
-            if getattr(s, "comment", None) is not None:
+            if isinstance(s, Comment):
                 continue
             if isinstance(s, gast.Assign):
                 bad.update(names_read(s.value) - d)

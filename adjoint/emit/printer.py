@@ -11,6 +11,8 @@ import textwrap
 
 import gast
 
+from ..transform.ir import Comment
+
 INDENT = "    "
 WIDTH = 99
 
@@ -97,13 +99,12 @@ class Printer:
     def block(self, stmts, depth):
         for s in stmts:
             self.stmt(s, depth)
-        if all(getattr(s, "comment", None) is not None for s in stmts):
+        if all(isinstance(s, Comment) for s in stmts):
             self.emit(depth, "pass")    # comments alone are no block (a backward with no work)
 
     def stmt(self, s, depth):
-        text = getattr(s, "comment", None)
-        if text is not None:
-            self.emit(depth, f"# {text}")
+        if isinstance(s, Comment):
+            self.emit(depth, f"# {s.text}")
             self.last_line = None
             return
         self.note_line(s, depth)

@@ -20,6 +20,7 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
+from ..transform.ir import Comment
 from .declare import declare
 from .printer import Printer
 
@@ -56,7 +57,7 @@ def _strip(stmts):
     """``stmts`` without bounds checks and comment nodes (an emptied block gets ``pass``)."""
     out = []
     for s in stmts:
-        if getattr(s, "check", None) is not None or getattr(s, "comment", None) is not None:
+        if getattr(s, "check", None) is not None or isinstance(s, Comment):
             continue
         s = copy.copy(s)
         for field in ("body", "orelse"):
@@ -83,5 +84,5 @@ def function_text(tr, fname, params, body):
         raise ValueError(f"'{tr.pf.name}': a local of unknown kind is not definitely assigned")
     p = Printer(tr.pf.source)
     p.function(fname, [f"{n}: {a}" for n, a in params],
-               [s for s in decls if getattr(s, "comment", None) is None] + body)
+               [s for s in decls if not isinstance(s, Comment)] + body)
     return p.text()

@@ -30,6 +30,12 @@ class LoopInfo:
     latch: list = field(default_factory=list)
 
 
+class Comment(gast.stmt):
+    """``# text``: commentary in generated code (what a replay or a plan does), with no
+    effect. Only the printer reads ``text``; every pass keeps the node where it stands."""
+    _fields = ("text",)
+
+
 class StackNew(gast.expr):
     """A new per-thread loop stack of ``kind`` values ("float", "int", "bool"; a float32
     kernel's are "float32"), with room for ``capacity`` (an expression) entries and

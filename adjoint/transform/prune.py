@@ -12,7 +12,7 @@ import copy
 
 import gast
 
-from .ir import names_in_target, names_read
+from .ir import Comment, names_in_target, names_read
 
 
 def prune(stmts, live_out=frozenset()):
@@ -32,11 +32,11 @@ def _block(stmts, live, loops):
 
 
 def _only_comments(stmts):
-    return all(getattr(s, "comment", None) is not None or isinstance(s, gast.Pass) for s in stmts)
+    return all(isinstance(s, (Comment, gast.Pass)) for s in stmts)
 
 
 def _stmt(s, live, loops):
-    if getattr(s, "comment", None) is not None or isinstance(s, gast.Pass):
+    if isinstance(s, (Comment, gast.Pass)):
         return s, live
     if isinstance(s, gast.Assign):
         t = s.targets[0]

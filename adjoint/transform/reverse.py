@@ -25,7 +25,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+from .ir import (Comment, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .prune import prune
 
@@ -49,8 +49,7 @@ def adj(v):
 
 
 def comment(text, lineno=None):
-    node = gast.Expr(value=gast.Constant(value=text, kind=None))
-    node.comment = text
+    node = Comment(text)
     node.lineno = lineno
     return node
 
