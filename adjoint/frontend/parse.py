@@ -99,12 +99,16 @@ class SourceInfo:
         return os.path.basename(self.filename).strip("<>") or "<unknown>"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Callee:
-    """What a call node calls. ``kind``: op, range, tid, atomic or func."""
+    """What a call node calls. ``kind``: op, range, tid, atomic or func. A fact, shared
+    by every copy of its node: a deep copy of a tree does not copy the func it names."""
     kind: str
     name: str
     target: object = None
+
+    def __deepcopy__(self, memo):
+        return self
 
 
 @dataclass

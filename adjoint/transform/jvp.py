@@ -47,7 +47,7 @@ class _Jvp:
         self.float_arrays = {p.name for p in self.pf.differentiable() if p.is_array}
         self.kinds = {}
         self.names = {}
-        self.taken = set(ssa.norm.namer.taken) | {p.name for p in self.pf.params} | {
+        self.taken = set(ssa.namer.taken) | {p.name for p in self.pf.params} | {
             n.id for s in ssa.body for n in gast.walk(s) if isinstance(n, gast.Name)}
 
     def dot_of(self, atom):

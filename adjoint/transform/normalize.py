@@ -43,7 +43,8 @@ def normalize(pf):
     taken |= {p.name for p in pf.params}
     namer = Namer(taken)
     n_returns = _count_returns(pf)
-    lowered = _ExitLowering(pf, namer, n_returns).run(pf.node.body)
+    # (the lowering and ANF rewrite nodes in place: they work on a copy of the parsed tree)
+    lowered = _ExitLowering(pf, namer, n_returns).run(copy.deepcopy(pf.node.body))
     body = _Unshare().block(_Anf(pf, namer).block(lowered))
     return Normalized(pf, body, namer, n_returns)
 

@@ -63,7 +63,7 @@ class Reverser:
     def __init__(self, ssa, active_set, stored=(), tids=()):
         self.ssa = ssa
         self.pf = ssa.norm.pf
-        self.namer = copy.deepcopy(ssa.norm.namer)     # fresh names; the input is not edited
+        self.namer = copy.deepcopy(ssa.namer)     # fresh names; the input is not edited
         self.active = active_set
         self.adj_arrays = {p.name for p in self.pf.differentiable() if p.is_array}
         self.loop_depth = 0

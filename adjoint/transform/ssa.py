@@ -14,6 +14,7 @@ Guarantees:
 - ``SSA.origin`` maps each version to the user's name, ``SSA.kinds`` gives
   every version its kind.
 """
+import copy
 from collections import Counter
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class SSA:
     origin: dict      # version -> user's name
     kinds: dict       # version -> kind
     params: list      # parameter names
+    namer: object = None    # the normalize namer with every version taken (a copy)
 
 
 def ssa(norm, kinds):
@@ -36,9 +38,9 @@ def ssa(norm, kinds):
     params = [p.name for p in pf.params]
     b = _Builder(norm, kinds, params)
     env = {p: p for p in params}
-    body = b.block(norm.body, env, loop_reads=frozenset())
+    body = b.block(copy.deepcopy(norm.body), env, loop_reads=frozenset())   # (renamed in place)
     return SSA(norm, body, b.origin, {v: kinds[o] for v, o in b.origin.items()
-                                       if o in kinds}, params)
+                                       if o in kinds}, params, b.namer)
 
 
 def _reads(stmts):
@@ -81,7 +83,7 @@ def _exposed(stmts, defined):
 
 class _Builder:
     def __init__(self, norm, kinds, params):
-        self.norm, self.kinds, self.namer = norm, kinds, norm.namer
+        self.norm, self.kinds, self.namer = norm, kinds, copy.deepcopy(norm.namer)
         self.origin = {p: p for p in params}
         self.total_reads = _reads(norm.body)
         self.used_versions = set(params)
