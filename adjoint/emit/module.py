@@ -20,7 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import assign, const, name, rt_attr, rt_call
+from ..transform.ir import CheckStmt, assign, const, name, rt_attr, rt_call
 from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"
@@ -32,11 +32,8 @@ class _Lower(gast.NodeTransformer):
     (or f_adjoint, f_jvp: the call's ``part``),
     a bounds check -> its test and fault report (emit/bounds.py)."""
 
-    def visit_Expr(self, node):
-        if getattr(node, "check", None) is not None:
-            return bounds.lower(node)
-        self.generic_visit(node)
-        return node
+    def visit_CheckStmt(self, node):
+        return bounds.lower(node)
 
     def visit_Assign(self, node):
         v = node.value

@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import Comment
+from ..transform.ir import CheckStmt, Comment
 
 INDENT = "    "
 WIDTH = 99
@@ -120,6 +120,8 @@ class Printer:
         elif isinstance(s, gast.While):
             self.emit(depth, f"while {expr_src(s.test)}:")
             self.loop_body(s, depth + 1)
+        elif isinstance(s, CheckStmt):
+            self.emit(depth, expr_src(s.value))      # a bounds check, as pass bounds wrote it
         else:
             self.emit(depth, expr_src(s))
 

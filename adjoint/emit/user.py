@@ -20,7 +20,7 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
-from ..transform.ir import Comment
+from ..transform.ir import CheckStmt, Comment
 from .declare import declare
 from .printer import Printer
 
@@ -57,7 +57,7 @@ def _strip(stmts):
     """``stmts`` without bounds checks and comment nodes (an emptied block gets ``pass``)."""
     out = []
     for s in stmts:
-        if getattr(s, "check", None) is not None or isinstance(s, Comment):
+        if isinstance(s, (CheckStmt, Comment)):
             continue
         s = copy.copy(s)
         for field in ("body", "orelse"):

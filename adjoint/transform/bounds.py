@@ -3,7 +3,7 @@
 Expects: an ``SSA`` kernel (pass ssa; hazards and activity done) and the number
 of its grid dimensions.
 Guarantees: ``bound`` returns a ``Bounded``: a new ``SSA`` whose body carries a
-*check statement* (an ``Expr`` whose ``node.check`` is a ``Check``) before
+*check statement* (a ``CheckStmt``, transform/ir.py, holding its ``Check``) before
 every access whose index is not already proven, and the ``Site`` of every
 check, in order (a check names its site by number, from 1). Per index
 component (axis) of an access, the cheapest sound place is chosen:
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import gast
 
 from .facts import Facts
-from .ir import at, const, name, rt_call, target_names, walk_stmts
+from .ir import CheckStmt, at, const, name, rt_call, target_names, walk_stmts
 
 
 @dataclass(frozen=True)
@@ -172,9 +172,8 @@ class _Bounder:
 
     # -- checks ------------------------------------------------------------------
     def check(self, kind, site, args, line):
-        stmt = at(gast.Expr(value=rt_call(f"check_{kind}", *args, const(self.site(site)))), line)
-        stmt.check = Check(self.site(site), kind)
-        return stmt
+        call = rt_call(f"check_{kind}", *args, const(self.site(site)))
+        return at(CheckStmt(call, Check(self.site(site), kind)), line)
 
     def block(self, stmts, loop, done, hoisted=None, facts=frozenset()):
         """``stmts`` with checks. ``loop``: the checked loop whose body ``stmts`` is
@@ -237,7 +236,7 @@ class _Bounder:
             new = copy.copy(s)
             new.body = self.block(s.body, self.checked_loop(s), entry, hoisted, facts)
             latch = self.block(s.loop.latch, None, set(), facts=facts)
-            if any(getattr(x, "check", None) is not None for x in walk_stmts(latch)):
+            if any(isinstance(x, CheckStmt) for x in walk_stmts(latch)):
                 new.loop = copy.copy(s.loop)
                 new.loop.latch = latch
             return hoisted + [new]

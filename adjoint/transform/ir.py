@@ -2,7 +2,7 @@
 
 The intermediate form is a gast tree. Statements made by a pass carry the
 user's line in ``lineno``; loops carry a ``LoopInfo`` record in ``node.loop``.
-Loop stacks are nodes of their own (``StackNew``, ``StackPush``, ``StackRead``),
+Loop stacks and bounds checks are nodes of their own (``StackNew``, ``StackPush``, ``StackRead``),
 not runtime calls: each target prints them its own way (emit/stacks.py), and
 nothing downstream has to recognise a stack by its name.
 """
@@ -34,6 +34,17 @@ class Comment(gast.stmt):
     """``# text``: commentary in generated code (what a replay or a plan does), with no
     effect. Only the printer reads ``text``; every pass keeps the node where it stands."""
     _fields = ("text",)
+
+
+class CheckStmt(gast.Expr):
+    """A bounds check (pass bounds): ``value`` is its ``rt.check_<kind>(...)`` call, as
+    ``adjoint show`` prints it, and ``check`` its ``bounds.Check`` (site and kind), from
+    which emit/bounds.py spells the test and the fault report."""
+    _fields = ("value", "check")
+
+    def __init__(self, value=None, check=None):
+        super().__init__(value=value)        # (gast's Expr takes only its own fields)
+        self.check = check
 
 
 class StackNew(gast.expr):
