@@ -210,3 +210,19 @@ def test_split_is_the_binomial_optimum():
     for m in range(1, 160):
         for c in range(0, 7):
             assert _ours(m, c) == _fewest(m, c), (m, c)
+
+
+def test_the_checkpointed_springs_example_runs(tmp_path, monkeypatch):
+    """examples/checkpointed_springs.py, shortened: the loss falls and the tape holds
+    less than the plain tape of the same loop."""
+    import os
+    import sys
+    examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples")
+    monkeypatch.syspath_prepend(examples)
+    sys.modules.pop("checkpointed_springs", None)
+    import checkpointed_springs
+    losses, ckpt, plain = checkpointed_springs.main(
+        ["--steps", "60", "--iters", "4", "--out", str(tmp_path / "plot.png")])
+    assert losses[-1] < losses[0]
+    assert ckpt < plain / 2
