@@ -10,7 +10,9 @@ float64 arrays), one launch a step, recorded either step by step on a plain tape
 ``ad.simulate`` step. Reported: what the tape holds (``memory_report()``), the
 peak RSS above the baseline before recording, forward and backward seconds, the
 forward steps the checkpointed backward ran, and whether the two gradients are
-bitwise equal. The first run of each mode compiles; a second, timed run follows.
+bitwise equal. The first run of each mode compiles; times are the fastest of
+``--repeat`` runs (peak RSS is the first run's: memory is given back between runs
+but the peak stays).
 """
 import argparse
 import json
@@ -84,6 +86,10 @@ def run(mode, steps, size, checkpoints):
 def child(args):
     run(args.mode, min(args.steps, 50), args.size, args.checkpoints)    # compile
     result, grads = run(args.mode, args.steps, args.size, args.checkpoints)
+    for _ in range(args.repeat - 1):        # the fastest of several (a shared machine)
+        again, _ = run(args.mode, args.steps, args.size, args.checkpoints)
+        for key in ("forward_s", "backward_s"):
+            result[key] = min(result[key], again[key])
     np.save(args.grads, np.concatenate(grads))
     print(json.dumps(result))
 
@@ -93,6 +99,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10_000)
     p.add_argument("--size", type=int, default=2000)
     p.add_argument("--checkpoints", default="auto")
+    p.add_argument("--repeat", type=int, default=3, help="timed runs (the fastest counts)")
     p.add_argument("--mode", choices=["plain", "simulate"])
     p.add_argument("--grads", default="/tmp/adjoint-checkpoint-grads")
     args = p.parse_args(argv)
@@ -104,7 +111,7 @@ def main(argv=None):
     for mode in ("plain", "simulate"):
         cmd = [sys.executable, "-m", "benchmarks.checkpoint", "--mode", mode,
                "--steps", str(args.steps), "--size", str(args.size),
-               "--checkpoints", str(args.checkpoints), "--grads", f"{args.grads}-{mode}.npy"]
+               "--checkpoints", str(args.checkpoints), "--repeat", str(args.repeat), "--grads", f"{args.grads}-{mode}.npy"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if proc.returncode:
             sys.exit(proc.stderr)
