@@ -277,3 +277,33 @@ def test_budget_refuses_with_the_fix_and_checkpoint_fits(backend, k):
         for _ in range(4):
             seg()
     assert tape.memory_report()["total_bytes"] <= 2000
+
+
+def test_ping_pong_segments_keep_one_state_each(backend, k):
+    """Segments alternate between two buffer pairs: each reads what the previous wrote,
+    and the next overwrites what it read (the tape keeps that copy, once)."""
+    results = []
+    for wrap in (_plain, ad.checkpoint):
+        x, v = _state()
+        stiff = ad.array([1.5], requires_grad=True)
+        a = (ad.zeros(N, requires_grad=True), ad.zeros(N, requires_grad=True))
+        total = ad.zeros(1, requires_grad=True)
+
+        @wrap
+        def seg(src, dst):
+            ad.launch(k.step, N, inputs=[src[0], src[1], stiff, 0.1], outputs=[dst[0], dst[1]])
+            ad.launch(k.step, N, inputs=[dst[0], dst[1], stiff, 0.1], outputs=[src[0], src[1]])
+            ad.launch(k.step, N, inputs=[src[0], src[1], stiff, 0.1], outputs=[dst[0], dst[1]])
+        with ad.Tape() as tape:
+            cur, nxt = (x, v), a
+            for _ in range(6):
+                seg(cur, nxt)
+                cur, nxt = nxt, cur
+            ad.launch(k.accumulate, N, inputs=[cur[0]], outputs=[total])
+        report = tape.memory_report()
+        tape.backward(loss=total)
+        results.append([x.grad.numpy().copy(), v.grad.numpy().copy(), stiff.grad.numpy().copy(),
+                        total.numpy().copy()])
+    _same(*results)
+    # each segment: entry values of src and dst (it writes both), 4 arrays of N floats
+    assert report["checkpoint_bytes"] == 6 * 4 * N * 8 and report["steps"] == 7
