@@ -307,3 +307,17 @@ def test_ping_pong_segments_keep_one_state_each(backend, k):
     _same(*results)
     # each segment: entry values of src and dst (it writes both), 4 arrays of N floats
     assert report["checkpoint_bytes"] == 6 * 4 * N * 8 and report["steps"] == 7
+
+
+def test_budget_refuses_a_copy_before_the_overwrite(backend, k):
+    """The tape holds x, y (64 bytes); keeping a copy of x when it is overwritten would
+    make 96 > 80: the overwriting launch is refused before it writes."""
+    x = ad.array([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    y = ad.zeros(N, requires_grad=True)
+    with ad.Tape(max_bytes=80) as tape:
+        ad.launch(k.move, N, inputs=[x], outputs=[y])
+        assert tape.memory_report()["total_bytes"] == 64
+        with pytest.raises(ad.TapeError, match=r"keeping a copy of an array launch #1 of "
+                                               r"kernel 'move'.*96 bytes.*max_bytes=80"):
+            ad.launch(k.move, N, inputs=[y], outputs=[x])
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0, 4.0])
