@@ -118,7 +118,10 @@ def test_in_place_loop_is_bitwise_the_plain_tape(backend, k):
     for wrap in (_plain, ad.checkpoint):
         tape, x, v, stiff, total = _simulate(k, wrap)
         after = [x.numpy().copy(), v.numpy().copy(), total.numpy().copy()]
+        kept = tape.memory_report()["kept_arrays"]
         tape.backward(loss=total)
+        # the recomputation's writes, which it undoes, make the tape keep nothing more
+        assert tape.memory_report()["kept_arrays"] == kept
         # the backward recomputes segments but leaves every array as the forward did
         _same(after, [x.numpy(), v.numpy(), total.numpy()])
         results.append([x.grad.numpy().copy(), v.grad.numpy().copy(), stiff.grad.numpy().copy(),
