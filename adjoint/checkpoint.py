@@ -103,7 +103,8 @@ def _arrays_in(result):
     return []
 
 
-def _where(fn):
+def describe(fn):
+    """``fn``'s name and where it is defined, for labels."""
     code = getattr(fn, "__code__", None)
     name = getattr(fn, "__qualname__", type(fn).__name__)
     return f"'{name}' ({code.co_filename}:{code.co_firstlineno})" if code else f"'{name}'"
@@ -188,7 +189,7 @@ class CheckpointStep:
 
 def record_segment(tape, fn, args, kwargs):
     """Run ``fn`` forward on a ``Scout`` and record it on ``tape`` as a ``CheckpointStep``."""
-    label = f"checkpoint #{len(tape.steps)} of {_where(fn)}"
+    label = f"checkpoint #{len(tape.steps)} of {describe(fn)}"
     scout, keeper = Scout(tape, label), EntryKeeper()
     with watch.observe_writes(keeper), recording_on(scout):
         result = fn(*args, **kwargs)

@@ -146,11 +146,12 @@ class SGD(Optimizer):
 
     def step(self, grads=None):
         for k, p, g in self._grads(grads):
+            plain, momentum, _ = KERNELS[str(p.dtype)]
             if self._b is None:
-                ad.launch(KERNELS[str(p.dtype)][0], p.size, inputs=[g, self.lr], outputs=[p], record_tape=False)
+                ad.launch(plain, p.size, inputs=[g, self.lr], outputs=[p], record_tape=False)
                 continue
             b, b_new = self._b[k]
-            ad.launch(KERNELS[str(p.dtype)][1], p.size, inputs=[g, b, self.lr, self.momentum],
+            ad.launch(momentum, p.size, inputs=[g, b, self.lr, self.momentum],
                       outputs=[p, b_new], record_tape=False)
             self._b[k] = [b_new, b]
         self.steps += 1
@@ -175,7 +176,7 @@ class Adam(Optimizer):
             self._t[k] += 1                 # a parameter's own count (it may be skipped)
             c1, c2 = 1.0 - self.beta1 ** self._t[k], 1.0 - self.beta2 ** self._t[k]
             (m, m_new), (v, v_new) = self._m[k], self._v[k]
-            ad.launch(KERNELS[str(p.dtype)][2], p.size, inputs=[g, m, v, self.lr, self.beta1, self.beta2,
-                                                 self.eps, c1, c2],
+            ad.launch(KERNELS[str(p.dtype)][2], p.size,
+                      inputs=[g, m, v, self.lr, self.beta1, self.beta2, self.eps, c1, c2],
                       outputs=[p, m_new, v_new], record_tape=False)
             self._m[k], self._v[k] = [m_new, m], [v_new, v]

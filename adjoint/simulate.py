@@ -27,10 +27,10 @@ tape's (of the same ping-pong loop), bit for bit.
 import math
 import weakref
 
-from .checkpoint import Scout, _where
+from .checkpoint import Scout, describe
 from .errors import TapeError
 from .runtime import buffers, watch
-from .runtime.array import Array, zeros_like
+from .runtime.array import zeros_like
 from .runtime.memory import nbytes
 from .runtime.tape import Tape, active_tape, quiet, recording_on
 
@@ -149,7 +149,7 @@ class SimulateStep:
 
     @classmethod
     def record(cls, tape, loop):
-        label = (f"simulate #{len(tape.steps)} of {_where(loop.step)} ({loop.n} steps, "
+        label = (f"simulate #{len(tape.steps)} of {describe(loop.step)} ({loop.n} steps, "
                  f"{len(loop.slots)} checkpoints)")
         self = cls(tape, loop, label)
         scout, written = Scout(tape, label), {}

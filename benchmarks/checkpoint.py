@@ -111,22 +111,25 @@ def main(argv=None):
     for mode in ("plain", "simulate"):
         cmd = [sys.executable, "-m", "benchmarks.checkpoint", "--mode", mode,
                "--steps", str(args.steps), "--size", str(args.size),
-               "--checkpoints", str(args.checkpoints), "--repeat", str(args.repeat), "--grads", f"{args.grads}-{mode}.npy"]
+               "--checkpoints", str(args.checkpoints), "--repeat", str(args.repeat),
+               "--grads", f"{args.grads}-{mode}.npy"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if proc.returncode:
             sys.exit(proc.stderr)
         results[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
         print(json.dumps(results[mode]))
     plain, ckpt = results["plain"], results["simulate"]
-    same = np.array_equal(np.load(f"{args.grads}-plain.npy"), np.load(f"{args.grads}-simulate.npy"))
+    same = np.array_equal(np.load(f"{args.grads}-plain.npy"),
+                          np.load(f"{args.grads}-simulate.npy"))
     k = ckpt["checkpoints"]
-    print(f"\n{args.steps} steps of {args.size} oscillators ({plain['state_bytes']} bytes a state), "
-          f"{k} checkpoints (sqrt(n) = {math.isqrt(args.steps)}):")
+    print(f"\n{args.steps} steps of {args.size} oscillators ({plain['state_bytes']} bytes a "
+          f"state), {k} checkpoints (sqrt(n) = {math.isqrt(args.steps)}):")
+    share = 100 * ckpt['tape_bytes'] / plain['tape_bytes']
     print(f"  tape memory: plain {plain['tape_bytes'] / 2**20:.1f} MiB, checkpointed "
-          f"{ckpt['tape_bytes'] / 2**20:.2f} MiB ({100 * ckpt['tape_bytes'] / plain['tape_bytes']:.2f}%)")
-    print(f"  peak RSS above baseline: plain {plain['peak_rss_above_baseline'] / 2**20:.1f} MiB, "
-          f"checkpointed {ckpt['peak_rss_above_baseline'] / 2**20:.1f} MiB "
-          f"({100 * ckpt['peak_rss_above_baseline'] / max(plain['peak_rss_above_baseline'], 1):.2f}%)")
+          f"{ckpt['tape_bytes'] / 2**20:.2f} MiB ({share:.2f}%)")
+    rss_p, rss_c = plain["peak_rss_above_baseline"], ckpt["peak_rss_above_baseline"]
+    print(f"  peak RSS above baseline: plain {rss_p / 2**20:.1f} MiB, checkpointed "
+          f"{rss_c / 2**20:.1f} MiB ({100 * rss_c / max(rss_p, 1):.2f}%)")
     print(f"  backward: plain {plain['backward_s']:.2f} s, checkpointed {ckpt['backward_s']:.2f} s "
           f"({ckpt['backward_s'] / plain['backward_s']:.2f}x); the checkpointed backward ran "
           f"{ckpt['forward_steps'] - args.steps} untaped and {ckpt['recomputed_steps']} taped "
