@@ -248,3 +248,19 @@ def test_the_checkpointed_springs_example_runs(tmp_path, monkeypatch):
         ["--steps", "60", "--iters", "4", "--out", str(tmp_path / "plot.png")])
     assert losses[-1] < losses[0]
     assert ckpt < plain / 2
+
+
+def test_the_memory_benchmark_runs(tmp_path):
+    """benchmarks/checkpoint.py, tiny: both modes run in their own processes and the
+    gradients agree bit for bit."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root)
+    r = subprocess.run([sys.executable, "-m", "benchmarks.checkpoint", "--steps", "40",
+                        "--size", "50", "--repeat", "1", "--grads", str(tmp_path / "g")],
+                       cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert "gradients bitwise equal: True" in r.stdout
+    assert "7 checkpoints" in r.stdout
