@@ -21,10 +21,13 @@ from .copies import clone, copy  # noqa: E402
 from . import autograd  # noqa: E402,F401
 from .generate import generate  # noqa: E402
 from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
+from .checkpoint import checkpoint  # noqa: E402
+from .simulate import simulate  # noqa: E402
+from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
 
 __all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "float32", "float64", "int32", "int64", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad"] + _BUILTINS
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim"] + _BUILTINS

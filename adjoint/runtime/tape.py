@@ -11,7 +11,17 @@ gradients -- the tape copies it (``overwrite="copy"``, the default;
 ``memory_report()`` tells how much it kept). With ``overwrite="error"`` a write
 this tape records is refused on the spot, and any other makes ``backward``
 refuse; both errors name the array and both steps.
+
+Memory: ``memory_report()`` (``memory.py``) says what the tape holds, per step and in
+all; ``Tape(max_bytes=N)`` refuses, with a ``TapeError`` naming the fix
+(``ad.checkpoint``, ``ad.simulate``), a step or copy that would make it hold more.
+
+Private tapes: a checkpointed segment (``adjoint/checkpoint.py``) records on a tape
+whose ``parent`` is the tape the segment is recorded on (``recording_on``); writes it
+records count as the parent's own, and while a segment is recomputed (values it then
+puts back) its ancestors ignore the writes (``quiet``).
 """
+import contextlib
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -19,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError, user_frames
-from . import buffers, verify, watch
+from . import buffers, memory, verify, watch
 
 _recording = threading.local()      # .tape: the tape recording on this thread
 
@@ -46,6 +56,9 @@ class LaunchStep:
         """(argument index, argument) of every array the backward reads (Array or ndarray)."""
         return [(k, a) for k, (p, a) in enumerate(zip(self.kernel.params, self.args))
                 if p.is_array and p.name in self.kernel.reads]
+
+    def read_name(self, k):
+        return f"parameter '{self.kernel.params[k].name}'"
 
     def writes(self):
         return [a for p, a in zip(self.kernel.params, self.args)
@@ -133,10 +146,9 @@ class KeptCopy:
 def _overwrite_message(readers, writer, verb="overwrites"):
     """The array, the step that read it (kernel, file:line, parameter) and its writer."""
     step, k = readers[0]
-    others = "".join(f"\n  also read by {s.label} (parameter '{s.kernel.params[j].name}')"
-                     for s, j in readers[1:])
+    others = "".join(f"\n  also read by {s.label} ({s.read_name(j)})" for s, j in readers[1:])
     return (f"{writer} {verb} an array of shape {tuple(step.values[k].shape)} that {step.label} "
-            f"read as parameter '{step.kernel.params[k].name}'; the backward of that launch "
+            f"read as {step.read_name(k)}; the backward of that launch "
             f"would see the new values.{others}\nWrite to a new array, or record with "
             "ad.Tape(overwrite='copy') (the default), which keeps a copy of the values read")
 
@@ -154,8 +166,10 @@ def adjoint_buffer(a, writer):
 
 @dataclass
 class Tape:
-    """Records launches and copies made inside ``with tape:``."""
+    """Records launches and copies made inside ``with tape:``. ``max_bytes``: the most
+    memory the tape may hold (``memory_report()["total_bytes"]``), or ``None``."""
     overwrite: str = "copy"
+    max_bytes: int = None
     steps: list = field(default_factory=list)
     seeded: list = field(default_factory=list)
     kept: list = field(default_factory=list)
@@ -164,6 +178,9 @@ class Tape:
     _readers: dict = field(default_factory=dict, repr=False)
     _overwritten: list = field(default_factory=list, repr=False)  # refusals backward raises
     _entered_at: str = field(default="", repr=False)    # where __enter__ ran, while recording
+    parent: object = field(default=None, repr=False)    # the tape a private tape records for
+    _quiet: int = field(default=0, repr=False)          # > 0: ignore writes (see ``quiet``)
+    _held: object = field(default=None, repr=False)     # memory.Held, with max_bytes
 
     def __post_init__(self):
         if self.overwrite not in ("copy", "error"):
@@ -199,11 +216,12 @@ class Tape:
         the write, else when ``backward`` runs. Memory is kept at most once per overwrite:
         the steps then read the copy, which nothing writes."""
         readers = self._readers.get(key)
-        if not readers:
+        if not readers or self._quiet:
             return
-        if by is not None and by is not self:
+        mine = self._records_for(by)
+        if by is not None and not mine:
             writer = f"{writer}, recorded on another tape"
-        if self.overwrite == "error" and by is self:
+        if self.overwrite == "error" and mine:
             raise TapeError(_overwrite_message(readers, writer))
         if self.overwrite == "error":
             self._overwritten.append(_overwrite_message(readers, writer, "overwrote"))
@@ -212,7 +230,18 @@ class Tape:
         del self._readers[key]
         watch.unwatch(key, self)
 
+    def _records_for(self, by):
+        """Whether a write recorded on ``by`` is this tape's own (``by`` is this tape, or a
+        private tape of one of its checkpointed segments)."""
+        while by is not None:
+            if by is self:
+                return True
+            by = by.parent
+        return False
+
     def _keep(self, readers, writer):
+        if self._held is not None:
+            memory.check_budget(self, writer, copies=[s.values[k] for s, k in readers])
         copies = {}
         for step, k in readers:
             buf = step.values[k]
@@ -230,6 +259,10 @@ class Tape:
         return len(self.kept)
 
     def record(self, step):
+        if self.max_bytes is not None:
+            if self._held is None:
+                self._held = memory.Held(self.steps)
+            memory.check_budget(self, step.label, step=step)
         with watch.LOCK:
             self.steps.append(step)
             for k, _ in step.reads():
@@ -241,10 +274,12 @@ class Tape:
         self.steps.append(FuncStep(fn, list(arrays), f"record_func #{len(self.steps)}"))
 
     def memory_report(self):
-        """What copy-on-write kept: ``{"kept_arrays", "kept_bytes", "steps", "kept"}``,
-        ``kept`` listing one ``KeptCopy`` (reader, writer, shape, nbytes) per copy."""
-        return {"kept_arrays": self.kept_arrays, "kept_bytes": self.kept_bytes,
-                "steps": len(self.steps), "kept": list(self.kept)}
+        """What the tape holds (``memory.report``): ``steps``, ``kept_arrays``,
+        ``kept_bytes`` and ``kept`` (one ``KeptCopy`` per copy-on-write copy),
+        ``referenced_bytes`` (the arrays its steps refer to, each allocation once),
+        ``checkpoint_bytes`` (inputs kept by checkpointed steps), ``total_bytes`` and
+        ``per_step`` (one ``memory.StepMemory`` per step). ``str()`` of it is a table."""
+        return memory.report(self)
 
     # -- replay ------------------------------------------------------------------
     @user_frames
@@ -302,9 +337,14 @@ class Tape:
     def reset(self):
         """``zero()``, then forget every recorded step."""
         self.zero()
-        self.steps.clear()
         self.seeded.clear()
+        self.release()
+
+    def release(self):
+        """Forget the recorded steps and kept copies, and stop watching; gradients stay."""
+        self.steps.clear()
         self.kept.clear()
+        self._held = None
         with watch.LOCK:                    # another thread's write may be telling this tape
             for key in self._readers:
                 watch.unwatch(key, self)
@@ -326,6 +366,35 @@ class Tape:
         with open(path, "w") as fh:
             fh.write(text)
         return text
+
+
+@contextlib.contextmanager
+def recording_on(tape):
+    """Record this thread's launches on ``tape`` (or on none) inside the block, without
+    the checks of ``with tape:`` (a private tape of a checkpointed segment)."""
+    previous = active_tape()
+    _recording.tape = tape
+    try:
+        yield tape
+    finally:
+        _recording.tape = previous
+
+
+@contextlib.contextmanager
+def quiet(tape):
+    """Inside the block, ``tape`` and its ancestors ignore writes: the caller puts back
+    the values it changes before they can be read (a segment's recomputation)."""
+    chain = []
+    while tape is not None:
+        chain.append(tape)
+        tape = tape.parent
+    for t in chain:
+        t._quiet += 1
+    try:
+        yield
+    finally:
+        for t in chain:
+            t._quiet -= 1
 
 
 def record_copy(dest, src, dest_offset=0, src_offset=0, count=None, kind="copy"):

@@ -17,6 +17,10 @@ in-place PyTorch operations on shared memory) are not seen.
 Tapes are held weakly: a tape that is garbage collected stops watching. One
 lock serializes watching and announcing, so tapes on several threads stay
 consistent.
+
+``observe_writes(fn)`` also tells ``fn(buf, writer)`` about every write made on the
+calling thread, watched or not, while it is in effect: a checkpointed segment uses it
+to keep the values its writes replace (``adjoint/checkpoint.py``).
 """
 import threading
 import weakref
@@ -26,6 +30,7 @@ import numpy as np
 LOCK = threading.RLock()
 _watchers = {}      # memory key -> {id(watcher): weakref.ref(watcher)}
 _keys = {}          # id(buffer) -> (weakref.ref(buffer), its memory key)
+_thread = threading.local()     # .observers: [fn(buf, writer)] told of this thread's writes
 
 
 def memory_key(buf):
@@ -86,6 +91,8 @@ def before_write(buf, writer, by=None):
     """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)") is
     about to write ``buf``; ``by`` is the tape recording that write, if any. A watcher
     may raise to refuse the write: nothing has been written yet."""
+    for observe in getattr(_thread, "observers", ()):
+        observe(buf, writer)
     key = memory_key(buf)
     if key not in _watchers:                  # the common case: nobody read this memory
         return
@@ -100,3 +107,19 @@ def watched():
     """How many allocations are watched (for tests: a forgotten tape leaves none)."""
     with LOCK:
         return len(_watchers)
+
+
+class observe_writes:
+    """``with observe_writes(fn):`` calls ``fn(buf, writer)`` before every write adjoint
+    makes on this thread (before the watchers are told), until the block ends."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __enter__(self):
+        _thread.observers = getattr(_thread, "observers", ()) + (self.fn,)
+        return self
+
+    def __exit__(self, *exc):
+        _thread.observers = tuple(f for f in _thread.observers if f is not self.fn)
+        return False
