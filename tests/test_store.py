@@ -197,6 +197,25 @@ def test_saved_memory_is_one_value_per_thread(kernels):
     (s,) = tape.steps[0].saved
     assert s.shape == shape and s.dtype == np.float64
     np.testing.assert_allclose(np.tanh(s), out.numpy(), rtol=1e-15)
+    report = tape.memory_report()
+    assert report["saved_bytes"] == N * 3 * 8 == report["per_step"][0].saved_bytes
+    referenced = (N * N + N * 3 + N * 3) * 8
+    assert report["total_bytes"] == referenced + N * 3 * 8
+    assert "288 B in loop values saved for backwards" in str(report)
+
+
+def test_saved_values_count_against_the_tape_budget(kernels):
+    arrays, shape = _inputs("layer")
+    ins = [ad.array(a, requires_grad=True) for a in arrays]
+    out = ad.zeros(shape, requires_grad=True)
+    referenced = (N * N + N * 3 + N * 3) * 8
+    with ad.Tape(max_bytes=referenced + N * 3 * 8 - 1) as tape:
+        with pytest.raises(ad.TapeError, match=f"would make the tape hold "
+                           f"{referenced + N * 3 * 8} bytes"):         # (saved values included)
+            ad.launch(kernels.layer, shape, [N, *ins], [out])
+    with ad.Tape(max_bytes=referenced + N * 3 * 8) as tape:
+        ad.launch(kernels.layer, shape, [N, *ins], [out])
+    assert len(tape.steps) == 1
 
 
 def test_show_the_saving_pair(kernels):

@@ -1,6 +1,6 @@
 """What a tape holds in memory, per step and in all, and its budget (``Tape(max_bytes=)``).
 
-A tape holds three kinds of memory:
+A tape holds four kinds of memory:
 
 * **referenced**: the arrays its steps refer to (a launch's arguments, a copy's
   source and destination). They are the user's arrays, but the tape keeps them
@@ -10,8 +10,12 @@ A tape holds three kinds of memory:
 * **checkpoint**: what a checkpointed step owns: the inputs ``ad.checkpoint`` kept
   and the states and buffers of ``ad.simulate``.
 
-Values a kernel saves inside one launch (loop stacks of its backward) live only
-while that launch's backward runs and are never held by the tape.
+* **saved**: what a recorded launch's forward saved for its backward, one value
+  per thread for each loop the store policy stores (``KernelSpec.saved``, see
+  docs/semantics.md, store or recompute), instead of replaying the loop.
+
+Loop stacks of a backward live only while that launch's backward runs and are
+never held by the tape.
 
 A step says what it refers to with ``referenced()`` (raw buffers) and what it owns
 with ``owned_bytes``; launches, copies and ``record_func`` steps are read from their
@@ -49,22 +53,25 @@ class StepMemory:
     referenced_bytes: int
     kept_bytes: int
     checkpoint_bytes: int
+    saved_bytes: int = 0
 
 
 class MemoryReport(dict):
     """``Tape.memory_report()``: a dict, whose ``str()`` is a short table."""
 
     def __str__(self):
-        rows = sorted(self["per_step"], key=lambda s: -(s.kept_bytes + s.checkpoint_bytes))
+        rows = sorted(self["per_step"],
+                      key=lambda s: -(s.kept_bytes + s.checkpoint_bytes + s.saved_bytes))
         lines = [f"tape of {self['steps']} steps holds {_size(self['total_bytes'])}: "
                  f"{_size(self['referenced_bytes'])} in arrays its steps refer to, "
                  f"{_size(self['kept_bytes'])} in {self['kept_arrays']} kept copies of "
-                 f"overwritten arrays, {_size(self['checkpoint_bytes'])} in checkpoints"]
+                 f"overwritten arrays, {_size(self['checkpoint_bytes'])} in checkpoints, "
+                 f"{_size(self['saved_bytes'])} in loop values saved for backwards"]
         if rows:
-            lines.append("  step: referenced, kept, checkpoint (largest first)")
+            lines.append("  step: referenced, kept, checkpoint, saved (largest first)")
         for s in rows[:10]:
             lines.append(f"  {s.label}: {_size(s.referenced_bytes)}, {_size(s.kept_bytes)}, "
-                         f"{_size(s.checkpoint_bytes)}")
+                         f"{_size(s.checkpoint_bytes)}, {_size(s.saved_bytes)}")
         if len(rows) > 10:
             lines.append(f"  ... {len(rows) - 10} more steps")
         return "\n".join(lines)
@@ -87,12 +94,19 @@ def report(tape):
         bufs = referenced(step)
         held.add(step)
         per_step.append(StepMemory(i, step.label, sum(nbytes(b) for b in bufs),
-                                   kept_by.get(step.label, 0), getattr(step, "owned_bytes", 0)))
+                                   kept_by.get(step.label, 0), getattr(step, "owned_bytes", 0),
+                                   saved_bytes(step)))
     return MemoryReport(steps=len(tape.steps), kept_arrays=tape.kept_arrays,
                         kept_bytes=tape.kept_bytes, kept=list(tape.kept),
                         referenced_bytes=held.referenced, checkpoint_bytes=held.owned,
-                        total_bytes=held.referenced + held.owned + tape.kept_bytes,
+                        saved_bytes=held.saved,
+                        total_bytes=held.referenced + held.owned + held.saved + tape.kept_bytes,
                         per_step=per_step)
+
+
+def saved_bytes(step):
+    """Bytes of the values a launch step's forward saved for its backward."""
+    return sum(nbytes(b) for b in getattr(step, "saved", ()))
 
 
 class Held:
@@ -102,12 +116,13 @@ class Held:
         self.keys = {}
         self.referenced = 0
         self.owned = 0
+        self.saved = 0
         for step in steps:
             self.add(step)
 
     def new_bytes(self, step):
         """Bytes ``step`` would add: allocations not yet held, and what it owns."""
-        seen, extra = set(), getattr(step, "owned_bytes", 0)
+        seen, extra = set(), getattr(step, "owned_bytes", 0) + saved_bytes(step)
         for buf in referenced(step):
             key = watch.memory_key(buf)
             if key not in self.keys and key not in seen:
@@ -122,6 +137,7 @@ class Held:
                 self.keys[key] = nbytes(buf)
                 self.referenced += self.keys[key]
         self.owned += getattr(step, "owned_bytes", 0)
+        self.saved += saved_bytes(step)
 
 
 def check_budget(tape, what, step=None, copies=()):
@@ -132,7 +148,7 @@ def check_budget(tape, what, step=None, copies=()):
         extra = held.new_bytes(step)
     else:
         extra = sum(nbytes(c) for c in {id(c): c for c in copies}.values())
-    total = held.referenced + held.owned + tape.kept_bytes
+    total = held.referenced + held.owned + held.saved + tape.kept_bytes
     if total + extra > tape.max_bytes:
         action = f"recording {what}" if step is not None else \
             f"keeping a copy of an array {what} overwrites"
@@ -140,7 +156,8 @@ def check_budget(tape, what, step=None, copies=()):
             f"tape memory budget: {action} would make the tape hold {total + extra} bytes, over "
             f"its max_bytes={tape.max_bytes} (it holds {held.referenced} bytes in arrays its "
             f"{len(tape.steps)} steps refer to, {tape.kept_bytes} in {tape.kept_arrays} kept "
-            f"copies of overwritten arrays, {held.owned} in checkpoints; this adds {extra}). "
+            f"copies of overwritten arrays, {held.owned} in checkpoints, {held.saved} in loop "
+            f"values saved for backwards; this adds {extra}). "
             "Record the repeated part with ad.checkpoint(fn) (the tape keeps only each "
             "segment's inputs and recomputes it in the backward), or a time loop with "
             "ad.simulate(step, state, n_steps, checkpoints='auto', max_bytes=...); "

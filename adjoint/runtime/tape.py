@@ -277,7 +277,8 @@ class Tape:
         """What the tape holds (``memory.report``): ``steps``, ``kept_arrays``,
         ``kept_bytes`` and ``kept`` (one ``KeptCopy`` per copy-on-write copy),
         ``referenced_bytes`` (the arrays its steps refer to, each allocation once),
-        ``checkpoint_bytes`` (inputs kept by checkpointed steps), ``total_bytes`` and
+        ``checkpoint_bytes`` (inputs kept by checkpointed steps), ``saved_bytes`` (loop
+        values launches saved for their backward: the store policy), ``total_bytes`` and
         ``per_step`` (one ``memory.StepMemory`` per step). ``str()`` of it is a table."""
         return memory.report(self)
 
