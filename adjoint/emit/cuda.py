@@ -105,7 +105,8 @@ class LowerCuda(gast.NodeTransformer):
                                                 comparators=[copy.deepcopy(a)]),
                               body=copy.deepcopy(b), orelse=copy.deepcopy(a))
         callee = getattr(node, "callee", None)
-        if getattr(node, "part", None) == "adjoint" and callee.name not in self.custom_grads:
+        if callee is not None and callee.part == "adjoint" and \
+                callee.name not in self.custom_grads:
             node.args.append(name(STATUS))
         return node
 

@@ -29,7 +29,7 @@ INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
 class _Lower(gast.NodeTransformer):
     """Spell kernel-only pieces for a target: tid() -> tid0, f(...) -> f_forward(...)
-    (or f_adjoint, f_jvp: the call's ``part``),
+    (or f_adjoint, f_jvp: its Callee's ``part``),
     a bounds check -> its test and fault report (emit/bounds.py)."""
 
     def visit_CheckStmt(self, node):
@@ -50,13 +50,8 @@ class _Lower(gast.NodeTransformer):
         self.generic_visit(node)
         callee = getattr(node, "callee", None)
         if callee is not None and callee.kind == "func":
-            node.func = name(f"{callee.name}_{part(node)}")
+            node.func = name(f"{callee.name}_{callee.part}")
         return node
-
-
-def part(call):
-    """Which function of a func a call calls: ``forward``, ``adjoint`` or ``jvp``."""
-    return getattr(call, "part", "forward")
 
 
 def _lower(stmts):

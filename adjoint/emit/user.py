@@ -48,7 +48,7 @@ class _Spell(gast.NodeTransformer):
         elif callee.kind == "tid":
             node.func = _expr("ad.tid")
         elif callee.kind == "func":
-            node.func = _expr(callee.name + ("_jvp" if getattr(node, "part", None) == "jvp"
+            node.func = _expr(callee.name + ("_jvp" if callee.part == "jvp"
                                              else ""))
         return node
 

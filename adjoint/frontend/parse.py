@@ -101,11 +101,14 @@ class SourceInfo:
 
 @dataclass(frozen=True)
 class Callee:
-    """What a call node calls. ``kind``: op, range, tid, atomic or func. A fact, shared
-    by every copy of its node: a deep copy of a tree does not copy the func it names."""
+    """What a call node calls. ``kind``: op, range, tid, atomic or func; for a func,
+    ``part`` says which of its generated functions: "forward" (the user's call),
+    "adjoint" (pass reverse) or "jvp" (pass jvp). A fact, shared by every copy of its
+    node: a deep copy of a tree does not copy the func it names."""
     kind: str
     name: str
     target: object = None
+    part: str = "forward"
 
     def __deepcopy__(self, memo):
         return self

@@ -19,6 +19,7 @@ one tangent per float parameter, and a func's JVP returns its values followed
 by one tangent per value. The input tree is not changed.
 """
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import gast
@@ -145,7 +146,7 @@ class _Jvp:
         dots = [self.dot_value(a) for a, f in zip(v.args, float_params) if f]
         node = copy.deepcopy(v)
         node.args = node.args + dots
-        node.part = "jvp"                   # the func's JVP (spelled <func>_jvp)
+        node.callee = dataclasses.replace(v.callee, part="jvp")     # spelled <func>_jvp
         elts = [name(e.id, store=True) for e in targets] + \
             [name(self.named(e.id), store=True) for e in targets]
         return [assign(gast.Tuple(elts=elts, ctx=gast.Store()), node, line)]

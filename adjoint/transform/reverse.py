@@ -19,6 +19,7 @@ followed by the adjoint of every statement in reverse order:
   overwrote are therefore exact, never the loop's final or initial ones.
 """
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import gast
@@ -324,7 +325,7 @@ class Reverser:
         func = call.callee.target
         fn = gast.Call(func=name(f"{func.name}_adjoint"),
                        args=[copy.deepcopy(a) for a in call.args] + seeds, keywords=[])
-        fn.callee, fn.part = call.callee, "adjoint"     # the func's adjoint, not its forward
+        fn.callee = dataclasses.replace(call.callee, part="adjoint")   # not its forward
         wanted = [(k, a) for k, a in enumerate(call.args) if self.adj_of(a)]
         if not wanted:
             return []
