@@ -72,7 +72,7 @@ class Reverser:
         self.reversed = {}      # loop uid -> (reversed body, reversed latch)
         self.stored = set(stored)   # uids of the loops whose values the forward saves
         self.tids = list(tids)      # the thread's index names (the saved arrays' index)
-        self.saved = {}             # {value name: its saved array parameter}
+        self.saved = {}             # {(loop uid, value name): its saved array parameter}
         self.saved_by_loop = {}     # {loop uid: [value names]}
         self.written = set()        # saved parameters the forward writes (store.py sets it)
         self.plain_depth = 0
@@ -169,13 +169,15 @@ class Reverser:
         return pre + [self.loop_node(s, body)]
 
     # -- stored loops (transform/store.py) -------------------------------------
-    def saved_slot(self, v, store=False):
-        """This thread's entry of the array saving ``v``: ``saved_v[tid0, ...]``."""
-        if v not in self.saved:
-            self.saved[v] = self.namer.fresh(f"saved_{v}")
+    def saved_slot(self, s, v, store=False):
+        """This thread's entry of the array saving ``v`` after loop ``s``:
+        ``saved_v[tid0, ...]`` (one array per loop and value)."""
+        key = (s.loop.uid, v)
+        if key not in self.saved:
+            self.saved[key] = self.namer.fresh(f"saved_{v}")
         idx = name(self.tids[0]) if len(self.tids) == 1 else \
             gast.Tuple(elts=[name(t) for t in self.tids], ctx=gast.Load())
-        return gast.Subscript(value=name(self.saved[v]), slice=idx,
+        return gast.Subscript(value=name(self.saved[key]), slice=idx,
                               ctx=gast.Store() if store else gast.Load())
 
     def counted(self, s):
@@ -190,14 +192,14 @@ class Reverser:
         if self.needs_reverse(s):
             count = self.loop_names(s)["count"]
             if self.counted(s):
-                value = self.saved_slot(count)
+                value = self.saved_slot(s, count)
             else:
                 value = gast.Call(func=rt_attr("trip_count"),
                                   args=[copy.deepcopy(a) for a in s.iter.args], keywords=[])
             out.append(assign(count, value, line))
         values = sorted({t for x in walk_stmts([s]) for t in target_names(x)})
         self.saved_by_loop[s.loop.uid] = values
-        out += [assign(v, self.saved_slot(v), line) for v in values]
+        out += [assign(v, self.saved_slot(s, v), line) for v in values]
         return out
 
     def saving_loop(self, s):
@@ -205,7 +207,8 @@ class Reverser:
         saved (and its trip count, counted, where the loop can stop early)."""
         line = s.lineno
         count = self.loop_names(s)["count"] if s.loop.uid in self.names else None
-        counted = count is not None and self.saved.get(count) in self.written
+        uid = s.loop.uid
+        counted = count is not None and self.saved.get((uid, count)) in self.written
         self.plain_depth += 1
         body = self.plain(s.body, True) + self.plain(s.loop.latch, True)
         self.plain_depth -= 1
@@ -214,10 +217,10 @@ class Reverser:
             pre.append(assign(count, const(0), line))
             body.insert(0, at(gast.AugAssign(target=name(count, store=True), op=gast.Add(),
                                              value=const(1)), line))
-            post.append(assign(self.saved_slot(count, store=True), name(count), line))
-        post += [assign(self.saved_slot(v, store=True), name(v), line)
-                 for v in self.saved_by_loop.get(s.loop.uid, ())
-                 if self.saved.get(v) in self.written]
+            post.append(assign(self.saved_slot(s, count, store=True), name(count), line))
+        post += [assign(self.saved_slot(s, v, store=True), name(v), line)
+                 for v in self.saved_by_loop.get(uid, ())
+                 if self.saved.get((uid, v)) in self.written]
         if post:
             post.insert(0, comment(f"saved for the backward: the values the loop on line {line} "
                                    "leaves (it is not replayed there)", line))

@@ -51,9 +51,9 @@ def saving(ssa, active_set, rev, dims):
         return None
     counts = {names["count"] for names in r.names.values()}
     params = tuple((p, v, INT if v in counts else ssa.kinds.get(v, FLOAT))
-                   for v, p in r.saved.items() if p in r.written)
-    lines = tuple(s.lineno for s in loops if any(v in r.saved and r.saved[v] in r.written
-                                                 for v in r.saved_by_loop.get(s.loop.uid, ())))
+                   for (_, v), p in r.saved.items() if p in r.written)
+    lines = tuple(s.lineno for s in loops
+                  if any(p in r.written for (uid, _), p in r.saved.items() if uid == s.loop.uid))
     return Saved(forward, backward, params, lines)
 
 
