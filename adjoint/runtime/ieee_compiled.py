@@ -98,18 +98,19 @@ def cbrt(x):
 
 def cbrt_device(x):
     """``cbrt`` for numba.cuda, which has neither ``math.cbrt`` nor ``np.cbrt``: ``|x| ** (1/3)``
-    and one Newton step, with the sign of ``x`` (within an ulp or so of ``cbrt``)."""
+    and one Newton step, with the sign of ``x`` (within 1 ulp of C's ``cbrt`` in float64,
+    2 in float32; tests/test_warp_builtins.py)."""
     if isinstance(x, np.float32):
-        third, two = np.float32(0.3333333333333333), np.float32(2.0)
+        third = np.float32(0.3333333333333333)
     else:
-        third, two = 0.3333333333333333, 2.0
+        third = 0.3333333333333333
     if isinstance(x, int):
         a = abs(float(x))
     else:
         a = abs(x)
     y = math.pow(a, third)
     if y > 0 and y < math.inf:
-        y = (two * y + a / (y * y)) * third
+        y = y - (y - a / (y * y)) * third
     return math.copysign(y, x)
 
 
