@@ -1,4 +1,6 @@
-"""Builtins and piecewise functions: abs, min, max, clamp, float(), int()."""
+"""Builtins and piecewise functions: abs, min, max, clamp, float(), int(), and Warp's
+scalar builtins ad.sign, step, lerp, smoothstep, round, rint, trunc, frac (their primals:
+adjoint/runtime/ieee.py)."""
 from .registry import rule
 from .types import FLOAT, INT
 
@@ -48,8 +50,74 @@ def float_(z, x):
     d_x = g
 
 
+# math.trunc(x) is Python's: int(x), an int (ad.trunc is Warp's, a float)
 @rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: INT, differentiable=False,
-      runtime="to_int")
+      runtime="to_int", aliases=("math.trunc",))
 def int_(z, x):
     pass
 
+
+
+def _float(*kinds):
+    return FLOAT
+
+
+# -- Warp's scalar builtins --------------------------------------------------------
+
+# piecewise constant: derivative 0 everywhere, at the jumps too (sign and step at 0, round
+# at half-integers, rint, trunc at integers), as in Warp
+@rule("sign", "ad.sign", domain=[(-2, 2)], differentiable=False, runtime="sign")
+def sign(z, x):
+    pass
+
+
+@rule("step", "ad.step", domain=[(-2, 2)], differentiable=False, runtime="step")
+def step(z, x):
+    pass
+
+
+@rule("round", "ad.round", domain=[(-3, 3)], result_kind=_float, differentiable=False,
+      runtime="round")
+def round_(z, x):
+    pass
+
+
+@rule("rint", "ad.rint", domain=[(-3, 3)], result_kind=_float, differentiable=False,
+      runtime="rint")
+def rint(z, x):
+    pass
+
+
+@rule("trunc", "ad.trunc", domain=[(-3, 3)], result_kind=_float, differentiable=False,
+      runtime="trunc")
+def trunc(z, x):
+    pass
+
+
+# frac(x) = x - trunc(x): derivative 1 (Warp's adjoint of frac is 0)
+@rule("frac", "ad.frac", domain=[(-3, 3)], result_kind=_float, runtime="frac")
+def frac(z, x):
+    d_x = g
+
+
+@rule("lerp", "ad.lerp", domain=[(-2, 2), (-2, 2), (-0.5, 1.5)], result_kind=_float,
+      runtime="lerp")
+def lerp(z, a, b, t):
+    d_a = g * (1.0 - t)
+    d_b = g * t
+    d_t = g * (b - a)
+
+
+# smoothstep: with w = e1 - e0 and t = (x - e0) / w, z = 3t^2 - 2t^3 and dz/dt = 6 t (1 - t).
+# Nonzero only for x strictly between the edges, 0 < t < 1, where t (1 - t) =
+# (x - e0) (e1 - x) / w^2 > 0; zero where the value is clamped (t <= 0, t >= 1; at t = 0
+# and 1 the derivative is 0 from both sides), where the edges meet and for nan
+@rule("smoothstep", "ad.smoothstep", domain=[(-1, -0.2), (0.2, 1), (-1.5, 1.5)],
+      result_kind=_float, runtime="smoothstep")
+def smoothstep(z, e0, e1, x):
+    if (x - e0) * (e1 - x) > 0.0:
+        d_e0 = -(g * 6.0 * (x - e0) * (e1 - x) * (e1 - x) /
+                 ((e1 - e0) * (e1 - e0) * (e1 - e0) * (e1 - e0)))
+        d_e1 = -(g * 6.0 * (x - e0) * (x - e0) * (e1 - x) /
+                 ((e1 - e0) * (e1 - e0) * (e1 - e0) * (e1 - e0)))
+        d_x = g * 6.0 * (x - e0) * (e1 - x) / ((e1 - e0) * (e1 - e0) * (e1 - e0))

@@ -114,3 +114,47 @@ def floor(z, x):
 @math_rule("ceil", domain=[(-3, 3)], result_kind=_int, differentiable=False)
 def ceil(z, x):
     pass
+
+
+@math_rule("log2", domain=[(0.1, 3)])
+def log2(z, x):
+    d_x = g / (0.6931471805599453 * x)          # ln 2
+
+
+@math_rule("log10", domain=[(0.1, 3)])
+def log10(z, x):
+    d_x = g / (2.302585092994046 * x)           # ln 10
+
+
+# cbrt at 0: dz/dx = 1 / (3 z^2) is +inf there (as sqrt's 1 / (2 z)): the gradient is ±inf,
+# nan where the seed is 0
+@math_rule("cbrt", domain=[(-2, 2)])
+def cbrt(z, x):
+    d_x = g / (3.0 * z * z)
+
+
+@math_rule("erf", domain=[(-2, 2)])
+def erf(z, x):
+    d_x = g * 1.1283791670955126 * math.exp(-(x * x))      # 2 / sqrt(pi)
+
+
+@math_rule("erfc", domain=[(-2, 2)])
+def erfc(z, x):
+    d_x = -(g * 1.1283791670955126 * math.exp(-(x * x)))
+
+
+# copysign(x, y) = |x| sign(y): dz/dx is +1 where the sign bits of x and y agree, -1 where
+# they differ (at x = ±0 too: the derivative on the side the sign bit names); dz/dy is 0
+@math_rule("copysign", domain=[(-2, 2), (-2, 2)])
+def copysign(z, x, y):
+    d_x = g * math.copysign(1.0, x) * math.copysign(1.0, y)
+
+
+@math_rule("degrees", domain=[(-3, 3)])
+def degrees(z, x):
+    d_x = g * 57.29577951308232                 # 180 / pi
+
+
+@math_rule("radians", domain=[(-3, 3)])
+def radians(z, x):
+    d_x = g * 0.017453292519943295              # pi / 180

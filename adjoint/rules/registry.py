@@ -68,6 +68,14 @@ class Rule:
         none for an operator. The frontend resolves them (frontend/parse.py)."""
         return (self.symbol,) + self.aliases if self.is_call else ()
 
+    @property
+    def partials(self):
+        """The operands whose partial the template states (``d_<operand> = ...``, in any
+        branch); another operand's derivative is zero (``copysign``'s sign operand)."""
+        return tuple(p for p in self.params if any(
+            _partial_of(s) == p for s in gast.walk(gast.Module(body=self.template,
+                                                                type_ignores=[]))))
+
     def callee_expr(self):
         """gast expression of the function generated code calls (call-style rules):
         ``rt.sin`` for ``math.sin``, ``abs`` for ``abs``."""

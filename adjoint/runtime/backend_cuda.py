@@ -195,7 +195,7 @@ def _device_function(attr):
     if attr in BUILTINS:
         if simulated():
             return BUILTINS[attr].python
-        fn = BUILTINS[attr].compiled
+        fn = BUILTINS[attr].cuda
     elif attr in _DEVICE:
         fn = _DEVICE[attr]
     else:

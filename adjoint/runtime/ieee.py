@@ -30,6 +30,22 @@ and, where NumPy defines one, NumPy's: no exception, no warning, and
   int64 range: ``-2**63`` (what x86 CPUs give; an index made from it is out
   of bounds).
 
+Warp's scalar builtins, called as ``ad.<name>`` (and ``math.<name>`` where
+Python's ``math`` has one), mean what Warp's do:
+
+* ``sign(x)``: -1 if ``x < 0``, else 1 (1 at ±0 and for nan); ``step(x)``: 1
+  if ``x < 0``, else 0. An int for an int, else a float;
+* ``lerp(a, b, t)``: ``a * (1 - t) + b * t``;
+* ``smoothstep(e0, e1, x)``: ``t * t * (3 - 2 * t)`` for ``t = (x - e0) / (e1 - e0)``
+  clamped to [0, 1] (nan stays nan); where the edges meet (``e0 == e1``) a step
+  at the edge, 0 for ``x < e0`` and 1 for ``x >= e0``;
+* ``round(x)``: to the nearest integer, ties away from zero (C's ``round``);
+  ``rint(x)``: ties to even (C's ``rint``); ``trunc(x)``: towards zero;
+  ``frac(x)``: ``x - trunc(x)`` (nan for ±inf). All four return a float, with
+  the sign of ``x`` (``round(-0.3)`` is -0.0); ±inf and nan are returned as they are;
+* ``math.copysign``, ``log2``, ``log10``, ``cbrt``, ``erf``, ``erfc``, ``degrees``,
+  ``radians``: C's (``log2(0)`` is -inf, ``log2(-1)`` nan).
+
 A float32 operand stays float32 (``rt.sin`` of a float32 is a float32, as in
 numba): results that overflow float32 are inf in both backends. The Python
 backend computes a float32 ``math`` function in float64 and rounds, where numba
@@ -66,23 +82,32 @@ class Builtin:
     python: object        # the plain-Python meaning: the Python backend, CUDA's simulator
     compiled: object      # the same for numba.njit (error_model="numpy") and numba.cuda
     user: object = None   # what a kernel calls, exported as ad.<name> (None: an operator's)
+    device: object = None  # numba.cuda's spelling where it cannot compile ``compiled``
+
+    @property
+    def cuda(self):
+        """The function numba.cuda compiles as a device function."""
+        return self.device or self.compiled
 
 
 BUILTINS = {}
+AD = object()           # builtin(user=AD): the decorated function is also ad.<name>
 
 
-def _register(name, python, compiled, user):
+def _register(name, python, compiled, user, device=None):
     if name in BUILTINS:
         raise ValueError(f"duplicate runtime builtin rt.{name}")
-    BUILTINS[name] = Builtin(name, python, compiled, user)
+    BUILTINS[name] = Builtin(name, python, compiled, python if user is AD else user, device)
     return python
 
 
-def builtin(compiled, user=None):
+def builtin(compiled, user=None, device=None):
     """Register the decorated function as ``rt.<its name>`` in plain Python, with
-    ``compiled`` its numba spelling and ``user`` the function a kernel calls."""
+    ``compiled`` its numba spelling (``device``: numba.cuda's, where that differs) and
+    ``user`` the function a kernel calls (``AD``: the decorated function itself, exported
+    as ``ad.<its name>``: its plain-Python meaning is what a call outside a kernel gets)."""
     def deco(fn):
-        return _register(fn.__name__, fn, compiled, user)
+        return _register(fn.__name__, fn, compiled, user, device)
     return deco
 
 
@@ -177,6 +202,25 @@ expm1 = math_function(math.expm1, lambda x: INF)
 log = math_function(math.log, lambda x: -INF if x == 0 else NAN)
 log1p = math_function(math.log1p, lambda x: -INF if x == -1 else NAN)
 sqrt = math_function(math.sqrt, _nan)
+log2 = math_function(math.log2, lambda x: -INF if x == 0 else NAN)
+log10 = math_function(math.log10, lambda x: -INF if x == 0 else NAN)
+erf = math_function(math.erf, _nan)                 # erf, erfc, degrees, radians never raise
+erfc = math_function(math.erfc, _nan)
+degrees = math_function(math.degrees, lambda x: math.copysign(INF, x))
+radians = math_function(math.radians, lambda x: math.copysign(INF, x))
+
+
+@builtin(ieee_compiled.cbrt, user=math.cbrt, device=ieee_compiled.cbrt_device)
+def cbrt(x):
+    """``math.cbrt(x)``: C's ``cbrt`` (numba.cuda: ``|x| ** (1/3)`` refined, see
+    ieee_compiled.cbrt_device)."""
+    return _typed(math.cbrt(x), x)
+
+
+@builtin(ieee_compiled.copysign, user=math.copysign)
+def copysign(x, y):
+    """``math.copysign(x, y)``: the magnitude of ``x``, the sign (bit) of ``y``."""
+    return _typed(math.copysign(x, y), x, y)
 
 
 @builtin(ieee_compiled.atan2, user=math.atan2)
@@ -222,6 +266,93 @@ def clamp(x, lo, hi):
 
 
 _register("clamp", clamp, clamp, clamp)
+
+
+# -- Warp's scalar builtins: ad.<name> (see the module docstring) -----------------------
+
+@builtin(ieee_compiled.sign, user=AD)
+def sign(x):
+    """``ad.sign(x)``: -1 if ``x < 0``, else 1 (also at -0.0 and for nan)."""
+    if _is_int(x):
+        return -1 if x < 0 else 1
+    return _typed(-1.0 if x < 0 else 1.0, x)
+
+
+@builtin(ieee_compiled.step, user=AD)
+def step(x):
+    """``ad.step(x)``: 1 if ``x < 0``, else 0 (Warp's: the step *down* at 0)."""
+    if _is_int(x):
+        return 1 if x < 0 else 0
+    return _typed(1.0 if x < 0 else 0.0, x)
+
+
+@builtin(ieee_compiled.lerp, user=AD)
+def lerp(a, b, t):
+    """``ad.lerp(a, b, t)``: ``a * (1 - t) + b * t`` (``a`` at ``t = 0``, ``b`` at 1)."""
+    one = _typed(1.0, a, b, t)
+    return a * (one - t) + b * t
+
+
+@builtin(ieee_compiled.smoothstep, user=AD)
+def smoothstep(e0, e1, x):
+    """``ad.smoothstep(e0, e1, x)``: 0 below ``e0``, 1 above ``e1``, the cubic
+    ``3t^2 - 2t^3`` of ``t = (x - e0) / (e1 - e0)`` between; a step where ``e0 == e1``."""
+    zero, one = _typed(0.0, e0, e1, x), _typed(1.0, e0, e1, x)
+    w = e1 - e0
+    if w == 0:
+        if x < e0:
+            return zero
+        if x >= e0:
+            return one
+        return x + zero                         # nan
+    t = (x - e0) / w
+    if t <= 0:
+        return zero
+    if t >= 1:
+        return one
+    return t * t * (_typed(3.0, e0, e1, x) - _typed(2.0, e0, e1, x) * t)
+
+
+def _integral(x, fn):
+    """``fn(|x|)`` (an int: ``|x|`` rounded) as a float of ``x``'s type with the sign of
+    ``x``; an int as a float; ±inf and nan as they are."""
+    if _is_int(x):
+        return float(x)
+    if not math.isfinite(x):
+        return x
+    return _typed(math.copysign(float(fn(abs(float(x)))), x), x)
+
+
+def _half_up(a):
+    t = math.trunc(a)
+    return t + 1 if a - t >= 0.5 else t
+
+
+@builtin(ieee_compiled.round, user=AD)
+def round(x):  # noqa: A001 - the name generated code calls (rt.round)
+    """``ad.round(x)``: the nearest integer, ties away from zero (C's ``round``), a float."""
+    return _integral(x, _half_up)
+
+
+@builtin(ieee_compiled.rint, user=AD)
+def rint(x):
+    """``ad.rint(x)``: the nearest integer, ties to even (C's ``rint``), a float."""
+    return _integral(x, builtins.round)
+
+
+@builtin(ieee_compiled.trunc, user=AD)
+def trunc(x):
+    """``ad.trunc(x)``: ``x`` rounded towards zero, a float (``math.trunc`` is Python's:
+    an int, like ``int(x)``)."""
+    return _integral(x, math.trunc)
+
+
+@builtin(ieee_compiled.frac, user=AD)
+def frac(x):
+    """``ad.frac(x)``: ``x - trunc(x)``, the fractional part with the sign of ``x``."""
+    if _is_int(x):
+        return 0.0
+    return x - trunc(x)
 
 
 # -- helpers --------------------------------------------------------------------
