@@ -316,3 +316,14 @@ def test_cuda_cbrt_is_within_an_ulp_of_c():
         for v in (0.0, -0.0, INF, -INF, NAN):
             assert same(dev(dtype(v)), np.cbrt(dtype(v)))
     assert dev(np.int64(-8)) == -2.0
+
+
+def test_star_import_keeps_pythons_builtins():
+    """``from adjoint import *`` must not change plain Python: ``round`` and ``pow`` stay
+    Python's (``ad.round`` rounds halves away from zero and returns a float)."""
+    ns = {}
+    exec("from adjoint import *", ns)
+    assert "round" not in ns and "pow" not in ns
+    exec("r = round(2.5); p = pow(2, 3)", ns)
+    assert ns["r"] == 2 and type(ns["r"]) is int and ns["p"] == 8 and type(ns["p"]) is int
+    assert ad.round(2.5) == 3.0 and "sin" in ns and "lerp" in ns

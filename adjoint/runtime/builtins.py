@@ -36,4 +36,8 @@ abs, min, max = _py.abs, _py.min, _py.max  # noqa: A001
 MATH = {name: b.user for name, b in sorted(BUILTINS.items()) if b.user is not None}
 globals().update(MATH)
 
-__all__ = ["tid", "atomic_add", "atomic_sub", "abs", "min", "max"] + list(MATH)
+# ``from adjoint import *`` must not change what plain Python means: a math function
+# named like a Python builtin it differs from (ad.round rounds halves away from zero and
+# returns a float, ad.pow is math.pow) stays ad.<name> only
+__all__ = ["tid", "atomic_add", "atomic_sub", "abs", "min", "max"] + [
+    n for n, fn in MATH.items() if getattr(_py, n, fn) is fn]
