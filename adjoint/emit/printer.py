@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import CheckStmt, Comment
+from ..transform.ir import CheckStmt, Comment, Print
 
 INDENT = "    "
 WIDTH = 99
@@ -120,6 +120,10 @@ class Printer:
         elif isinstance(s, gast.While):
             self.emit(depth, f"while {expr_src(s.test)}:")
             self.loop_body(s, depth + 1)
+        elif isinstance(s, Print):
+            self.emit(depth, expr_src(gast.Expr(value=gast.Call(
+                func=gast.Name(id="print", ctx=gast.Load(), annotation=None, type_comment=None),
+                args=s.args, keywords=[]))))
         elif isinstance(s, CheckStmt):
             self.emit(depth, expr_src(s.value))      # a bounds check, as pass bounds wrote it
         else:

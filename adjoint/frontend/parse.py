@@ -53,7 +53,8 @@ def _callables():
     calls ``rt.<name>`` (``ad.sin`` is ``math.sin`` itself, one entry for both)."""
     table = {id(builtins.range): ("range", "range"), id(adb.tid): ("tid", "tid"),
              id(adb.atomic_add): ("atomic", "atomic_add"),
-             id(adb.atomic_sub): ("atomic", "atomic_sub")}
+             id(adb.atomic_sub): ("atomic", "atomic_sub"),
+             id(builtins.print): ("print", "print")}
     by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
     pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]
     pairs += [(fn, by_runtime[name], f"ad.{name}") for name, fn in adb.MATH.items()

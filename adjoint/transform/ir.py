@@ -47,6 +47,12 @@ class CheckStmt(gast.Expr):
         self.check = check
 
 
+class Print(gast.stmt):
+    """``print(*args)`` in a kernel or func: for debugging, the forward (and the JVP)
+    print; a backward's replay does not print again. ``args`` are atoms and strings."""
+    _fields = ("args",)
+
+
 class StackNew(gast.expr):
     """A new per-thread loop stack of ``kind`` values ("float", "int", "bool"; a float32
     kernel's are "float32"), with room for ``capacity`` (an expression) entries and

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import gast
 
-from .ir import LoopInfo, Namer, assign, at, const, if_, is_atom, name
+from .ir import LoopInfo, Namer, Print, assign, at, const, if_, is_atom, name
 
 
 @dataclass
@@ -254,6 +254,15 @@ class _Anf:
                 node = at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)
                 node.atomic = True
                 return pre + [node]
+            if isinstance(v, gast.Call) and v.callee.kind == "print":
+                pre, args = [], []
+                for a in v.args:
+                    if isinstance(a, gast.Constant) and isinstance(a.value, str):
+                        args.append(a)
+                    else:
+                        p, x = self.atom(a, line)
+                        pre, args = pre + p, args + [x]
+                return pre + [at(Print(args), line)]
             if isinstance(v, gast.Call):
                 pre, _ = self.atom(v, line)
                 return pre

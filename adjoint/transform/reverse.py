@@ -26,7 +26,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (Comment, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+from .ir import (Comment, Print, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .prune import prune
 
@@ -93,7 +93,7 @@ class Reverser:
                 if keep_stores:
                     out.append(copy.deepcopy(s))
                 continue
-            if isinstance(s, gast.Return):
+            if isinstance(s, (gast.Return, Print)):      # (a replay prints nothing)
                 if keep_stores:
                     out.append(copy.deepcopy(s))
                 continue

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules.types import of
-from .ir import assign, at, const, if_, load_names, name, target_names, value_names, walk_stmts
+from .ir import Print, assign, at, const, if_, load_names, name, target_names, value_names, walk_stmts
 
 @dataclass
 class SSA:
@@ -142,6 +142,10 @@ class _Builder:
             return self.if_(s, env, loop_reads)
         if isinstance(s, (gast.For, gast.While)):
             return self.loop(s, env, loop_reads)
+        if isinstance(s, Print):
+            for a in s.args:
+                self.rename(a, env)
+            return [s]
         if isinstance(s, gast.Pass):
             return [s]
         raise self.norm.pf.error(f"unexpected statement {type(s).__name__}", s, stage="ssa")
