@@ -56,6 +56,30 @@ def unchecked(kernel):
                      loop_capacity=kernel.loop_capacity, bounds_check=False)
 
 
+class Spent:
+    """What is left of a tape after its backward, as a training loop keeps it: the
+    arrays whose gradients the next iteration zeroes (``zero()``, as ``Tape.zero``),
+    and no tape. A tape kept alive watches the memory its launches read and copies it
+    before a later launch overwrites it (copy-on-write: a backward may run again), so
+    a benchmark that kept its last tape would time those copies in every forward."""
+
+    def __init__(self, tape):
+        self.arrays = list({id(a): a for s in tape.steps for a in s.arrays()}.values())
+        self.arrays += [a for a in tape.seeded if all(a is not b for b in self.arrays)]
+
+    def zero(self):
+        for a in self.arrays:
+            if a.grad is not None:
+                a.grad.zero_()
+
+
+def fresh_tape(last):
+    """A new ``ad.Tape`` after zeroing the gradients of ``last`` (a ``Spent``, or None)."""
+    if last is not None:
+        last.zero()
+    return ad.Tape()
+
+
 class GradientMismatch(RuntimeError):
     """A system's forward value or gradient disagrees with the float64 reference."""
 

@@ -24,7 +24,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem
+from ..harness import Problem, Spent, fresh_tape
 from . import dense, elementwise, nbody, periodic, springs
 
 
@@ -66,7 +66,7 @@ def dense_loss(n: int, W: ad.array(dtype=ad.float32, ndim=2), x: ad.array(dtype=
 class _UserSystem:
     """An adjoint system: ``_run()`` launches the kernels (the loss is zeroed first),
     ``record`` does that on a new tape (after zeroing the previous tape's gradients),
-    ``backward`` seeds the loss."""
+    ``backward`` seeds the loss and drops the tape (``harness.Spent``)."""
     tape = None
 
     def forward(self):
@@ -74,15 +74,14 @@ class _UserSystem:
         self._run()
 
     def record(self):
-        if self.tape is not None:
-            self.tape.zero()
+        self.tape = fresh_tape(self.tape)
         self.loss.zero_()
-        self.tape = ad.Tape()
         with self.tape:
             self._run()
 
     def backward(self, seed):
         self.tape.backward(grads={self.loss: seed["loss"]})
+        self.tape = Spent(self.tape)      # dropped: see harness.Spent
 
     def fwd_bwd(self, seed):
         self.record()
