@@ -18,6 +18,11 @@ MAX_THREADS = 2**31 - 1
 def _dims(spec, dim):
     """``dim`` as a tuple of ``spec.dims`` ints in ``[0, MAX_THREADS]`` whose product is at
     most ``MAX_THREADS``; anything else is a ``LaunchError`` naming the kernel."""
+    if type(dim) is int and spec.dims == 1 and 0 <= dim <= MAX_THREADS:
+        return (dim,)                   # the common case, without the general checks
+    if type(dim) is tuple and len(dim) == spec.dims and all(type(d) is int for d in dim) \
+            and min(dim) >= 0 and max(dim) <= MAX_THREADS and math.prod(dim) <= MAX_THREADS:
+        return dim
     where = f"kernel '{spec.name}' ({spec.origin})"
     if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
         dims = (dim,)
@@ -55,6 +60,10 @@ def _describe(value):
 
 
 def _convert(spec, param, value, device):
+    if type(value) is Array and param.is_array and value.device == device:   # common case
+        data = value.data
+        if data.ndim == param.ndim and data.dtype == param.np_dtype:
+            return data
     where = f"kernel '{spec.name}' ({spec.origin}), parameter '{param.name}'"
     if param.is_array:
         if isinstance(value, Array):

@@ -1,4 +1,5 @@
 """Launchable descriptions of compiled kernels and funcs (what modules export)."""
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,20 +9,21 @@ from ..errors import LaunchError
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A kernel parameter: ``ndim == 0`` for a scalar."""
+    """A kernel parameter: ``ndim == 0`` for a scalar. Its derived facts are computed
+    once (``cached_property``: every launch reads them)."""
     name: str
     dtype: str
     ndim: int
 
-    @property
+    @functools.cached_property
     def is_array(self):
         return self.ndim > 0
 
-    @property
+    @functools.cached_property
     def np_dtype(self):
         return np.dtype(self.dtype)
 
-    @property
+    @functools.cached_property
     def has_adjoint(self):
         return self.is_array and self.np_dtype.kind == "f"
 
