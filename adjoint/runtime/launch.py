@@ -138,11 +138,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
     dots = None if tangents is None else _tangents(spec, args, values, tangents)
     tape = active_tape() if record_tape else None
-    label = f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch"
-    label += f" of kernel '{spec.name}' ({spec.origin})"
-    for p, v in zip(spec.params, values):
-        if p.is_array and p.name in spec.writes:
-            watch.before_write(v, label, tape)       # tapes that read v keep its values
+
+    def label():
+        return (f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch") + \
+            f" of kernel '{spec.name}' ({spec.origin})"
+    for k in spec.written_arrays:
+        watch.before_write(values[k], label, tape)   # tapes that read it keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
     if dots is None:
@@ -150,7 +151,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     else:
         verify.run(spec, "jvp", dims, values, [d for _, d, _ in dots])
     if tape is not None:
-        tape.record(LaunchStep(spec, dims, args, values, label))
+        tape.record(LaunchStep(spec, dims, args, values, label()))
     if dots is not None:
         return {name: given for name, _, given in dots}
 

@@ -52,6 +52,11 @@ class KernelSpec:
     def spec(self):
         return self
 
+    @functools.cached_property
+    def written_arrays(self):
+        """Indices of the array parameters the kernel writes (every launch asks)."""
+        return tuple(k for k, p in enumerate(self.params) if p.is_array and p.name in self.writes)
+
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"
 

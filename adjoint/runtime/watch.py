@@ -83,12 +83,15 @@ def _forget(key, wid, ref):
 
 
 def before_write(buf, writer, by=None):
-    """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)") is
-    about to write ``buf``; ``by`` is the tape recording that write, if any. A watcher
-    may raise to refuse the write: nothing has been written yet."""
+    """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)", or a
+    function returning one, called only when someone watches ``buf``) is about to write
+    ``buf``; ``by`` is the tape recording that write, if any. A watcher may raise to
+    refuse the write: nothing has been written yet."""
     key = memory_key(buf)
     if key not in _watchers:                  # the common case: nobody read this memory
         return
+    if callable(writer):
+        writer = writer()
     with LOCK:
         for ref in list(_watchers.get(key, {}).values()):
             watcher = ref()
