@@ -78,8 +78,8 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
     # forward, ~backward, fwd+bwd, ratio, jvp, jvp/fwd, ratio to numba-par, min..max
     assert re.search(r"\| dense \| adjoint \| \d+\.\d+ \| ~-?\d+\.\d+ \|( \d+\.\d+ \|){4} "
                      r"\d+\.\d+x \| \d+\.\d+\.\.\d+\.\d+ \|", report["table"])
-    assert re.search(r"\| dense \| numba-par \| \d+\.\d+ \| ~-?\d+\.\d+ \|( \d+\.\d+ \|){2} \| +\| \d",
-                     report["table"])
+    assert re.search(r"\| dense \| numba-par \| \d+\.\d+ \| ~-?\d+\.\d+ \|"
+                     r"( \d+\.\d+ \|){2} \| +\| \d", report["table"])
     rendered = report_md.render(report)
     assert "| jvp ms | jvp/fwd |" in rendered and "| dense | **adjoint** |" in rendered
     # what the bounds checks cost: adjoint over adjoint-unchecked, one row per workload

@@ -55,13 +55,23 @@ def ring_mod(a: float, u: ad.array(dtype=float, ndim=2), v: ad.array(dtype=float
     v[i, j] = c * u[ip, j] + a * u[im, j] * u[im, j]
 
 @ad.kernel
-def ring_of_unread(a: float, u: ad.array(dtype=float, ndim=2), v: ad.array(dtype=float, ndim=2)):
+def ring_stored(a: float, u: ad.array(dtype=float, ndim=2), v: ad.array(dtype=float, ndim=2)):
     i, j = ad.tid()
     n0 = v.shape[0]
     ip = i + 1
     if ip == n0:
         ip = 0
     v[i, j] = a * u[ip, j] * u[ip, j]
+
+@ad.kernel
+def ring_of_another(a: float, u: ad.array(dtype=float, ndim=2), w: ad.array(dtype=float, ndim=2),
+                    v: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    n0 = w.shape[0]
+    ip = i + 1
+    if ip == n0:
+        ip = 0
+    v[i, j] = w[0, 0] * u[ip, j] * u[ip, j]
 '''
 
 # (kernel, radius of its plan, float64 forward of one launch)
@@ -69,6 +79,7 @@ RINGS = {
     "ring_eq": (1, lambda a, u: u * u + a * (np.roll(u, -1, 0) * np.roll(u, 1, 0) - 2.0 * u)),
     "ring_ge": (2, lambda a, u: u + a * (np.roll(u, -2, 0) ** 2 + np.sin(np.roll(u, 1, 0)))),
     "ring_mod": (1, lambda a, u: u * np.roll(u, -1, 0) + a * np.roll(u, 1, 0) ** 2),
+    "ring_stored": (1, lambda a, u: a * np.roll(u, -1, 0) ** 2),
 }
 
 
@@ -89,12 +100,21 @@ def test_a_ring_keeps_the_even_odd_plan(kernel_module, name):
     assert f"rt.block_count(dim0, {radius})" in bwd and "private_copies" not in bwd
 
 
-def test_a_ring_of_an_array_not_every_thread_reads_is_privatized(kernel_module):
-    """n0 = v.shape[0] of an array no thread reads at v[i, ...]: the launch does not
-    check dim0 <= n0, so threads beyond n0 could reach any row; no ring is assumed."""
+def test_a_ring_of_an_array_no_thread_accesses_at_its_row_is_privatized(kernel_module):
+    """n0 = w.shape[0] of an array no thread reads or stores at w[i, ...]: the launch
+    does not check dim0 <= n0, so threads beyond n0 could reach any row; no ring."""
     m = kernel_module(KERNELS)
-    bwd = ad.source(m.ring_of_unread, "backward")
+    bwd = ad.source(m.ring_of_another, "backward")
     assert "rt.private_copies(adj_u" in bwd and "block_count" not in bwd
+
+
+def test_a_launch_beyond_the_ring_is_refused_before_any_thread_runs(kernel_module):
+    """What the ring argument relies on: dim0 <= n0, checked once per launch."""
+    m = kernel_module(KERNELS)
+    u, v = ad.array(np.ones((6, 3))), ad.zeros((5, 3))
+    with pytest.raises(ad.LaunchError, match="out of bounds"):
+        ad.launch(m.ring_stored, dim=(6, 3), inputs=[0.3, u], outputs=[v])
+    np.testing.assert_array_equal(v.numpy(), np.zeros((5, 3)))
 
 
 @pytest.mark.parametrize("name", sorted(RINGS))

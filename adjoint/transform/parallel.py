@@ -163,9 +163,12 @@ def _ring_offsets(ssa, owner, linear):
       ``0 .. |c| - 1`` wrap): ``|c|`` or ``|c| - 1 + m``;
 
     (``m`` a non-negative integer constant), and plain copies of such names. ``N`` must
-    be ``X.shape[0]`` of an array ``X`` that every thread reads at ``X[i, ...]`` (a
-    top-level access of a kernel without ``return``): then the launch has checked
-    ``dim0 <= N`` before any thread ran, which the even/odd argument needs."""
+    be ``X.shape[0]`` of an array ``X`` that every thread reads or stores at ``X[i,
+    ...]`` (a top-level access of a kernel without ``return``): then the launch has
+    checked ``dim0 <= N`` before any thread ran, which the even/odd argument needs:
+    every thread that wraps, and every row it reaches, is within the radius of row 0
+    or of row ``dim0 - 1``, so only the first and the last block (different phases)
+    can meet there."""
     defs = _definitions(ssa)
     if any(isinstance(s, gast.Return) for s in walk_stmts(ssa.body)):
         return {}
@@ -259,16 +262,19 @@ def _merges(st, defs):
 
 
 def _ring_sizes(ssa, owner, defs):
-    """Names ``N = X.shape[0]`` (defined once) of arrays ``X`` that every thread reads
-    at ``X[i, ...]`` with ``i`` thread index 0 (a top-level statement of the kernel)."""
+    """Names ``N = X.shape[0]`` (defined once) of arrays ``X`` that every thread reads or
+    stores at ``X[i, ...]`` with ``i`` thread index 0 (a top-level statement of the
+    kernel: the launch checks ``dim0 <= X.shape[0]`` before any thread runs)."""
     read_by_all = set()
     for s in ssa.body:
-        if isinstance(s, gast.Assign) and isinstance(s.value, gast.Subscript) and \
-                isinstance(s.value.value, gast.Name):
-            sl = s.value.slice
-            first = sl.elts[0] if isinstance(sl, gast.Tuple) else sl
-            if isinstance(first, gast.Name) and owner.get(first.id) == 0:
-                read_by_all.add(s.value.value.id)
+        if not isinstance(s, gast.Assign):
+            continue
+        for sub in (s.value, s.targets[0]):      # a load or a store every thread makes
+            if isinstance(sub, gast.Subscript) and isinstance(sub.value, gast.Name):
+                sl = sub.slice
+                first = sl.elts[0] if isinstance(sl, gast.Tuple) else sl
+                if isinstance(first, gast.Name) and owner.get(first.id) == 0:
+                    read_by_all.add(sub.value.id)
     sizes = set()
     for n, vs in defs.items():
         v = vs[0] if len(vs) == 1 else None

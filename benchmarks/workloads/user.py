@@ -144,7 +144,8 @@ class StencilUser(_UserSystem):
         n, self.steps = p.inputs["u0"].shape[0], p.inputs["steps"]
         self.dim = (n, n)
         self.u = [ad.array(p.inputs["u0"], requires_grad=True)]
-        self.u += [ad.zeros((n, n), dtype=ad.float32, requires_grad=True) for _ in range(self.steps)]
+        self.u += [ad.zeros((n, n), dtype=ad.float32, requires_grad=True)
+                   for _ in range(self.steps)]
         self.loss = ad.zeros(1, dtype=ad.float32, requires_grad=True)
         self.diff = {"u0": self.u[0]}
 
