@@ -212,7 +212,7 @@ def _check_aliasing(spec, values):
     """One buffer (or two overlapping views of one) bound to a parameter the kernel reads
     and to one it writes would make the kernel read what it overwrites (the backward
     would replay the wrong values)."""
-    arrays = [(p, v) for p, v in zip(spec.params, values) if p.is_array]
+    arrays = [(spec.params[k], values[k]) for k in spec.array_params]
     for k, (p, v) in enumerate(arrays):
         for other, w in arrays[:k]:
             if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
@@ -234,11 +234,10 @@ def _launch_device(device, args):
 
 def _propagate_requires_grad(spec, args):
     """Outputs of a recorded launch that reads a requires_grad array require grad too."""
-    if any(isinstance(a, Array) and a.requires_grad for p, a in zip(spec.params, args)
-           if p.has_adjoint and p.name in spec.reads):
-        for p, a in zip(spec.params, args):
-            if p.has_adjoint and p.name in spec.writes and isinstance(a, Array):
-                a.requires_grad = True
+    if any(isinstance(args[k], Array) and args[k].requires_grad for k in spec.read_floats):
+        for k in spec.written_floats:
+            if isinstance(args[k], Array):
+                args[k].requires_grad = True
 
 
 def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs):

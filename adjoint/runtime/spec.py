@@ -57,6 +57,20 @@ class KernelSpec:
         """Indices of the array parameters the kernel writes (every launch asks)."""
         return tuple(k for k, p in enumerate(self.params) if p.is_array and p.name in self.writes)
 
+    @functools.cached_property
+    def array_params(self):
+        return tuple(k for k, p in enumerate(self.params) if p.is_array)
+
+    @functools.cached_property
+    def read_floats(self):
+        """Indices of the float array parameters (those with an adjoint) the kernel reads."""
+        return tuple(k for k, p in enumerate(self.params) if p.has_adjoint and p.name in self.reads)
+
+    @functools.cached_property
+    def written_floats(self):
+        return tuple(k for k, p in enumerate(self.params)
+                     if p.has_adjoint and p.name in self.writes)
+
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"
 
