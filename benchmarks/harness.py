@@ -18,12 +18,16 @@ A workload module (``benchmarks/workloads/*.py``) provides:
     ``{system name: class}`` on the CPU and on the GPU; a class is built from a
     ``Problem`` and has ``forward()``, ``fwd_bwd(seed)`` and ``result() -> (outputs,
     grads)`` (numpy arrays), each system computing the same gradients. A GPU system
-    also has ``sync()``, called before the clock is read.
+    also has ``sync()``, called before the clock is read. A system that also has
+    ``record()`` and ``backward(seed)`` (``fwd_bwd`` = the one, then the other) has
+    its backward timed on its own; for the others the backward column is the round's
+    forward+backward minus its forward (shown with a ``~``).
 
 Every system of a workload runs in this process. After warm-up its gradient is
 checked against the float64 reference, then rounds alternate between systems
 (the order rotates every round) and each round times forward and
-forward+backward once per system; medians are reported, and a system's ratio to
+forward+backward once per system; medians (and the spread of forward+backward,
+min..max) are reported, and a system's ratio to
 the baseline is the median of its per-round ratios (pair by pair). The JVPs are
 timed after those rounds, in rounds of their own that time each system's forward
 and then its JVP (so the JVP's traffic never disturbs the forward+backward
@@ -50,6 +54,30 @@ def unchecked(kernel):
     system, which shows what the default bounds checks cost."""
     return ad.Kernel(kernel.pyfunc, enable_backward=kernel.enable_backward,
                      loop_capacity=kernel.loop_capacity, bounds_check=False)
+
+
+class Spent:
+    """What is left of a tape after its backward, as a training loop keeps it: the
+    arrays whose gradients the next iteration zeroes (``zero()``, as ``Tape.zero``),
+    and no tape. A tape kept alive watches the memory its launches read and copies it
+    before a later launch overwrites it (copy-on-write: a backward may run again), so
+    a benchmark that kept its last tape would time those copies in every forward."""
+
+    def __init__(self, tape):
+        self.arrays = list({id(a): a for s in tape.steps for a in s.arrays()}.values())
+        self.arrays += [a for a in tape.seeded if all(a is not b for b in self.arrays)]
+
+    def zero(self):
+        for a in self.arrays:
+            if a.grad is not None:
+                a.grad.zero_()
+
+
+def fresh_tape(last):
+    """A new ``ad.Tape`` after zeroing the gradients of ``last`` (a ``Spent``, or None)."""
+    if last is not None:
+        last.zero()
+    return ad.Tape()
 
 
 class GradientMismatch(RuntimeError):
@@ -221,6 +249,18 @@ class Result:
     jvp: list = dataclasses.field(default_factory=list)   # seconds per JVP round; [] without one
     jvp_fwd: list = dataclasses.field(default_factory=list)   # the forward timed in that round
     jvp_err: float = None
+    bwd: list = dataclasses.field(default_factory=list)   # seconds of the backward per round
+    bwd_measured: bool = False      # timed on its own (else fwd+bwd - fwd of the round)
+
+    @property
+    def bwd_ms(self):
+        return 1e3 * statistics.median(self.bwd)
+
+    def bwd_text(self):
+        return f"{'' if self.bwd_measured else '~'}{self.bwd_ms:.2f}"
+
+    def spread_text(self):
+        return f"{1e3 * min(self.fb):.2f}..{1e3 * max(self.fb):.2f}"
 
     @property
     def jvp_ms(self):
@@ -263,15 +303,23 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
             + (f", JVP check OK ({jvp_err:.1e})" if has_jvp else ""))
         built[name] = sysobj
         results[name] = Result(workload.NAME, name, [], [], worst, getattr(sysobj, "note", ""),
-                               jvp_err=jvp_err)
+                               jvp_err=jvp_err, bwd_measured=hasattr(sysobj, "record") and
+                               hasattr(sysobj, "backward"))
     names = list(built)
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             s = built[name]
             sync = getattr(s, "sync", None)
-            results[name].fwd.append(timed(s.forward, sync=sync))
-            results[name].fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
+            res = results[name]
+            res.fwd.append(timed(s.forward, sync=sync))
+            if res.bwd_measured:
+                t_rec = timed(s.record, sync=sync)
+                res.bwd.append(timed(s.backward, problem.seed, sync=sync))
+                res.fb.append(t_rec + res.bwd[-1])
+            else:
+                res.fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
+                res.bwd.append(res.fb[-1] - res.fwd[-1])
     with_jvp = [n for n in names if jvp and hasattr(built[n], "jvp")]
     for r in range(repeat if with_jvp else 0):
         for name in with_jvp[r % len(with_jvp):] + with_jvp[:r % len(with_jvp)]:
@@ -284,21 +332,22 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
 
 def format_table(rows, baseline=BASELINE):
     """rows: list of Result for all workloads; returns a markdown table (medians,
-    per-round ratios, and the best fwd+bwd time, which a busy machine disturbs least)."""
+    per-round ratios, the backward (``~``: fwd+bwd minus fwd of the same round) and the
+    spread min..max of fwd+bwd: the best time is the one a busy machine disturbs least)."""
     by_wl = {}
     for r in rows:
         by_wl.setdefault(r.workload, {})[r.system] = r
-    head = ("| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms | jvp/fwd | "
-            f"fwd+bwd vs {baseline} | best fwd+bwd ms |")
-    lines = [head, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    head = ("| workload | system | forward ms | backward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms "
+            f"| jvp/fwd | fwd+bwd vs {baseline} | fwd+bwd min..max ms |")
+    lines = [head, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for wl, systems in by_wl.items():
         base = systems.get(baseline)
         for name, r in systems.items():
             ratio = f"{paired_ratio(r.fb, base.fb):.2f}x" if base is not None else "n/a"
             fb_over_f = paired_ratio(r.fb, r.fwd)
             jvp = (f"{r.jvp_ms:.2f} | {paired_ratio(r.jvp, r.jvp_fwd):.2f}" if r.jvp else "| ")
-            lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.fb_ms:.2f} | "
-                         f"{fb_over_f:.2f} | {jvp} | {ratio} | {1e3 * min(r.fb):.2f} |")
+            lines.append(f"| {wl} | {name} | {r.fwd_ms:.2f} | {r.bwd_text()} | {r.fb_ms:.2f} | "
+                         f"{fb_over_f:.2f} | {jvp} | {ratio} | {r.spread_text()} |")
     checks = bounds_check_cost({wl: {n: (r.fwd, r.fb) for n, r in s.items()}
                                 for wl, s in by_wl.items()})
     return "\n".join(lines + ([""] + checks if checks else []))

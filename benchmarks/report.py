@@ -26,6 +26,14 @@ def bounds_check_cost(samples):
     return lines if len(lines) > 2 else []
 
 
+def _bwd(s):
+    """The backward column: measured, or ``~`` fwd+bwd minus fwd of the same round (also
+    for a report written before the backward was recorded)."""
+    if s.get("bwd_s"):
+        return f"{'' if s.get('bwd_measured') else '~'}{1e3 * statistics.median(s['bwd_s']):.2f}"
+    return f"~{1e3 * statistics.median(b - f for b, f in zip(s['fwd_bwd_s'], s['fwd_s'])):.2f}"
+
+
 def render(rep):
     m, rev = rep["machine"], rep["adjoint"]
     baseline = rep.get("baseline", BASELINE)
@@ -42,9 +50,9 @@ def render(rep):
         f"{m.get('loadavg_end', 0):.1f} at end. float32, {rep['size']} sizes, medians of "
         f"{rep['repeat']} rounds after {rep['warmup']} warm-up runs.{gpu}",
         "",
-        f"| workload | system | forward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms | jvp/fwd "
-        f"| fwd+bwd vs {baseline} | best fwd+bwd ms |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| workload | system | forward ms | backward ms | fwd+bwd ms | (fwd+bwd)/fwd | jvp ms "
+        f"| jvp/fwd | fwd+bwd vs {baseline} | fwd+bwd min..max ms |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for wl, d in rep["workloads"].items():
         systems = d["systems"]
@@ -54,9 +62,10 @@ def render(rep):
             bold = "**" if name == "adjoint" else ""
             jvp = (f"{s['jvp_ms_median']:.2f} | {paired(s['jvp_s'], s['jvp_fwd_s']):.2f}"
                    if s.get("jvp_s") else "| ")
-            lines.append(f"| {wl} | {bold}{name}{bold} | {s['fwd_ms_median']:.2f} | "
+            lines.append(f"| {wl} | {bold}{name}{bold} | {s['fwd_ms_median']:.2f} | {_bwd(s)} | "
                          f"{s['fwd_bwd_ms_median']:.2f} | {paired(s['fwd_bwd_s'], s['fwd_s']):.2f} | "
-                         f"{jvp} | {ratio} | {1e3 * min(s['fwd_bwd_s']):.2f} |")
+                         f"{jvp} | {ratio} | {1e3 * min(s['fwd_bwd_s']):.2f}.."
+                         f"{1e3 * max(s['fwd_bwd_s']):.2f} |")
     checks = bounds_check_cost({wl: {n: (s["fwd_s"], s["fwd_bwd_s"]) for n, s in d["systems"].items()}
                                 for wl, d in rep["workloads"].items()})
     if checks:
@@ -86,15 +95,23 @@ def render(rep):
     if cw:
         lines += ["", "Time to the first gradient in a fresh process (tiny instance; process "
                   "wall time, interpreter start and imports included):", "",
-                  "| workload | cold (empty caches) | warm (generated module + numba cache on disk) |",
-                  "| --- | ---: | ---: |"]
+                  "| workload | cold (empty caches) | warm (generated module + numba cache on disk) "
+                  "| numba compiling in the cold run, per function |",
+                  "| --- | ---: | ---: | --- |"]
         lines += [f"| {wl if wl != 'numba-floor' else 'floor: one cached hand-written njit function'} "
-                  f"| {r['cold']['process_wall_s']:.2f} s | {r['warm']['process_wall_s']:.2f} s |"
-                  for wl, r in cw.items()]
+                  f"| {r['cold']['process_wall_s']:.2f} s | {r['warm']['process_wall_s']:.2f} s | "
+                  f"{_compiled(r['cold'])} |" for wl, r in cw.items()]
     skipped = {k: v for k, v in rep.get("skipped", {}).items()}
     if skipped:
         lines += [""] + [f"Skipped: {k} ({v})." for k, v in skipped.items()]
     return "\n".join(lines)
+
+
+def _compiled(run):
+    per = run.get("compile_s")
+    if per is None:
+        return "n/a"
+    return ", ".join(f"{n} {t:.2f} s" for n, t in sorted(per.items(), key=lambda kv: -kv[1])) or "-"
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """Benchmark adjoint against hand-written numba, Warp and JAX, on CPU or GPU.
 
-    python benchmarks/run.py                 # five workloads, full sizes, CPU
+    python benchmarks/run.py                 # five workloads tuned and as a user writes them, CPU
     python benchmarks/run.py --quick         # small sizes (about a minute)
     python benchmarks/run.py --only springs --repeat 20 --json out.json
     python benchmarks/run.py --device cuda   # the same workloads on an NVIDIA GPU
@@ -18,7 +18,9 @@ against a float64 reference before timing; a mismatch aborts the run (exit
 status 2). adjoint's systems also time their JVP (forward mode,
 ``ad.launch(..., tangents=...)`` along a random tangent of every differentiated
 input, checked against float64 central differences): the ``jvp ms`` and
-``jvp/fwd`` columns. See docs/benchmarks.md.
+``jvp/fwd`` columns. Each workload also runs as a user writes it (``<name>-user``:
+the loss reduced inside the kernel with ``ad.atomic_add``, launches on a tape, the
+stencil periodic; ``--no-user`` skips them; CPU only). See docs/benchmarks.md.
 """
 import argparse
 import datetime
@@ -36,7 +38,7 @@ import numpy as np  # noqa: E402
 
 import adjoint as ad  # noqa: E402
 from benchmarks import harness, startup  # noqa: E402
-from benchmarks.workloads import ORDER, cuda_systems, load, optional  # noqa: E402
+from benchmarks.workloads import ALL, ORDER, cuda_systems, load, optional  # noqa: E402
 
 SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "adjoint-unchecked", "numba-ser", "numba-par", "warp",
                              "jax"],
@@ -98,7 +100,9 @@ def parse_args(argv):
                    help="a few hundred threads (smoke test in numba's CUDA simulator); "
                         "implies --quick")
     p.add_argument("--only", action="append", metavar="NAME",
-                   help=f"run only this workload (repeatable or comma-separated): {', '.join(ORDER)}")
+                   help=f"run only this workload (repeatable or comma-separated): {', '.join(ALL)}")
+    p.add_argument("--no-user", action="store_true",
+                   help="skip the workloads as a user writes them (<name>-user)")
     p.add_argument("--device", choices=sorted(SYSTEMS_BY_DEVICE), default="cpu",
                    help="where every system runs (default cpu; cuda needs an NVIDIA GPU)")
     p.add_argument("--systems", default=None,
@@ -121,10 +125,13 @@ def parse_args(argv):
     names = []
     for item in a.only or []:
         names += [n.strip() for n in item.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ORDER]
+    known = ORDER if a.device == "cuda" else ALL     # the user forms have no GPU systems
+    unknown = [n for n in names if n not in known]
     if unknown:
-        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(ORDER)}")
-    a.workloads = [n for n in ORDER if n in names] if names else list(ORDER)
+        p.error(f"unknown workload(s) {', '.join(unknown)} on --device {a.device}; choose from "
+                f"{', '.join(known)}")
+    a.workloads = [n for n in known if n in names] if names else \
+        list(ORDER if a.no_user else known)
     a.all_systems = SYSTEMS_BY_DEVICE[a.device]
     a.baseline = harness.BASELINES[a.device]
     a.system_list = [s.strip() for s in (a.systems or ",".join(a.all_systems)).split(",")
@@ -227,12 +234,14 @@ def main(argv=None):
             if r.jvp:
                 jvp = (f"jvp {r.jvp_ms:9.2f} ms   "
                        f"jvp/fwd {harness.paired_ratio(r.jvp, r.jvp_fwd):5.2f}   ")
-            log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   fwd+bwd {r.fb_ms:9.2f} ms   "
+            log(f"    {s:<11} fwd {r.fwd_ms:9.2f} ms   bwd {r.bwd_text():>9} ms   "
+                f"fwd+bwd {r.fb_ms:9.2f} ms ({r.spread_text()})   "
                 f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {jvp}{ratio}"
                 + (f"   [{r.note}]" if r.note else ""))
             rows.append(r)
         details[name] = {"size": problem.meta.get("size", ""), "title": wl.TITLE,
-                         "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb,
+                         "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb, "bwd_s": r.bwd,
+                                         "bwd_measured": r.bwd_measured,
                                          "fwd_ms_median": r.fwd_ms, "fwd_bwd_ms_median": r.fb_ms,
                                          "check_worst_rel_l2": r.worst_err, "note": r.note,
                                          **({"jvp_s": r.jvp, "jvp_fwd_s": r.jvp_fwd,
@@ -284,6 +293,8 @@ def main(argv=None):
             log(f"    {name:<12} cold {r['cold']['process_wall_s']:6.2f} s   "
                 f"warm {r['warm']['process_wall_s']:6.2f} s   "
                 f"(process wall time; imports {r['warm']['import_s']:.2f} s of the warm run)")
+            log(f"    {'':<12} numba compiling, cold: {startup.compile_summary(r['cold'])}; "
+                f"warm: {startup.compile_summary(r['warm'])}")
 
     mach["loadavg_end"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     log(f"\nload average at end: {mach['loadavg_end']:.2f}")

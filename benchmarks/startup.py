@@ -53,7 +53,8 @@ def launch_overhead(n_launches=50, n_elems=16, repeat=200):
         t1 = time.perf_counter()
         tape.backward(grads={xs[-1]: seed})
         t2 = time.perf_counter()
-        tape.zero()
+        tape.reset()        # zero, and stop watching: the launches below would make it copy
+        tape = None
         t3 = time.perf_counter()
         no_tape()
         t4 = time.perf_counter()
@@ -150,6 +151,16 @@ def cold_warm(workloads, size="tiny", timeout=600):
                 runs.append(info)
             results[name] = {"cold": runs[0], "warm": runs[1]}
     return results
+
+
+def compile_summary(run):
+    """'1.23 s in total: wave_forward 0.61 s, ...': a first-gradient run's numba compile
+    time, per compiled function (the largest first); 'none' when all came from the cache."""
+    per = run.get("compile_s") or {}
+    if not per:
+        return "none (everything from the on-disk caches)"
+    parts = ", ".join(f"{n} {t:.2f} s" for n, t in sorted(per.items(), key=lambda kv: -kv[1]))
+    return f"{sum(per.values()):.2f} s in total: {parts}"
 
 
 def machine():

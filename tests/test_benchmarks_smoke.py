@@ -21,6 +21,8 @@ from conftest import run_ptx
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ["elementwise", "springs", "nbody", "stencil", "dense"]
 SYSTEMS = ["adjoint", "adjoint-unchecked", "numba-ser", "numba-par"]
+USER = [f"{wl}-user" for wl in WORKLOADS]          # the workloads as a user writes them
+USER_SYSTEMS = ["adjoint", "numba-ser", "numba-par"]
 
 
 def _run(args, tmp_path):
@@ -37,10 +39,12 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
     out = _run(["--tiny", "--systems", ",".join(SYSTEMS), "--repeat", "2", "--no-startup",
                 "--json", str(out_json)], tmp_path)
     assert "GRADIENT CHECK FAILED" not in out
-    for wl in WORKLOADS:
+    for wl in WORKLOADS + USER:
         assert f"{wl:<12} OK" in out, f"float64 reference of {wl} not checked:\n{out}"
     # one "gradient check OK" line per (workload, system), and a JVP check per adjoint system
-    assert out.count("gradient check OK") == len(WORKLOADS) * len(SYSTEMS), out
+    # of the tuned workloads (the user forms have none)
+    assert out.count("gradient check OK") == \
+        len(WORKLOADS) * len(SYSTEMS) + len(USER) * len(USER_SYSTEMS), out
     assert out.count("JVP check OK") == len(WORKLOADS) * 2, out
     # the optional systems are reported as skipped, never dropped silently
     assert "SKIPPED warp: not selected" in out and "SKIPPED jax: not selected" in out
@@ -58,11 +62,24 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
             assert systems[s]["jvp_ms_median"] > 0
             assert systems[s]["jvp_check_worst_rel_l2"] <= 1e-3
         assert "jvp_s" not in systems["numba-par"]
+        assert not systems["adjoint"]["bwd_measured"]      # fwd+bwd - fwd of the round
+    for wl in USER:
+        systems = report["workloads"][wl]["systems"]
+        assert sorted(systems) == sorted(USER_SYSTEMS)
+        assert systems["adjoint"]["bwd_measured"] and len(systems["adjoint"]["bwd_s"]) == 2
+        assert all(b < fb for b, fb in zip(systems["adjoint"]["bwd_s"],
+                                           systems["adjoint"]["fwd_bwd_s"]))
+        assert re.search(rf"\| {wl} \| adjoint \|( \d+\.\d+ \|){{4}} \| +\| \d+\.\d+x \| "
+                         r"\d+\.\d+\.\.\d+\.\d+ \|", report["table"]), wl
     assert "| jvp ms | jvp/fwd |" in report["table"]
+    assert "| backward ms |" in report["table"] and "| fwd+bwd min..max ms |" in report["table"]
     for s in SYSTEMS:
         assert f"| dense | {s} |" in report["table"]
-    assert re.search(r"\| dense \| adjoint \|( \d+\.\d+ \|){5}", report["table"])
-    assert re.search(r"\| dense \| numba-par \|( \d+\.\d+ \|){3} \| +\| \d", report["table"])
+    # forward, ~backward, fwd+bwd, ratio, jvp, jvp/fwd, ratio to numba-par, min..max
+    assert re.search(r"\| dense \| adjoint \| \d+\.\d+ \| ~-?\d+\.\d+ \|( \d+\.\d+ \|){4} "
+                     r"\d+\.\d+x \| \d+\.\d+\.\.\d+\.\d+ \|", report["table"])
+    assert re.search(r"\| dense \| numba-par \| \d+\.\d+ \| ~-?\d+\.\d+ \|"
+                     r"( \d+\.\d+ \|){2} \| +\| \d", report["table"])
     rendered = report_md.render(report)
     assert "| jvp ms | jvp/fwd |" in rendered and "| dense | **adjoint** |" in rendered
     # what the bounds checks cost: adjoint over adjoint-unchecked, one row per workload
@@ -108,6 +125,9 @@ def test_startup_measurements(tmp_path):
                 "--repeat", "1"], tmp_path)
     assert "recorded on a tape" in out
     assert "elementwise  cold" in out and "warm" in out
+    # numba's compile time per generated function in the cold run, none in the warm one
+    assert re.search(r"numba compiling, cold: \d+\.\d+ s in total: .*wave_forward \d", out), out
+    assert "warm: none (everything from the on-disk caches)" in out
 
 
 def test_cuda_systems_in_the_simulator(tmp_path):

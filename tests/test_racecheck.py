@@ -156,11 +156,13 @@ def test_private_copies_per_chunk_are_not_races_but_a_shared_array_is():
     assert "by chunk 1 (rows 3..5)" in msg and "by chunk 0 (rows 0..2)" in msg
 
 
-def _stencil_thread(tid0, u, adj_u, periodic):
+def _stencil_thread(tid0, u, adj_u, wrap):
+    """Adds into rows tid0 - 1 and tid0 + 1: clamped at the ends (``wrap`` None), or
+    wrapped, row 0's lower neighbour being row ``wrap`` and row n-1's upper one row 0."""
     n = u.shape[0]
     lo, hi = tid0 - 1, tid0 + 1
-    if periodic:
-        lo, hi = (n - 1 if lo < 0 else lo), (0 if hi == n else hi)
+    if wrap is not None:
+        lo, hi = (wrap if lo < 0 else lo), (0 if hi == n else hi)
     else:
         lo, hi = max(lo, 0), min(hi, n - 1)
     adj_u[lo] += u[tid0]
@@ -168,31 +170,42 @@ def _stencil_thread(tid0, u, adj_u, periodic):
 
 
 @rt.jit_grid
-def stencil(dim0, u, adj_u, periodic):
+def stencil(dim0, u, adj_u, wrap):
     n_blocks = rt.block_count(dim0, 1)
     for phase in range(2):
         for pair in rt.prange((n_blocks + (1 - phase)) // 2):
             block = 2 * pair + phase
             for tid0 in range(rt.chunk_start(dim0, n_blocks, block),
                               rt.chunk_start(dim0, n_blocks, block + 1)):
-                _stencil_thread(tid0, u, adj_u, periodic)
+                _stencil_thread(tid0, u, adj_u, wrap)
 
 
-def test_even_odd_blocks_pass_a_stencil_and_catch_a_wraparound():
-    u = np.arange(1.0, 7.0)
-    adj = np.zeros(6)
-    with racecheck():
-        stencil(6, u, adj, False)
-    expected = np.zeros(6)
-    for t in range(6):
-        expected[max(t - 1, 0)] += u[t]
-        expected[min(t + 1, 5)] += u[t]
-    np.testing.assert_allclose(adj, expected)
+@pytest.mark.parametrize("n", [6, 7, 8, 9, 13])
+def test_even_odd_blocks_pass_a_stencil_and_a_ring(n):
+    """The blocks are even in number (rt.block_count), so on a ring (row 0's neighbour
+    is row n-1) the first and the last block never run at once, for any n."""
+    assert rt.block_count(n, 1) % 2 == 0
+    u = np.arange(1.0, n + 1.0)
+    for wrap in (None, n - 1):
+        adj = np.zeros(n)
+        with racecheck():
+            stencil(n, u, adj, wrap)
+        expected = np.zeros(n)
+        for t in range(n):
+            expected[(t - 1) % n if wrap else max(t - 1, 0)] += u[t]
+            expected[(t + 1) % n if wrap else min(t + 1, n - 1)] += u[t]
+        np.testing.assert_allclose(adj, expected)
+
+
+def test_even_odd_blocks_catch_a_wraparound_beyond_the_radius():
+    """Row 0's neighbour wrapped to row 4 (not within the radius 1 of row 0 on the
+    ring): blocks 0 and 2 run at once and both reach row 4."""
+    u = np.arange(1.0, 9.0)
     with racecheck(), pytest.raises(RaceError) as err:
-        stencil(6, u, np.zeros(6), True)   # row 0 reaches row 5: blocks 0 and 2 collide
+        stencil(8, u, np.zeros(8), 4)
     msg = str(err.value)
-    assert "plan 'color' (radius 1, 3 blocks of rows; phase 0" in msg
-    assert "'adj_u'[5]" in msg and "block 2 (rows 4..5)" in msg and "block 0 (rows 0..1)" in msg
+    assert "plan 'color' (radius 1, 4 blocks of rows; phase 0" in msg
+    assert "'adj_u'[4]" in msg and "block 2 (rows 4..5)" in msg and "block 0 (rows 0..1)" in msg
 
 
 # --- kernels through the transformer -------------------------------------------------------

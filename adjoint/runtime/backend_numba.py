@@ -64,11 +64,23 @@ index_outside_loop = jit(helpers.index_outside_loop)
 fault = jit(helpers.fault)
 
 
+SERIAL_ADD_MAX = 16384   # elements: adding fewer in parallel costs more than it saves
+
+
 @numba.njit(cache=True, parallel=True)
 def add_chunks(arr, copies):
-    """``arr += sum(copies)``, in parallel over the elements (arrays are C-contiguous)."""
+    """``arr += sum(copies)`` (arrays are C-contiguous): in parallel over the elements, or
+    in this thread for a small array (a loss of one element: no second parallel region
+    per launch, whose start costs more than the adding)."""
     flat = arr.reshape(-1)
     parts = copies.reshape(copies.shape[0], -1)
+    if flat.size <= SERIAL_ADD_MAX:
+        for e in range(flat.size):
+            total = flat[e]
+            for c in range(parts.shape[0]):
+                total += parts[c, e]
+            flat[e] = total
+        return
     for e in numba.prange(flat.size):
         total = flat[e]
         for c in range(parts.shape[0]):

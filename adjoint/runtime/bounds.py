@@ -121,7 +121,10 @@ def checked(fn, bounds, status=False):
             fn(*args)
             return
         flags = np.zeros(STATUS_SIZE, np.int64)
-        with racecheck.unrecorded(flags):
+        if racecheck.enabled():
+            with racecheck.unrecorded(flags):
+                fn(*args, flags)
+        else:
             fn(*args, flags)
         if flags[1]:
             bounds.fault(flags, rest)

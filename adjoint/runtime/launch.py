@@ -18,6 +18,11 @@ MAX_THREADS = 2**31 - 1
 def _dims(spec, dim):
     """``dim`` as a tuple of ``spec.dims`` ints in ``[0, MAX_THREADS]`` whose product is at
     most ``MAX_THREADS``; anything else is a ``LaunchError`` naming the kernel."""
+    if type(dim) is int and spec.dims == 1 and 0 <= dim <= MAX_THREADS:
+        return (dim,)                   # the common case, without the general checks
+    if type(dim) is tuple and len(dim) == spec.dims and all(type(d) is int for d in dim) \
+            and min(dim) >= 0 and max(dim) <= MAX_THREADS and math.prod(dim) <= MAX_THREADS:
+        return dim
     where = f"kernel '{spec.name}' ({spec.origin})"
     if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
         dims = (dim,)
@@ -55,6 +60,10 @@ def _describe(value):
 
 
 def _convert(spec, param, value, device):
+    if type(value) is Array and param.is_array and value.device == device:   # common case
+        data = value.data
+        if data.ndim == param.ndim and data.dtype == param.np_dtype:
+            return data
     where = f"kernel '{spec.name}' ({spec.origin}), parameter '{param.name}'"
     if param.is_array:
         if isinstance(value, Array):
@@ -129,11 +138,12 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
     dots = None if tangents is None else _tangents(spec, args, values, tangents)
     tape = active_tape() if record_tape else None
-    label = f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch"
-    label += f" of kernel '{spec.name}' ({spec.origin})"
-    for p, v in zip(spec.params, values):
-        if p.is_array and p.name in spec.writes:
-            watch.before_write(v, label, tape)       # tapes that read v keep its values
+
+    def label():
+        return (f"launch #{len(tape.steps)}" if tape is not None else "unrecorded launch") + \
+            f" of kernel '{spec.name}' ({spec.origin})"
+    for k in spec.written_arrays:
+        watch.before_write(values[k], label, tape)   # tapes that read it keep its values
     if tape is not None:
         _propagate_requires_grad(spec, args)
     saved = ()
@@ -147,7 +157,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     else:
         verify.run(spec, "forward", dims, values)
     if tape is not None:
-        tape.record(LaunchStep(spec, dims, args, values, label, saved))
+        tape.record(LaunchStep(spec, dims, args, values, label(), saved))
     if dots is not None:
         return {name: given for name, _, given in dots}
 
@@ -208,7 +218,7 @@ def _check_aliasing(spec, values):
     """One buffer (or two overlapping views of one) bound to a parameter the kernel reads
     and to one it writes would make the kernel read what it overwrites (the backward
     would replay the wrong values)."""
-    arrays = [(p, v) for p, v in zip(spec.params, values) if p.is_array]
+    arrays = [(spec.params[k], values[k]) for k in spec.array_params]
     for k, (p, v) in enumerate(arrays):
         for other, w in arrays[:k]:
             if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
@@ -230,11 +240,10 @@ def _launch_device(device, args):
 
 def _propagate_requires_grad(spec, args):
     """Outputs of a recorded launch that reads a requires_grad array require grad too."""
-    if any(isinstance(a, Array) and a.requires_grad for p, a in zip(spec.params, args)
-           if p.has_adjoint and p.name in spec.reads):
-        for p, a in zip(spec.params, args):
-            if p.has_adjoint and p.name in spec.writes and isinstance(a, Array):
-                a.requires_grad = True
+    if any(isinstance(args[k], Array) and args[k].requires_grad for k in spec.read_floats):
+        for k in spec.written_floats:
+            if isinstance(args[k], Array):
+                args[k].requires_grad = True
 
 
 def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs):

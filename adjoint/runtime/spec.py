@@ -1,4 +1,5 @@
 """Launchable descriptions of compiled kernels and funcs (what modules export)."""
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -8,20 +9,21 @@ from ..errors import LaunchError
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A kernel parameter: ``ndim == 0`` for a scalar."""
+    """A kernel parameter: ``ndim == 0`` for a scalar. Its derived facts are computed
+    once (``cached_property``: every launch reads them)."""
     name: str
     dtype: str
     ndim: int
 
-    @property
+    @functools.cached_property
     def is_array(self):
         return self.ndim > 0
 
-    @property
+    @functools.cached_property
     def np_dtype(self):
         return np.dtype(self.dtype)
 
-    @property
+    @functools.cached_property
     def has_adjoint(self):
         return self.is_array and self.np_dtype.kind == "f"
 
@@ -52,6 +54,25 @@ class KernelSpec:
     @property
     def spec(self):
         return self
+
+    @functools.cached_property
+    def written_arrays(self):
+        """Indices of the array parameters the kernel writes (every launch asks)."""
+        return tuple(k for k, p in enumerate(self.params) if p.is_array and p.name in self.writes)
+
+    @functools.cached_property
+    def array_params(self):
+        return tuple(k for k, p in enumerate(self.params) if p.is_array)
+
+    @functools.cached_property
+    def read_floats(self):
+        """Indices of the float array parameters (those with an adjoint) the kernel reads."""
+        return tuple(k for k, p in enumerate(self.params) if p.has_adjoint and p.name in self.reads)
+
+    @functools.cached_property
+    def written_floats(self):
+        return tuple(k for k, p in enumerate(self.params)
+                     if p.has_adjoint and p.name in self.writes)
 
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"

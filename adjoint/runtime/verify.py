@@ -37,8 +37,9 @@ def run(spec, part, dims, values, adjoints=()):
 
 def _quiet(fn):
     """``fn`` with numpy's floating-point warnings off: plain Python computes with numpy
-    scalars (or it is a launcher); what numba compiled warns of nothing."""
-    if not isinstance(fn, types.FunctionType):
+    scalars (or it is a launcher); what numba compiled warns of nothing, also behind a
+    Python wrapper that only checks bounds (``__wrapped__``, runtime/bounds.py)."""
+    if not isinstance(getattr(fn, "__wrapped__", fn), types.FunctionType):
         return fn
 
     def quiet(*args):

@@ -88,14 +88,20 @@ def _forget(key, wid, ref):
 
 
 def before_write(buf, writer, by=None):
-    """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)") is
-    about to write ``buf``; ``by`` is the tape recording that write, if any. A watcher
-    may raise to refuse the write: nothing has been written yet."""
-    for observe in getattr(_thread, "observers", ()):
+    """Announce that ``writer`` (a label such as "launch #2 of kernel 'f' (k.py:7)", or a
+    function returning one, called only when someone watches ``buf`` or observes writes)
+    is about to write ``buf``; ``by`` is the tape recording that write, if any. A
+    watcher may raise to refuse the write: nothing has been written yet."""
+    observers = getattr(_thread, "observers", ())
+    if observers and callable(writer):
+        writer = writer()
+    for observe in observers:
         observe(buf, writer)
     key = memory_key(buf)
     if key not in _watchers:                  # the common case: nobody read this memory
         return
+    if callable(writer):
+        writer = writer()
     with LOCK:
         for ref in list(_watchers.get(key, {}).values()):
             watcher = ref()

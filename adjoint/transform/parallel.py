@@ -17,7 +17,13 @@ elements. Otherwise threads may collide.
   the thread's own row plus or minus a constant (a stencil): rows are split
   into blocks at least twice that radius high; even blocks run in parallel,
   then odd blocks, so two threads running at once never touch one element.
-  No private copies are needed.
+  No private copies are needed. A row index wrapped around a ring of ``N =
+  X.shape[0]`` rows (``ip = i + 1; if ip == N: ip = 0``, ``im = i - 1; if im <
+  0: im = N - 1``, ``(i + c) % N``: see ``_ring_offsets``) is within the radius
+  of the thread's row *on the ring*; the number of blocks is even (or one), so
+  the first and the last block, the two that meet across the seam, never run
+  at once. This needs ``dim0 <= N``, which holds because every thread reads
+  ``X[i, ...]`` (the launch checks ``dim0 <= X.shape[0]`` before any thread runs).
 - ``serial``: a plain store may collide (the last writer wins), so the forward
   runs threads in order and the backward in reverse order, which hands each
   stored element's adjoint to the thread whose value survived.
@@ -140,7 +146,143 @@ def _row_offsets(ssa, owner):
                 return off(b) + _int_const(a)
         return None
     defs = {n: vs for n, vs in _definitions(ssa).items() if n not in rows}
-    return {**_agreed(defs, fact), **{n: 0 for n in rows}}
+    linear = {**_agreed(defs, fact), **{n: 0 for n in rows}}
+    return {**_ring_offsets(ssa, owner, linear), **linear}
+
+
+def _ring_offsets(ssa, owner, linear):
+    """{name: d} for the names that hold the thread's row wrapped around a ring of
+    ``N`` rows, ``d`` bounding their distance from the thread's row on that ring (the
+    color plan uses it as an offset's size). ``linear``: the names equal to the row
+    plus a constant (``_row_offsets``). Recognized, with ``a = i + c`` in ``linear``:
+
+    - ``w = a % N``: distance ``|c|``;
+    - ``w = a; if a == N: w = m`` (c > 0; only thread ``N - c`` wraps): ``c + m``;
+    - ``w = a; if a >= N: w = a - N`` or ``w = m`` (c > 0): ``c`` or ``c + m``;
+    - ``w = a; if a < 0: w = a + N`` or ``w = N - m`` (c < 0, m >= 1; threads
+      ``0 .. |c| - 1`` wrap): ``|c|`` or ``|c| - 1 + m``;
+
+    (``m`` a non-negative integer constant), and plain copies of such names. ``N`` must
+    be ``X.shape[0]`` of an array ``X`` that every thread reads or stores at ``X[i,
+    ...]`` (a top-level access of a kernel without ``return``): then the launch has
+    checked ``dim0 <= N`` before any thread ran, which the even/odd argument needs:
+    every thread that wraps, and every row it reaches, is within the radius of row 0
+    or of row ``dim0 - 1``, so only the first and the last block (different phases)
+    can meet there."""
+    defs = _definitions(ssa)
+    if any(isinstance(s, gast.Return) for s in walk_stmts(ssa.body)):
+        return {}
+    rings = _ring_sizes(ssa, owner, defs)
+    if not rings:
+        return {}
+
+    def single(n):
+        vs = defs.get(n, [])
+        return vs[0] if len(vs) == 1 else None
+
+    def resolve(v):
+        """Follow plain copies of singly defined names."""
+        seen = 0
+        while isinstance(v, gast.Name) and single(v.id) is not None and seen < 32:
+            v, seen = single(v.id), seen + 1
+        return v
+
+    def is_ring(e):
+        return isinstance(e, gast.Name) and e.id in rings
+
+    def is_const(e, low=0):
+        c = _int_const(e)
+        return c if c is not None and c >= low else None
+
+    out = {}
+    for n, vs in defs.items():
+        v = vs[0] if len(vs) == 1 else None
+        if isinstance(v, gast.BinOp) and isinstance(v.op, gast.Mod) and \
+                isinstance(v.left, gast.Name) and v.left.id in linear and is_ring(v.right):
+            out[n] = abs(linear[v.left.id])
+    for st in walk_stmts(ssa.body):
+        if not (isinstance(st, gast.If) and isinstance(st.test, gast.Name)):
+            continue
+        test = resolve(st.test)
+        if not (isinstance(test, gast.Compare) and len(test.ops) == 1 and
+                isinstance(test.left, gast.Name) and test.left.id in linear):
+            continue
+        a, op, rhs = test.left.id, test.ops[0], test.comparators[0]
+        c = linear[a]
+        for n, wrapped, kept in _merges(st, defs):
+            if not (isinstance(kept, gast.Name) and kept.id == a):
+                continue
+            w = resolve(wrapped)
+            d = None
+            if c > 0 and is_ring(rhs) and isinstance(op, (gast.Eq, gast.GtE)):
+                m = is_const(w)
+                if m is not None:
+                    d = c + m
+                elif isinstance(op, gast.GtE) and _is_binop(w, gast.Sub, a, rhs.id):
+                    d = c
+            elif c < 0 and _int_const(rhs) == 0 and isinstance(op, gast.Lt):
+                if _is_binop(w, gast.Add, a, None, rings) or \
+                        _is_binop(w, gast.Add, None, a, rings):
+                    d = -c
+                elif isinstance(w, gast.BinOp) and isinstance(w.op, gast.Sub) and \
+                        is_ring(w.left) and is_const(w.right, 1) is not None:
+                    d = -c - 1 + is_const(w.right, 1)
+            if d is not None:
+                out[n] = d
+    changed = True
+    while changed:                   # plain copies of ring names
+        changed = False
+        for n, vs in defs.items():
+            if n not in out and n not in linear and len(vs) == 1 and \
+                    isinstance(vs[0], gast.Name) and vs[0].id in out:
+                out[n] = out[vs[0].id]
+                changed = True
+    return out
+
+
+def _is_binop(e, op, left, right, rings=None):
+    """``e`` is ``left <op> right`` of Names (``None``: a ring size from ``rings``)."""
+    if not (isinstance(e, gast.BinOp) and isinstance(e.op, op) and
+            isinstance(e.left, gast.Name) and isinstance(e.right, gast.Name)):
+        return False
+
+    def ok(node, want):
+        return node.id in rings if want is None else node.id == want
+    return ok(e.left, left) and ok(e.right, right)
+
+
+def _merges(st, defs):
+    """(name, value in the if-branch, value in the else-branch) for every name defined
+    exactly twice, once at the top of each branch of the ``if`` statement ``st``."""
+    body = {s.targets[0].id: s.value for s in st.body if isinstance(s, gast.Assign)
+            and isinstance(s.targets[0], gast.Name)}
+    other = {s.targets[0].id: s.value for s in st.orelse if isinstance(s, gast.Assign)
+             and isinstance(s.targets[0], gast.Name)}
+    return [(n, body[n], other[n]) for n in body if n in other and len(defs.get(n, [])) == 2]
+
+
+def _ring_sizes(ssa, owner, defs):
+    """Names ``N = X.shape[0]`` (defined once) of arrays ``X`` that every thread reads or
+    stores at ``X[i, ...]`` with ``i`` thread index 0 (a top-level statement of the
+    kernel: the launch checks ``dim0 <= X.shape[0]`` before any thread runs)."""
+    read_by_all = set()
+    for s in ssa.body:
+        if not isinstance(s, gast.Assign):
+            continue
+        for sub in (s.value, s.targets[0]):      # a load or a store every thread makes
+            if isinstance(sub, gast.Subscript) and isinstance(sub.value, gast.Name):
+                sl = sub.slice
+                first = sl.elts[0] if isinstance(sl, gast.Tuple) else sl
+                if isinstance(first, gast.Name) and owner.get(first.id) == 0:
+                    read_by_all.add(sub.value.id)
+    sizes = set()
+    for n, vs in defs.items():
+        v = vs[0] if len(vs) == 1 else None
+        if isinstance(v, gast.Subscript) and _int_const(v.slice) == 0 and \
+                isinstance(v.value, gast.Attribute) and v.value.attr == "shape" and \
+                isinstance(v.value.value, gast.Name) and v.value.value.id in read_by_all:
+            sizes.add(n)
+    return sizes
 
 
 def _int_const(node):

@@ -11,7 +11,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, tangent_arrays, unchecked
+from ..harness import Problem, Spent, fresh_tape, tangent_arrays, unchecked
 from . import optional
 
 NAME = "elementwise"
@@ -64,12 +64,11 @@ class Adjoint:
         ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
 
     def fwd_bwd(self, seed):
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = ad.Tape()
+        self.tape = fresh_tape(self.tape)
         with self.tape:
             ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out])
         self.tape.backward(grads={self.out: seed["out"]})
+        self.tape = Spent(self.tape)      # dropped: see harness.Spent
 
     def jvp(self):
         ad.launch(self.kernel, dim=self.n, inputs=[self.x], outputs=[self.out],

@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, tangent_arrays, unchecked
+from ..harness import Problem, Spent, fresh_tape, tangent_arrays, unchecked
 from . import optional
 
 NAME = "springs"
@@ -109,12 +109,11 @@ class Adjoint:
         self._launch()
 
     def fwd_bwd(self, seed):
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = ad.Tape()
+        self.tape = fresh_tape(self.tape)
         with self.tape:
             self._launch()
         self.tape.backward(grads={self.energy: seed["energy"]})
+        self.tape = Spent(self.tape)      # dropped: see harness.Spent
 
     def result(self):
         return ({"energy": self.energy.numpy()},

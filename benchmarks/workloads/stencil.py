@@ -9,7 +9,7 @@ import numpy as np
 
 import adjoint as ad
 
-from ..harness import Problem, tangent_arrays, unchecked
+from ..harness import Problem, Spent, fresh_tape, tangent_arrays, unchecked
 from . import optional
 
 NAME = "stencil"
@@ -106,12 +106,11 @@ class Adjoint:
         self._run()
 
     def fwd_bwd(self, seed):
-        if self.tape is not None:
-            self.tape.zero()
-        self.tape = ad.Tape()
+        self.tape = fresh_tape(self.tape)
         with self.tape:
             self._run()
         self.tape.backward(grads={self.u[-1]: seed["u"]})
+        self.tape = Spent(self.tape)      # dropped: see harness.Spent
 
     def result(self):
         return {"u": self.u[-1].numpy()}, {"u0": self.u[0].grad.numpy()}
