@@ -12,7 +12,9 @@ plain tape of the same loop, measured by recording it once (forward only).
 
 Run:  python examples/checkpointed_springs.py [--steps 500] [--iters 30]
                                               [--checkpoints auto] [--out springs_ckpt.png]
-(``--steps 10000`` is the issue's 10,000-step simulation: a few minutes.)
+(``--steps 10000 --lr 0.01`` is the 10,000-step simulation: a few minutes; measured
+10 iterations: loss 0.0315 -> 0.0279, the tape holding 54 KiB against 7.3 MiB for a
+plain tape, 0.7%. With the default rate the first steps overshoot at that length.)
 """
 import argparse
 import os
