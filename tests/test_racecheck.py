@@ -6,6 +6,8 @@ each race they contain is known independently of the transformer's plans. The
 last ones launch kernels through the transformer: kernels whose plans are right
 run unchanged, and the two plans issue 10 found wrong are caught.
 """
+import threading
+
 import numpy as np
 import pytest
 
@@ -359,3 +361,43 @@ def test_thread_index_merged_with_another_value_is_not_exclusive(kernel_module, 
         assert f"'{name}'" in str(e) and "plan 'parallel'" in str(e)
         pytest.xfail(f"caught by the race checker: {e}")
     np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-14, atol=1e-15)
+
+
+_inside, _resume = threading.Event(), threading.Event()
+
+
+@rt.jit_grid
+def own_rows_waiting(dim0, x, out):
+    for tid0 in rt.prange(dim0):
+        if tid0 == 1:                    # mid-grid: let another thread run a whole grid
+            _inside.set()
+            _resume.wait(10)
+        out[tid0] = x[tid0] * 2.0
+
+
+def test_launches_from_two_python_threads_are_checked_apart():
+    """The checker's state is per Python thread, as concurrent first launches need: a
+    grid another thread runs while one is mid-way is checked on its own (its race is
+    caught, not run unchecked) and leaves the first one's rows alone."""
+    _inside.clear()
+    _resume.clear()
+    x, out_a, errors = np.arange(4.0), np.zeros(4), []
+
+    def a():
+        try:
+            with racecheck():
+                own_rows_waiting(4, x, out_a)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+    t = threading.Thread(target=a)
+    with racecheck():
+        t.start()
+        try:
+            assert _inside.wait(10)
+            with pytest.raises(RaceError, match="'pairs_store'"):
+                pairs_store(6, np.arange(6.0), np.zeros(3))   # this thread's racy grid
+        finally:
+            _resume.set()
+            t.join()
+    assert errors == []
+    np.testing.assert_array_equal(out_a, x * 2.0)

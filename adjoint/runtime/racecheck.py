@@ -36,6 +36,7 @@ import linecache
 import os
 import re
 import sys
+import threading
 
 import numpy as np
 
@@ -49,8 +50,17 @@ MAX_CHUNKS = 64     # chunks of a privatize plan under checking (more units: fin
 READ, WRITE = 1, 2
 
 _on = [os.environ.get("ADJOINT_RACECHECK", "0").strip().lower() in ("1", "true", "yes", "on")]
-_grid = [None]      # the _Grid being checked, while one runs
-_region = [None]    # the _Region being recorded, inside a prange loop of that grid
+
+
+class _State(threading.local):
+    """Per Python thread (launches made by different threads at once are checked
+    apart): ``grid``, the _Grid being checked while one runs; ``region``, the _Region
+    being recorded, inside a prange loop of that grid."""
+    grid = None
+    region = None
+
+
+_state = _State()
 
 
 class RaceError(AdjointError):
@@ -84,13 +94,13 @@ class _Recorded(np.ndarray):
 
     def __getitem__(self, idx):
         value = _getitem(self, idx)
-        region = _region[0]
+        region = _state.region
         if region is not None and not isinstance(value, np.ndarray):
             _touch(region, self, idx, READ)
         return value
 
     def __setitem__(self, idx, value):
-        region = _region[0]
+        region = _state.region
         if region is not None:
             target = _getitem(self, idx)
             if isinstance(target, np.ndarray):          # a slice: every element in it
@@ -299,7 +309,7 @@ def grid(fn):
 
     @functools.wraps(fn)
     def checked(*args):
-        if not _on[0] or _grid[0] is not None:
+        if not _on[0] or _state.grid is not None:
             return fn(*args)
         views = []
         for k, a in enumerate(args):
@@ -307,18 +317,18 @@ def grid(fn):
                 a = a.view(_Recorded)
                 a._rc_param = k
             views.append(a)
-        _grid[0] = _Grid(fn, plan, args[0], params, views)
+        _state.grid = _Grid(fn, plan, args[0], params, views)
         try:
             return fn(*views)
         finally:
-            _grid[0] = _region[0] = None
+            _state.grid = _state.region = None
     return checked
 
 
 def prange(n):
     """``range(n)``; while a grid is checked, each iteration is one concurrent unit."""
-    g = _grid[0]
-    if g is None or _region[0] is not None:
+    g = _state.grid
+    if g is None or _state.region is not None:
         return range(n)
     return _units(g, n)
 
@@ -326,17 +336,17 @@ def prange(n):
 def _units(g, n):
     region = _Region(g, g.regions)
     g.regions += 1
-    _region[0] = region
+    _state.region = region
     for u in range(n):
         region.token = u << 8
         yield u
-    _region[0] = None
+    _state.region = None
 
 
 def chunk_count(n):
     """Chunks of a privatize plan: one without checking (the Python backend is serial),
     up to MAX_CHUNKS while a grid is checked."""
-    g = _grid[0]
+    g = _state.grid
     if g is None:
         return 1
     g.n_chunks = max(1, min(MAX_CHUNKS, n))
@@ -345,7 +355,7 @@ def chunk_count(n):
 
 def note_blocks(n_blocks, radius):
     """Remember a color plan's blocks for the messages."""
-    g = _grid[0]
+    g = _state.grid
     if g is not None:
         g.n_blocks, g.radius = n_blocks, radius
     return n_blocks
