@@ -20,7 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import CheckStmt, assign, const, name, rt_attr, rt_call
+from ..transform.ir import assign, const, name, rt_attr, rt_call
 from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"

@@ -18,7 +18,8 @@ import copy
 import gast
 
 from ..rules.types import of
-from ..transform.ir import StackNew, StackPush, StackRead, name, rt_call
+from ..transform.ir import name, rt_call
+
 
 def spell(body, target):
     """``body`` with its stack nodes printed for ``target`` ("cpu" or "cuda")."""
@@ -49,14 +50,3 @@ class _Spell(gast.NodeTransformer):
         self.generic_visit(node)
         return gast.Subscript(value=node.stack, slice=node.index, ctx=gast.Load())
 
-
-def is_new(node):
-    return isinstance(node, StackNew)
-
-
-def is_push(node):
-    return isinstance(node, StackPush)
-
-
-def is_read(node):
-    return isinstance(node, StackRead)
