@@ -7,6 +7,7 @@ Differences from the CPU target, all made here on the emitted trees:
 - an accumulation ``arr[idx] += v`` whose index is not the thread's own
   (gathers, scatters, shared accumulators, adjoints of gathered loads)
   becomes ``cuda.atomic.add``; an exclusive one stays a plain update;
+  ``ad.atomic_min``/``atomic_max`` become ``cuda.atomic.min``/``max``;
 - per-thread loop stacks live in ``cuda.local.array(capacity)``, whose size
   must be known when compiling: ``@ad.kernel(loop_capacity=N)`` (default 256).
   A thread whose loop runs past it writes the loop's line into a status array
@@ -63,6 +64,14 @@ class LowerCuda(gast.NodeTransformer):
             return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id), idx,
                                          node.value))
         return node
+
+    def visit_AtomicMinMax(self, node):
+        """``ad.atomic_min(arr, i, v)`` -> ``cuda.atomic.min(arr, i, v)`` (max alike)."""
+        self.generic_visit(node)
+        t = node.target
+        fn = "min" if node.is_min else "max"
+        return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id),
+                                     copy.deepcopy(t.slice), node.value))
 
     def visit_Assign(self, node):
         v = node.value

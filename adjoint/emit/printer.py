@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import CheckStmt, Comment, Print
+from ..transform.ir import AtomicMinMax, CheckStmt, Comment, Print
 
 INDENT = "    "
 WIDTH = 99
@@ -69,6 +69,17 @@ def expr_src(node):
     return ast.unparse(tree)
 
 
+def atomic_minmax_src(s):
+    """The CPU spelling of ``ad.atomic_min(arr, i, v)``: ``arr[i] = min(arr[i], v)``, one
+    statement (a colliding one runs in a serial grid loop: pass parallel)."""
+    fn = "min" if s.is_min else "max"
+    load = gast.Subscript(value=s.target.value, slice=s.target.slice, ctx=gast.Load())
+    call = gast.Call(func=gast.Name(id=fn, ctx=gast.Load(), annotation=None, type_comment=None),
+                     args=[load, s.value], keywords=[])
+    store = gast.Assign(targets=[s.target], value=call, type_comment=None)
+    return f"{expr_src(store)}  # ad.atomic_{fn}"
+
+
 class Printer:
     def __init__(self, source=None):
         self.source = source          # SourceInfo, for quoting the user's lines
@@ -124,6 +135,8 @@ class Printer:
             self.emit(depth, expr_src(gast.Expr(value=gast.Call(
                 func=gast.Name(id="print", ctx=gast.Load(), annotation=None, type_comment=None),
                 args=s.args, keywords=[]))))
+        elif isinstance(s, AtomicMinMax):
+            self.emit(depth, atomic_minmax_src(s))
         elif isinstance(s, CheckStmt):
             self.emit(depth, expr_src(s.value))      # a bounds check, as pass bounds wrote it
         else:

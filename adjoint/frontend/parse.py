@@ -54,6 +54,8 @@ def _callables():
     table = {id(builtins.range): ("range", "range"), id(adb.tid): ("tid", "tid"),
              id(adb.atomic_add): ("atomic", "atomic_add"),
              id(adb.atomic_sub): ("atomic", "atomic_sub"),
+             id(adb.atomic_min): ("atomic", "atomic_min"),
+             id(adb.atomic_max): ("atomic", "atomic_max"),
              id(builtins.print): ("print", "print")}
     by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
     pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]

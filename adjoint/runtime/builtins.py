@@ -30,6 +30,22 @@ def atomic_sub(arr, *args):
     data[tuple(idx)] -= value
 
 
+def atomic_min(arr, *args):
+    """``arr[idx] = min(arr[idx], value)`` as one atomic step: ``atomic_min(arr, i, [j, k,]
+    value)``. Its gradient goes to ``value`` where it equals the element after the launch
+    (Warp's rule; see docs/from-warp.md)."""
+    *idx, value = args
+    data = arr.numpy() if hasattr(arr, "numpy") else arr
+    data[tuple(idx)] = _py.min(data[tuple(idx)], value)
+
+
+def atomic_max(arr, *args):
+    """``arr[idx] = max(arr[idx], value)`` as one atomic step."""
+    *idx, value = args
+    data = arr.numpy() if hasattr(arr, "numpy") else arr
+    data[tuple(idx)] = _py.max(data[tuple(idx)], value)
+
+
 # Python's builtins, re-exported as ad.* (generated code calls them as they are)
 abs, min, max = _py.abs, _py.min, _py.max  # noqa: A001
 
@@ -39,5 +55,5 @@ globals().update(MATH)
 # ``from adjoint import *`` must not change what plain Python means: a math function
 # named like a Python builtin it differs from (ad.round rounds halves away from zero and
 # returns a float, ad.pow is math.pow) stays ad.<name> only
-__all__ = ["tid", "atomic_add", "atomic_sub", "abs", "min", "max"] + [
+__all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "abs", "min", "max"] + [
     n for n, fn in MATH.items() if getattr(_py, n, fn) is fn]

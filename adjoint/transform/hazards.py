@@ -13,7 +13,7 @@ import ast
 
 import gast
 
-from .ir import walk_stmts
+from .ir import AtomicMinMax, walk_stmts
 from .parallel import is_exclusive
 
 
@@ -44,6 +44,7 @@ def check(ssa, dims, owner):
                 loads.setdefault(s.value.value.id, []).append(s)
         elif isinstance(s, gast.AugAssign):
             writes.setdefault(s.target.value.id, []).append(s)
+    _check_minmax(pf, writes)
     looped = _in_loops(ssa.body)
     for arr in sorted(set(loads) & set(writes)):
         ws = writes[arr]
@@ -62,8 +63,29 @@ def check(ssa, dims, owner):
                     ld, stage="hazards")
 
 
+def _check_minmax(pf, writes):
+    """An array updated by ``ad.atomic_min`` (or ``atomic_max``) is written only that way
+    in its kernel: the backward finds the value that survived by comparing each thread's
+    value with the element the launch left, which another kind of write would change."""
+    for arr in sorted(writes):
+        ws = writes[arr]
+        minmax = [w for w in ws if isinstance(w, AtomicMinMax)]
+        if not minmax:
+            continue
+        first = minmax[0]
+        other = [w for w in ws if not isinstance(w, AtomicMinMax) or w.is_min != first.is_min]
+        if other:
+            fn = "atomic_min" if first.is_min else "atomic_max"
+            raise pf.error(
+                f"array '{arr}' is updated by ad.{fn} (line {first.lineno}) and written another "
+                f"way in the same kernel (line {other[0].lineno}): the backward finds the value "
+                f"that survived by comparing with the element the launch left. Use only ad.{fn} "
+                "on this array in this kernel", other[0], stage="hazards")
+
+
 def arrays_used(ssa):
-    """(names read, names written) among the array parameters."""
+    """(names read, names written) among the array parameters (an ``ad.atomic_min`` or
+    ``atomic_max`` both: its backward reads the element the launch left)."""
     reads, writes = set(), set()
     for s in walk_stmts(ssa.body):
         if isinstance(s, gast.Assign):
@@ -74,4 +96,6 @@ def arrays_used(ssa):
                 reads.add(v.value.id)
         elif isinstance(s, gast.AugAssign):
             writes.add(s.target.value.id)
+            if isinstance(s, AtomicMinMax):      # its adjoint reads the element left
+                reads.add(s.target.value.id)
     return reads, writes

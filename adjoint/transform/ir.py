@@ -53,6 +53,28 @@ class Print(gast.stmt):
     _fields = ("args",)
 
 
+class MinOp(gast.operator):
+    """The operator of ``ad.atomic_min`` (no Python spelling: see ``AtomicMinMax``)."""
+
+
+class MaxOp(gast.operator):
+    """The operator of ``ad.atomic_max``."""
+
+
+class AtomicMinMax(gast.AugAssign):
+    """``ad.atomic_min(arr, i, v)`` / ``ad.atomic_max``: ``arr[i] = min(arr[i], v)`` in
+    one atomic step. An ``AugAssign`` (``target``, ``op``, ``value``) to every pass that
+    asks where arrays are written, read or bounds-checked; ``op`` is ``MinOp`` or
+    ``MaxOp``, which no unparser knows, so a pass that took it for ``+=`` would fail
+    loudly. Its own rules: pass reverse (the gradient goes to ``v`` where ``v`` equals
+    the element after the launch, as in Warp), pass jvp, pass parallel (colliding ones
+    run serially on the CPU), emit (printer.py, cuda.py)."""
+
+    @property
+    def is_min(self):
+        return isinstance(self.op, MinOp)
+
+
 class StackNew(gast.expr):
     """A new per-thread loop stack of ``kind`` values ("float", "int", "bool"; a float32
     kernel's are "float32"), with room for ``capacity`` (an expression) entries and

@@ -9,7 +9,8 @@ as the reverse pass (``Rule.forward``):
 - ``z = op(a, b)``: the sum of the op's partials times ``dot_a``, ``dot_b``;
 - ``z = a`` and ``z = arr[i]``: ``dot_z = dot_a`` / ``dot_arr[i]``;
 - ``arr[i] = v``: ``dot_arr[i] = dot_v``; ``arr[i] += v`` and atomics:
-  ``dot_arr[i] += dot_v`` (an atomic stays one);
+  ``dot_arr[i] += dot_v`` (an atomic stays one); ``ad.atomic_min(arr, i, v)``:
+  ``dot_arr[i] = dot_v`` where ``v`` replaces the element;
 - a func call: its ``<func>_jvp`` returns the values and then their tangents;
 - ``if``, loops, ``break``: the primal's own control flow. Forward mode needs
   no stacks: every tangent is computed when its value is.
@@ -26,7 +27,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import assign, at, const, if_, name, operation
+from .ir import AtomicMinMax, assign, at, const, if_, name, operation
 from .reverse import at_all
 
 PREFIX = "dot_"
@@ -90,6 +91,8 @@ class _Jvp:
         if isinstance(s, gast.Return):
             return [self.ret(s)]
         primal = copy.deepcopy(s)
+        if isinstance(s, AtomicMinMax):
+            return self.minmax(s) + [primal]
         if isinstance(s, gast.AugAssign):
             return [primal] + self.accumulate(s)
         if not isinstance(s, gast.Assign):
@@ -135,6 +138,22 @@ class _Jvp:
         node.target.value = name(self.named(arr))
         node.value = name(d)
         return [node]
+
+    def minmax(self, s):
+        """Before ``ad.atomic_min(arr, i, v)``: ``if v < arr[i]: dot_arr[i] = dot_v`` (``>``
+        for max): the tangent of the value that replaces the element. Exact where threads
+        do not collide or run one after another (pass parallel makes colliding ones
+        serial; the CUDA JVP refuses them); on a tie the element keeps its tangent."""
+        arr = s.target.value.id
+        if arr not in self.float_arrays:
+            return []
+        element = gast.Subscript(value=name(arr), slice=copy.deepcopy(s.target.slice),
+                                 ctx=gast.Load())
+        op = gast.Lt() if s.is_min else gast.Gt()
+        test = gast.Compare(left=copy.deepcopy(s.value), ops=[op], comparators=[element])
+        slot = gast.Subscript(value=name(self.named(arr)), slice=copy.deepcopy(s.target.slice),
+                              ctx=gast.Store())
+        return [if_(test, [assign(slot, self.dot_value(s.value), s.lineno)], [], s.lineno)]
 
     def call(self, s, t, v, line):
         """``z = f(a, b)`` -> ``z, dot_z = f_jvp(a, b, dot_a, dot_b)`` (values, then tangents)."""

@@ -10,7 +10,8 @@ Guarantees, for the returned ``Normalized`` body:
   constant; chained comparisons, ``and``/``or`` and ternaries become ``if``
   statements (short-circuit order is kept); ``s += v`` becomes ``s = s + v``;
 - stores ``arr[i, j] = atom``, accumulations ``arr[i] += atom`` /
-  ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these);
+  ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these), and
+  ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``);
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
   with ``c`` a name recomputed by ``node.loop.cond``; every loop has a
   ``LoopInfo``. Every statement carries the user's ``lineno``.
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 
 import gast
 
-from .ir import LoopInfo, Namer, Print, assign, at, const, if_, is_atom, name
+from .ir import (AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, assign, at, const, if_,
+                 is_atom, name)
 
 
 @dataclass
@@ -249,8 +251,11 @@ class _Anf:
             v = s.value
             if isinstance(v, gast.Call) and v.callee.kind == "atomic":
                 pre, args = self.atoms(v.args[1:], line)
-                op = gast.Add() if v.callee.name == "atomic_add" else gast.Sub()
                 tgt = self.subscript(v.args[0].id, args[:-1], store=True)
+                if v.callee.name in ("atomic_min", "atomic_max"):
+                    op = MinOp() if v.callee.name == "atomic_min" else MaxOp()
+                    return pre + [at(AtomicMinMax(target=tgt, op=op, value=args[-1]), line)]
+                op = gast.Add() if v.callee.name == "atomic_add" else gast.Sub()
                 node = at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)
                 node.atomic = True
                 return pre + [node]

@@ -24,7 +24,8 @@ elements. Otherwise threads may collide.
   the first and the last block, the two that meet across the seam, never run
   at once. This needs ``dim0 <= N``, which holds because every thread reads
   ``X[i, ...]`` (the launch checks ``dim0 <= X.shape[0]`` before any thread runs).
-- ``serial``: a plain store may collide (the last writer wins), so the forward
+- ``serial``: an ``ad.atomic_min``/``atomic_max`` may collide (forward only: the CPU
+  has no atomic min or max; its backward only reads), or a plain store may collide (the last writer wins), so the forward
   runs threads in order and the backward in reverse order, which hands each
   stored element's adjoint to the thread whose value survived.
 """
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from .ir import walk_stmts
+from .ir import AtomicMinMax, walk_stmts
 
 
 @dataclass
@@ -314,7 +315,8 @@ def accesses(ssa, dims, owner):
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
                 out.append(Access(v.value.id, "load", exclusive(v.slice), row(v.slice)))
         elif isinstance(s, gast.AugAssign):
-            out.append(Access(s.target.value.id, "accum", exclusive(s.target.slice),
+            kind = "minmax" if isinstance(s, AtomicMinMax) else "accum"
+            out.append(Access(s.target.value.id, kind, exclusive(s.target.slice),
                               row(s.target.slice)))
     return out
 
@@ -342,7 +344,8 @@ def plan(ssa, dims, owner, adj_arrays):
     if colliding_store:
         why = f"'{colliding_store[0].array}' is stored at an index other threads may also store to"
         return Plan("serial", reason=why), Plan("serial", reason=why)
-    stored = {a.array for a in acc if a.kind == "store"}
+    stored = {a.array for a in acc if a.kind in ("store", "minmax")}
+    colliding_minmax = [a for a in acc if a.kind == "minmax" and not a.exclusive]
     loaded = {a.array for a in acc if a.kind == "load"}
     fwd_private = sorted({a.array for a in acc if a.kind == "accum" and not a.exclusive})
     mixed = [a for a in fwd_private if a in stored or a in loaded]
@@ -351,6 +354,10 @@ def plan(ssa, dims, owner, adj_arrays):
         return Plan("serial", reason=why), Plan("serial", reason=why)
     forward = _private_plan(acc, set(fwd_private), fwd_private, "colliding accumulations") \
         if fwd_private else Plan("parallel")
+    if colliding_minmax:
+        # (the CPU has no atomic min; the backward only reads, so it keeps its plan)
+        forward = Plan("serial", reason=f"'{colliding_minmax[0].array}' is updated by "
+                       "ad.atomic_min/atomic_max at an index other threads may also update")
     written = stored | {a.array for a in acc if a.kind == "accum"}
     bwd_private = sorted({a.array for a in acc if a.kind == "load" and not a.exclusive
                           and a.array in adj_arrays})

@@ -10,6 +10,8 @@ followed by the adjoint of every statement in reverse order:
 - ``b = a`` (a copy): ``adj_a += adj_b`` -- accumulated, never overwritten;
 - ``arr[i] = v``: ``adj_v += adj_arr[i]`` then ``adj_arr[i] = 0.0``;
   ``arr[i] += v`` and atomics: ``adj_v += adj_arr[i]`` (no clearing);
+  ``ad.atomic_min/max(arr, i, v)``: where ``v == arr[i]`` after the launch (the
+  value that survived), ``adj_v += adj_arr[i]`` then ``adj_arr[i] = 0.0``;
 - ``if``: the same test selects the reversed branch;
 - loops: the replay records each carried value at the start of every
   iteration in a per-thread stack (preallocated from the trip count, grown
@@ -26,7 +28,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (Comment, Print, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .prune import prune
 
@@ -296,6 +298,8 @@ class Reverser:
                     raise self.pf.error(f"no adjoint rule for '{key}'", s, stage="reverse")
                 out += [at_all(x, line) for x in rule.reverse(z, args, self.adj_of)]
             return out + self.reset(z, s)
+        if isinstance(s, AtomicMinMax):
+            return self.rev_minmax(s)
         if isinstance(s, gast.AugAssign):
             arr = s.target.value.id
             if arr not in self.adj_arrays or not self.adj_of(s.value):
@@ -323,6 +327,29 @@ class Reverser:
                                                  value=name(seed)), line))
             return out
         return []
+
+    def rev_minmax(self, s):
+        """``ad.atomic_min(arr, i, v)`` (or max): ``if v == arr[i]: adj_v += adj_arr[i];
+        adj_arr[i] = 0.0``, reading the element as the launch left it. The value that
+        survived gets the element's gradient (Warp's test), and then the element's
+        earlier value no longer does, as after a store (Warp leaves it there too). On a
+        tie which of the tied values gets it is not specified (docs/from-warp.md)."""
+        arr = s.target.value.id
+        if arr not in self.adj_arrays:
+            return []
+        element = gast.Subscript(value=name(arr), slice=copy.deepcopy(s.target.slice),
+                                 ctx=gast.Load())
+        test = gast.Compare(left=copy.deepcopy(s.value), ops=[gast.Eq()], comparators=[element])
+        slot = gast.Subscript(value=name(adj(arr)), slice=copy.deepcopy(s.target.slice),
+                              ctx=gast.Load())
+        out = []
+        if self.adj_of(s.value):
+            out.append(at(gast.AugAssign(target=name(adj(s.value.id), store=True), op=gast.Add(),
+                                         value=slot), s.lineno))
+        clear = copy.deepcopy(slot)
+        clear.ctx = gast.Store()
+        out.append(assign(clear, const(ADJ_ZERO), s.lineno))
+        return [if_(test, out, [], s.lineno)]
 
     def call_adjoint(self, call, seeds, line):
         func = call.callee.target
