@@ -1,6 +1,6 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
-parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
+parse -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
 and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
@@ -11,8 +11,8 @@ from .emit.printer import render_function
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
-from .transform import (activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, store,
-                        types)
+from .transform import (activity, bounds, hazards, inline, jvp, normalize, parallel, reverse, ssa,
+                        store, types)
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -47,7 +47,7 @@ def transform(pyfunc, role, bounds_check=True):
 
 def _transform(pyfunc, role, bounds_check):
     pf = fence(parse(pyfunc, role))
-    norm = normalize.normalize(pf)
+    norm = inline.inline(normalize.normalize(pf))
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
     dims = parallel.grid_dims(s)

@@ -65,9 +65,6 @@ class _Fence:
     def check(self, fdef):
         if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or fdef.args.defaults:
             raise self.err("*args, **kwargs, keyword-only and default arguments are not supported", fdef)
-        if self.pf.role == "func" and any(p.is_array for p in self.pf.params):
-            raise self.err("array parameters of @ad.func are not supported yet; "
-                           "load the values in the kernel and pass scalars", fdef)
         self.block(fdef.body)
         assigned.check(self.pf)
 

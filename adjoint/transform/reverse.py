@@ -424,7 +424,7 @@ def assemble(r):
     rev = r.rev_block(ssa.body)
     adj_vars = sorted(active_set - set(ssa.params))
     if pf.role == "func":
-        float_params = [p.name for p in pf.differentiable()]
+        float_params = [p.name for p in pf.differentiable() if not p.is_array]
         adj_vars = sorted(set(adj_vars) | set(float_params))
     line = pf.node.lineno
     init = [assign(adj(v), const(ADJ_ZERO), None) for v in adj_vars]
@@ -432,12 +432,15 @@ def assemble(r):
                 [comment("reverse pass: every adjoint starts at zero, statements in reverse order")] +
                 init + rev)
     if pf.role == "func":
-        rets = [name(adj(p.name)) if p.kind.differentiable else const(0.0) for p in pf.params]
+        rets = [name(adj(p.name)) if p.kind.differentiable and not p.is_array else const(0.0)
+                for p in pf.params]
         value = rets[0] if len(rets) == 1 else gast.Tuple(elts=rets, ctx=gast.Load())
         backward.append(at(gast.Return(value=value), line))
         backward = prune(backward)
         n = ssa.norm.n_returns
-        adj_params = ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
+        # (a func's array adjoints, accumulated into: its calls are inlined, pass inline)
+        adj_params = [adj(p.name) for p in pf.differentiable() if p.is_array]
+        adj_params += ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
     else:
         backward = prune(backward)
         adj_params = [adj(p.name) for p in pf.differentiable()]
