@@ -18,6 +18,7 @@ from .runtime.builtins import __all__ as _BUILTINS  # noqa: E402
 from .runtime.builtins import MATH as _MATH  # noqa: E402
 globals().update(_MATH)     # ad.round, ad.pow too (left out of the star import's __all__)
 from .runtime.types import float32, float64, int32, int64  # noqa: E402
+from .runtime.structs import struct  # noqa: E402
 from .runtime import config  # noqa: E402
 from .copies import clone, copy  # noqa: E402
 from . import autograd  # noqa: E402,F401
@@ -30,6 +31,6 @@ from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.arr
 __all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
-           "float32", "float64", "int32", "int64", "clone", "copy",
+           "float32", "float64", "int32", "int64", "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
            "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim"] + _BUILTINS

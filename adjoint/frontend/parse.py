@@ -29,9 +29,11 @@ from ..errors import TransformError
 from ..rules import RULES, lookup
 from ..rules.types import BOOL, FLOAT, INT, of
 from ..runtime import builtins as adb
+from ..runtime.structs import is_struct
 from ..runtime.types import ArrayType, scalar_dtype
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
+from .structs import StructParams
 
 # Reserved names: the generated module uses them for its imports.
 RESERVED = {"math", "rt", "np"}
@@ -143,6 +145,7 @@ class ParsedFunction:
     params: list
     pyfunc: object
     funcs: list = field(default_factory=list)   # Func objects called from here
+    structs: StructParams = field(default_factory=lambda: StructParams(()))  # frontend/structs.py
 
     def differentiable(self):
         """The parameters that have derivatives (adjoints, tangents): a kernel's float
@@ -212,9 +215,16 @@ def parse(pyfunc, role):
                 node.col_offset += indent
     fdef.decorator_list = []
     sig = inspect.signature(pyfunc)
-    params = [Param(p.name, _param_type(pyfunc.__name__, pyfunc, p.name, p.annotation, role, src))
-              for p in sig.parameters.values()]
-    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc)
+    structs = StructParams({n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)} |
+                           set(sig.parameters))
+    params = []
+    for p in sig.parameters.values():
+        if is_struct(p.annotation):         # one parameter per leaf field (frontend/structs.py)
+            params += [Param(n, t) for n, t in structs.flatten(p.name, p.annotation)]
+        else:
+            params.append(Param(p.name, _param_type(pyfunc.__name__, pyfunc, p.name,
+                                                    p.annotation, role, src)))
+    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc, structs=structs)
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
@@ -297,11 +307,13 @@ class _Resolver(gast.NodeTransformer):
         raise self.pf.error("unsupported call target", expr)
 
     def visit_Call(self, node):
-        node.args = [self.visit(a) for a in node.args]
         if node.keywords:
             raise self.pf.error("keyword arguments are not supported in kernels and funcs",
                                 node.keywords[0].value)
         obj = self._lookup(node.func)
+        node.args = self.pf.structs.expand(
+            node.args, obj if isinstance(obj, DeviceFunction) else None, self.pf, node)
+        node.args = [self.visit(a) for a in node.args]
         if isinstance(obj, DeviceFunction):
             if obj.pyfunc in _in_progress():
                 chain = " -> ".join(f.__name__ for f in _in_progress()) + f" -> {obj.name}"
@@ -326,6 +338,9 @@ class _Resolver(gast.NodeTransformer):
         return node
 
     def visit_Attribute(self, node):
+        flat = self.pf.structs.field(node, self.pf)       # s.x, s.x.shape of a struct
+        if flat is not None:
+            return flat
         # arr.shape is the only attribute of a local allowed; math.pi etc. are inlined.
         if isinstance(node.value, gast.Name) and node.value.id in self.locals:
             if node.attr != "shape":
@@ -335,6 +350,8 @@ class _Resolver(gast.NodeTransformer):
         return self._constant(obj, node)
 
     def visit_Name(self, node):
+        if node.id in self.pf.structs:
+            raise self.pf.structs.bare(node, self.pf)
         if not isinstance(node.ctx, gast.Load) or node.id in self.locals:
             return node
         obj = self._lookup(node)

@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers, verify, watch
+from . import buffers, structs, verify, watch
 from .array import Array, check_device, default_device, zeros_like
 from .tape import LaunchStep, active_tape
 
@@ -113,6 +113,11 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     (``+=``) and written where it writes it. Returns ``{parameter name: tangent
     array}`` for every float array parameter.
     """
+    try:
+        inputs, outputs, adj_inputs, adj_outputs = structs.flatten_args(
+            kernel, list(inputs), list(outputs), adj_inputs, adj_outputs)
+    except TypeError as exc:
+        raise LaunchError(f"launch of {exc}") from None
     args = list(inputs) + list(outputs)
     try:
         device = _launch_device(device, args)
