@@ -103,6 +103,65 @@ def test_func_array_params_gradient_and_jvp(backend, kernel_module):
     jvp_check(m.gather, N, [W, X, 3], [out0, acc0, res0], reverse=True)
 
 
+CUSTOM = '''
+@ad.func
+def lookup(table: ad.array(dtype=float), x: float) -> float:
+    k = int(x)
+    t = x - float(k)
+    return table[k] * (1.0 - t) + table[k + 1] * t
+
+
+@ad.func_grad(lookup)
+def lookup_grad(table, x, adj_table, adj_ret):
+    k = int(x)
+    t = x - float(k)
+    adj_table[k] += (1.0 - t) * adj_ret
+    adj_table[k + 1] += t * adj_ret
+    return 0.0, (table[k + 1] - table[k]) * adj_ret
+
+
+@ad.func_jvp(lookup)
+def lookup_jvp(table, x, dot_table, dot_x):
+    k = int(x)
+    t = x - float(k)
+    v = table[k] * (1.0 - t) + table[k + 1] * t
+    return v, dot_table[k] * (1.0 - t) + dot_table[k + 1] * t + (table[k + 1] - table[k]) * dot_x
+
+
+@ad.kernel
+def interp(table: ad.array(dtype=float), xs: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    y = lookup(table, xs[i])
+    out[i] = y * y
+'''
+
+
+def test_func_array_params_custom_gradient_and_jvp(backend, kernel_module):
+    """A func with @ad.func_grad and @ad.func_jvp reads an array: its adjoint takes the
+    array's adjoint after the func's parameters and accumulates into it (colliding:
+    several threads interpolate in one cell), its JVP takes the array's tangent."""
+    m = kernel_module(CUSTOM)
+    table, xs = np.array([0.5, -1.0, 2.0, 0.3]), np.array([0.25, 1.5, 1.75, 2.6, 0.9])
+    w = np.array([1.0, -0.5, 0.8, 1.2, 0.3])
+
+    def loss(table, xs):
+        out = ad.zeros(5)
+        ad.launch(m.interp, 5, inputs=[ad.array(table), ad.array(xs)], outputs=[out])
+        return float(np.sum(w * out.numpy()))
+
+    args = [ad.array(table, requires_grad=True), ad.array(xs, requires_grad=True),
+            ad.zeros(5, requires_grad=True)]
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.interp, 5, inputs=args[:2], outputs=args[2:])
+    tape.backward(grads={args[2]: w})
+    np.testing.assert_allclose(args[0].grad.numpy(), central_fd(lambda t: loss(t, xs), table),
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(args[1].grad.numpy(), central_fd(lambda x: loss(table, x), xs),
+                               rtol=1e-6, atol=1e-8)
+    jvp_check(m.interp, 5, [table, xs], [np.zeros(5)], reverse=True)
+
+
 def test_func_array_params_refusals(kernel_module):
     m = kernel_module('''
     @ad.func
@@ -122,6 +181,7 @@ def test_func_array_params_refusals(kernel_module):
 
     @ad.func
     def with_grad(a: ad.array(dtype=float)) -> float:
+        a[1] = 2.0
         return a[0]
 
 
@@ -157,11 +217,11 @@ def test_func_array_params_refusals(kernel_module):
     lines = open(m.__file__).read().splitlines()
     cases = [(m.local, "func 'first' takes an array as 'a': pass an array parameter",
               "y[i] = first(v)"),
-             (m.swapped, "func 'scaled' takes numbers, not the array 'x'", "y[i] = scaled(x)"),
+             (m.swapped, "func 'scaled' takes a number as 'x', not the array 'x'", "y[i] = scaled(x)"),
              (m.ints, r"'a' as array\(dtype=float64, ndim=1\), but 'x' is "
                       r"array\(dtype=int64, ndim=1\)", "y[i] = first(x)"),
-             (m.custom, "func 'with_grad' takes an array and has a custom gradient",
-              "y[i] = with_grad(x)")]
+             (m.custom, "func 'with_grad' has a custom gradient or JVP and writes the array "
+                        "'a'", "y[i] = with_grad(x)")]
     for kernel, message, text in cases:
         with pytest.raises(TransformError, match=message) as info:
             kernel.transformed

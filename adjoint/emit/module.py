@@ -271,7 +271,10 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
-        out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), deco, gpf.source))
+        gbody = _lower(gpf.node.body)
+        if target == "cuda":        # its adj_arr[i] += v: atomic, as every colliding one
+            gbody = cuda.lower_body(gbody, tr, 256, custom_grads)
+        out.append((f"{f}_adjoint", gparams, gbody, deco, gpf.source))
     else:
         status = [cuda.STATUS] if target == "cuda" else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,

@@ -10,6 +10,7 @@ everything else (indices, counters, flags, comparisons) is replayed only.
 import gast
 
 from ..rules import lookup
+from .inline import custom_call_arrays
 from .ir import walk_stmts
 
 
@@ -57,6 +58,9 @@ def active(ssa):
         if isinstance(s, gast.Assign) and isinstance(s.value, gast.Subscript) and \
                 isinstance(s.value.value, gast.Name) and s.value.value.id in float_arrays:
             varied.add(s.targets[0].id)
+        if custom_call_arrays(s, float_arrays):      # a func reading float arrays
+            t = s.targets[0]
+            varied |= {e.id for e in t.elts} if isinstance(t, gast.Tuple) else {t.id}
     edges = [e for s in stmts for e in _edges(s, ssa)]
     changed = True
     while changed:

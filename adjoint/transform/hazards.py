@@ -13,6 +13,7 @@ import ast
 
 import gast
 
+from .inline import custom_call_arrays
 from .ir import AtomicMinMax, walk_stmts
 from .parallel import is_exclusive
 
@@ -32,7 +33,8 @@ def _in_loops(stmts):
 
 def check(ssa, dims, owner):
     pf = ssa.norm.pf
-    loads, writes = {}, {}
+    loads, writes, called = {}, {}, {}
+    arrays = {p.name for p in pf.params if p.is_array}
     order = {}
     for k, s in enumerate(walk_stmts(ssa.body)):
         order[id(s)] = k
@@ -42,9 +44,17 @@ def check(ssa, dims, owner):
                 writes.setdefault(t.value.id, []).append(s)
             if isinstance(s.value, gast.Subscript) and isinstance(s.value.value, gast.Name):
                 loads.setdefault(s.value.value.id, []).append(s)
+            for arr in custom_call_arrays(s, arrays):
+                called.setdefault(arr, s)
         elif isinstance(s, gast.AugAssign):
             writes.setdefault(s.target.value.id, []).append(s)
     _check_minmax(pf, writes)
+    for arr in sorted(set(called) & set(writes)):
+        raise pf.error(f"array '{arr}' is read by func '{called[arr].value.callee.name}' (which "
+                       "has a custom gradient or JVP) and written in this kernel (line "
+                       f"{writes[arr][0].lineno}): the backward would replay the call with the "
+                       "overwritten values. Read from one array and write to another",
+                       called[arr], stage="hazards")
     looped = _in_loops(ssa.body)
     for arr in sorted(set(loads) & set(writes)):
         ws = writes[arr]
@@ -87,7 +97,9 @@ def arrays_used(ssa):
     """(names read, names written) among the array parameters (an ``ad.atomic_min`` or
     ``atomic_max`` both: its backward reads the element the launch left)."""
     reads, writes = set(), set()
+    arrays = {p.name for p in ssa.norm.pf.params if p.is_array}
     for s in walk_stmts(ssa.body):
+        reads.update(custom_call_arrays(s, arrays))      # read by a func's own code
         if isinstance(s, gast.Assign):
             if isinstance(s.targets[0], gast.Subscript):
                 writes.add(s.targets[0].value.id)

@@ -17,7 +17,9 @@ Why inline: the func's loads, stores and atomics are then the caller's own, so e
 later pass -- the in-kernel overwrite check, activity, bounds checks, the parallel plans,
 the arrays a launch reads and writes (the tape) -- sees them without looking into calls,
 and the backward's replay of a call leaves its stores out like any other store. A func
-with a custom gradient or JVP keeps its call: with array parameters it is refused.
+with a custom gradient or JVP keeps its call (its gradient is the user's): it may read
+arrays, not write them, and the caller's passes count its array arguments as read at
+unknown indices (``custom_call_arrays``).
 """
 import copy
 from dataclasses import replace
@@ -31,17 +33,30 @@ def has_array_params(func):
     return any(p.is_array for p in func.transformed.pf.params)
 
 
+def custom_call_arrays(stmt, arrays):
+    """The array arguments (names in ``arrays``) of ``t = f(...)`` when ``f`` is a func with a
+    custom gradient or JVP, whose call is kept: the caller's passes count them as arrays
+    the call reads at indices they cannot see (hazards, parallel, the tape's reads)."""
+    if isinstance(stmt, gast.Assign) and isinstance(stmt.value, gast.Call):
+        callee = getattr(stmt.value, "callee", None)
+        if callee is not None and callee.kind == "func":
+            return [a.id for a in stmt.value.args if isinstance(a, gast.Name) and a.id in arrays]
+    return []
+
+
+def _custom(func):
+    return func.custom_grad is not None or getattr(func, "custom_jvp", None) is not None
+
+
 def inline(norm):
     """``norm`` with every call of a func taking arrays replaced by its body (see the
     module); the same object when there is none."""
-    arrays = {p.name for p in norm.pf.params if p.is_array}
+    arrays = {p.name: p.type for p in norm.pf.params if p.is_array}
     for s in walk_stmts(norm.body):
-        if _inlined_call(s) is None and isinstance(s, gast.Assign) and \
-                isinstance(s.value, gast.Call) and s.value.callee.kind == "func":
-            passed = [a.id for a in s.value.args if isinstance(a, gast.Name) and a.id in arrays]
-            if passed:
-                raise norm.pf.error(f"func '{s.value.callee.name}' takes numbers, not the "
-                                    f"array '{passed[0]}'", s, stage="inline")
+        if _inlined_call(s) is None and (custom_call_arrays(s, arrays) or (
+                isinstance(s, gast.Assign) and isinstance(s.value, gast.Call) and
+                s.value.callee.kind == "func" and has_array_params(s.value.callee.target))):
+            _check_kept_call(norm.pf, s, arrays)
     if not any(_inlined_call(s) for s in walk_stmts(norm.body)):
         return norm
     namer = copy.deepcopy(norm.namer)
@@ -56,9 +71,33 @@ def _inlined_call(s):
     if isinstance(s, gast.Assign) and isinstance(s.value, gast.Call):
         callee = getattr(s.value, "callee", None)
         if callee is not None and callee.kind == "func" and callee.part == "forward" and \
-                has_array_params(callee.target):
+                has_array_params(callee.target) and not _custom(callee.target):
             return callee.target
     return None
+
+
+def _check_kept_call(pf, s, arrays):
+    """A call kept as a call (a func with a custom gradient or JVP) passes arrays only to
+    array parameters, of their dtype and ndim, and the func only reads them: the
+    backward's replay calls its forward again, and the custom adjoint owns its gradient
+    (``def g(<f's params>, <adj_ of each float array parameter>, adj_ret)``)."""
+    func = s.value.callee.target
+    params = func.transformed.pf.params
+    for p, a in zip(params, s.value.args):
+        passed = a.id if isinstance(a, gast.Name) and a.id in arrays else None
+        if passed is not None and not p.is_array:
+            raise pf.error(f"func '{func.name}' takes a number as '{p.name}', not the array "
+                           f"'{passed}'", s, stage="inline")
+        if p.is_array and passed is None:
+            raise pf.error(f"func '{func.name}' takes an array as '{p.name}': pass an array "
+                           "parameter of this kernel or func", s, stage="inline")
+        if passed is not None and arrays[passed] != p.type:
+            raise pf.error(f"func '{func.name}' takes '{p.name}' as {p.type!r}, but "
+                           f"'{passed}' is {arrays[passed]!r}", s, stage="inline")
+    if func.transformed.writes:
+        raise pf.error(f"func '{func.name}' has a custom gradient or JVP and writes the array "
+                       f"'{sorted(func.transformed.writes)[0]}': a func with @ad.func_grad or "
+                       "@ad.func_jvp may read arrays but not write them", s, stage="inline")
 
 
 class _State:
@@ -86,10 +125,6 @@ class _State:
 
     def call(self, s, func):
         tr = func.transformed
-        if func.custom_grad is not None or getattr(func, "custom_jvp", None) is not None:
-            raise self.err(f"func '{func.name}' takes an array and has a custom gradient or "
-                           "JVP (@ad.func_grad, @ad.func_jvp): not supported yet; pass the "
-                           "values it needs as scalars", s)
         line = s.lineno
         body = copy.deepcopy(tr.norm.body)
         params = tr.pf.params

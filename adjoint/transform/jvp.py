@@ -162,7 +162,10 @@ class _Jvp:
             return [copy.deepcopy(s)]
         callee = v.callee.target
         float_params = [p.kind.differentiable for p in callee.transformed.pf.params]
-        dots = [self.dot_value(a) for a, f in zip(v.args, float_params) if f]
+        # (a float array argument: its tangent array; only a func with a custom JVP keeps
+        # its call with arrays, pass inline)
+        dots = [name(self.named(a.id)) if isinstance(a, gast.Name) and a.id in self.float_arrays
+                else self.dot_value(a) for a, f in zip(v.args, float_params) if f]
         node = copy.deepcopy(v)
         node.args = node.args + dots
         node.callee = dataclasses.replace(v.callee, part="jvp")     # spelled <func>_jvp

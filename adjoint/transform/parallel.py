@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import gast
 
+from .inline import custom_call_arrays
 from .ir import AtomicMinMax, walk_stmts
 
 
@@ -307,7 +308,10 @@ def accesses(ssa, dims, owner):
         return None
 
     out = []
+    arrays = {p.name for p in ssa.norm.pf.params if p.is_array}
     for s in walk_stmts(ssa.body):
+        # a func with a custom gradient reads its arrays anywhere (and its adjoint adds there)
+        out += [Access(a, "load", False) for a in custom_call_arrays(s, arrays)]
         if isinstance(s, gast.Assign):
             t, v = s.targets[0], s.value
             if isinstance(t, gast.Subscript):

@@ -353,10 +353,17 @@ class Reverser:
 
     def call_adjoint(self, call, seeds, line):
         func = call.callee.target
+        # a func's float array parameters: the caller's adjoint arrays, accumulated into
+        # (only a func with a custom gradient keeps its call with arrays: pass inline)
+        adj_arrays = [name(adj(a.id)) for a, p in zip(call.args, func.transformed.pf.params)
+                      if p.is_array and p.kind.differentiable]
         fn = gast.Call(func=name(f"{func.name}_adjoint"),
-                       args=[copy.deepcopy(a) for a in call.args] + seeds, keywords=[])
+                       args=[copy.deepcopy(a) for a in call.args] + adj_arrays + seeds,
+                       keywords=[])
         fn.callee = dataclasses.replace(call.callee, part="adjoint")   # not its forward
         wanted = [(k, a) for k, a in enumerate(call.args) if self.adj_of(a)]
+        if not wanted and adj_arrays:
+            return [at(gast.Expr(value=fn), line)]
         if not wanted:
             return []
         if len(call.args) == 1:
