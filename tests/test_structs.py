@@ -136,6 +136,22 @@ def wrong_func(p: P, y: ad.array(dtype=float)):
     y[i] = takes_number(p)
 
 
+@ad.func
+def with_grad(p: P) -> float:
+    return p.x[0]
+
+
+@ad.func_grad(with_grad)
+def with_grad_grad(p, adj_ret):
+    return 0.0
+
+
+@ad.kernel
+def custom(p: P, y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = with_grad(p)
+
+
 @ad.kernel
 def ok(p: P, y: ad.array(dtype=float)):
     i = ad.tid()
@@ -150,7 +166,9 @@ def test_struct_refusals(kernel_module):
              (m.bare, r"'p' is a struct \(P\): use its fields \(p.x\)", "q = p"),
              (m.unknown, r"struct 'P' has no field 'm' \(fields: x, n\)", "y[i] = p.m"),
              (m.wrong_func, r"struct 'p' \(P\) is passed to func 'takes_number', which does "
-                            "not take a P there", "y[i] = takes_number(p)")]
+                            "not take a P there", "y[i] = takes_number(p)"),
+             (m.custom, "func 'with_grad' takes a struct and has a custom gradient",
+              "y[i] = with_grad(p)")]
     for kernel, message, text in cases:
         with pytest.raises(TransformError, match=message) as info:
             kernel.transformed

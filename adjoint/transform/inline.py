@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import gast
 
+from ..runtime.structs import struct_params
 from .ir import assign, name, walk_stmts
 
 
@@ -53,9 +54,8 @@ def inline(norm):
     module); the same object when there is none."""
     arrays = {p.name: p.type for p in norm.pf.params if p.is_array}
     for s in walk_stmts(norm.body):
-        if _inlined_call(s) is None and (custom_call_arrays(s, arrays) or (
-                isinstance(s, gast.Assign) and isinstance(s.value, gast.Call) and
-                s.value.callee.kind == "func" and has_array_params(s.value.callee.target))):
+        if _inlined_call(s) is None and isinstance(s, gast.Assign) and \
+                isinstance(s.value, gast.Call) and s.value.callee.kind == "func":
             _check_kept_call(norm.pf, s, arrays)
     if not any(_inlined_call(s) for s in walk_stmts(norm.body)):
         return norm
@@ -82,6 +82,9 @@ def _check_kept_call(pf, s, arrays):
     backward's replay calls its forward again, and the custom adjoint owns its gradient
     (``def g(<f's params>, <adj_ of each float array parameter>, adj_ret)``)."""
     func = s.value.callee.target
+    if _custom(func) and any(cls for _, cls in struct_params(func.pyfunc)):
+        raise pf.error(f"func '{func.name}' takes a struct and has a custom gradient or JVP: "
+                       "not supported (pass the fields it needs)", s, stage="inline")
     params = func.transformed.pf.params
     for p, a in zip(params, s.value.args):
         passed = a.id if isinstance(a, gast.Name) and a.id in arrays else None
