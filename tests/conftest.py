@@ -93,10 +93,12 @@ def pytest_sessionfinish(session, exitstatus):
     them. Compile every CUDA module this run generated to PTX (needs NVVM, not a GPU;
     skipped with a note where there is none, or with ADJOINT_TEST_PTX=0). Under
     pytest-xdist the controller checks the workers' shared cache folder, as many
-    processes at once as there were workers; a worker checks nothing."""
+    processes at once as there were workers; a worker checks nothing, nor does a run
+    stopped with Ctrl-C."""
     config = session.config
     config._adjoint_ptx = None
-    if os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or hasattr(config, "workerinput"):
+    if (os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or hasattr(config, "workerinput")
+            or exitstatus == pytest.ExitCode.INTERRUPTED):
         return
     shared = getattr(config, "_adjoint_shared_cache", None)
     folder = shared or (_session_cache[0] if _session_cache else None)
