@@ -5,6 +5,8 @@ and CUDA (numba's simulator unless NUMBA_ENABLE_CUDASIM=0), where new
 arrays default to device="cuda".
 ``kernel_module`` writes kernel source to a real file and imports it, because
 the transformer reads source files (as it does for users).
+Under pytest-xdist (``-n auto``) every worker writes generated modules to one
+cache folder the controller chose, and the controller alone runs the PTX check.
 """
 import importlib.util
 import itertools
