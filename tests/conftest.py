@@ -5,10 +5,14 @@ and CUDA (numba's simulator unless NUMBA_ENABLE_CUDASIM=0), where new
 arrays default to device="cuda".
 ``kernel_module`` writes kernel source to a real file and imports it, because
 the transformer reads source files (as it does for users).
+Under pytest-xdist (``-n auto``) every worker writes generated modules to one
+cache folder the controller chose, and the controller alone runs the PTX check.
 """
 import importlib.util
 import itertools
 import os
+import re
+import subprocess
 import sys
 import textwrap
 
@@ -31,26 +35,82 @@ _counter = itertools.count()
 
 def run_ptx(*args, cwd=None):
     """``python -m adjoint.ptx ARGS`` in a process without numba's simulator."""
-    import subprocess
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
     return subprocess.run([sys.executable, "-m", "adjoint.ptx", *map(str, args)], env=env,
                           cwd=cwd, capture_output=True, text=True, timeout=900)
 
 
+def _ptx_check(folder, processes=1):
+    """``(returncode, text)`` of ``python -m adjoint.ptx`` over the CUDA modules in
+    ``folder``, split over ``processes`` processes run at once; None when there are none.
+    Return code: 1 if any process found a failure, else 0 if all passed, else the first
+    other code (no NVVM here: skipped)."""
+    from adjoint.ptx import cuda_modules
+    modules = cuda_modules([folder])
+    if not modules:
+        return None
+    chunks = [modules[k::processes] for k in range(min(processes, len(modules)))]
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0")
+    procs = [subprocess.Popen([sys.executable, "-m", "adjoint.ptx", *chunk], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for chunk in chunks]
+    try:
+        outs = [proc.communicate(timeout=1800)[0].strip() for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        return 1, "python -m adjoint.ptx did not finish in 30 minutes"
+    codes = [proc.returncode for proc in procs]
+    code = 1 if 1 in codes else 0 if set(codes) == {0} else next(c for c in codes if c)
+    tallies = [_PTX_TALLY.search(out) for out in outs]
+    if len(outs) == 1 or not all(tallies):
+        return code, "\n".join(outs)
+    lines = [line for out in outs for line in out.splitlines() if not _PTX_TALLY.match(line)]
+    passed, total = (sum(int(t.group(k)) for t in tallies) for k in (1, 2))
+    lines.append(f"{passed} of {total} CUDA grid kernels compiled to PTX for compute "
+                 f"capability {tallies[0].group(3)} ({len(outs)} processes)")
+    return code, "\n".join(lines)
+
+
+_PTX_TALLY = re.compile(r"^(\d+) of (\d+) CUDA grid kernels compiled to PTX for compute "
+                        r"capability (\S+)$", re.MULTILINE)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist's controller, once per worker: every worker stores its generated
+    modules in one cache folder (the cache is safe across processes, and numba's cache
+    files of a module one worker compiled serve the others), which the PTX check reads
+    once at the end."""
+    config = node.config
+    if getattr(config, "_adjoint_shared_cache", None) is None:
+        config._adjoint_shared_cache = str(config._tmp_path_factory.mktemp("adjoint-cache"))
+        config._adjoint_workers = 0
+    config._adjoint_workers += 1
+    node.workerinput["adjoint_cache_dir"] = config._adjoint_shared_cache
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The simulator runs generated CUDA kernels as Python; numba.cuda must also accept
     them. Compile every CUDA module this run generated to PTX (needs NVVM, not a GPU;
-    skipped with a note where there is none, or with ADJOINT_TEST_PTX=0)."""
-    session.config._adjoint_ptx = None
-    if os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or not _session_cache:
+    skipped with a note where there is none, or with ADJOINT_TEST_PTX=0). Under
+    pytest-xdist the controller checks the workers' shared cache folder, as many
+    processes at once as there were workers; a worker checks nothing, nor does a run
+    stopped with Ctrl-C."""
+    config = session.config
+    config._adjoint_ptx = None
+    if (os.environ.get("ADJOINT_TEST_PTX", "1") == "0" or hasattr(config, "workerinput")
+            or exitstatus == pytest.ExitCode.INTERRUPTED):
         return
-    from adjoint.ptx import cuda_modules
-    if not cuda_modules([_session_cache[0]]):
+    shared = getattr(config, "_adjoint_shared_cache", None)
+    folder = shared or (_session_cache[0] if _session_cache else None)
+    if folder is None:
         return
-    proc = run_ptx(_session_cache[0])
-    text = (proc.stdout + proc.stderr).strip()
-    session.config._adjoint_ptx = (proc.returncode, text)
-    if proc.returncode == 1 and session.exitstatus == 0:
+    result = _ptx_check(folder, config._adjoint_workers if shared else 1)
+    if result is None:
+        return
+    config._adjoint_ptx = result
+    if result[0] == 1 and session.exitstatus == 0:
         session.exitstatus = 1
 
 
@@ -98,11 +158,12 @@ _session_cache = []
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _cache_dir(tmp_path_factory):
-    """Generated modules of the test run go to a private cache directory."""
-    import os
+def _cache_dir(request, tmp_path_factory):
+    """Generated modules of the test run go to a private cache directory (under
+    pytest-xdist, one the controller chose for all its workers)."""
     old = os.environ.get("ADJOINT_CACHE_DIR")
-    os.environ["ADJOINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("adjoint-cache"))
+    folder = getattr(request.config, "workerinput", {}).get("adjoint_cache_dir")
+    os.environ["ADJOINT_CACHE_DIR"] = folder or str(tmp_path_factory.mktemp("adjoint-cache"))
     _session_cache.append(os.environ["ADJOINT_CACHE_DIR"])
     yield
     if old is None:

@@ -173,14 +173,16 @@ def test_every_rule_in_float32_matches_float64(backend, kernel_module, index):
     src64 = tr.kernel_source(g)
     src32 = src64.replace("dtype=float", "dtype=ad.float32").replace(
         f"def rules_{g.index}(", f"def rules32_{g.index}(")
-    m = kernel_module(src64 + "\n" + src32)
+    # the float64 kernel is tests/test_rules.py's own (the same source), compiled once a session
+    k64 = tr.group_kernel(g, kernel_module)
+    k32 = getattr(kernel_module(src32), f"rules32_{g.index}")
     a0 = tr.sample_inputs(g)
     got = {}
-    for kname, dtype in ((f"rules_{g.index}", np.float64), (f"rules32_{g.index}", np.float32)):
+    for kernel, dtype in ((k64, np.float64), (k32, np.float32)):
         a = ad.array(a0.astype(dtype), requires_grad=True)
         out = ad.zeros((len(g.variants), a0.shape[1]), dtype=dtype, requires_grad=True)
         with ad.Tape() as tape:
-            ad.launch(getattr(m, kname), a0.shape[1], inputs=[a], outputs=[out])
+            ad.launch(kernel, a0.shape[1], inputs=[a], outputs=[out])
         seed = np.random.default_rng(index).uniform(0.5, 1.5, out.shape)
         tape.backward(grads={out: seed})
         got[dtype] = (out.numpy(), a.grad.numpy())
