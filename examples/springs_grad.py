@@ -161,7 +161,7 @@ def spring_forces_forward(dim0, x, ends, rest, stiffness, f, rt_status):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_forward_thread(
-                    tid0, x, ends, rest, stiffness, f_chunks[chunk], rt_status)
+                    rt.signed(tid0), x, ends, rest, stiffness, f_chunks[chunk], rt_status)
     rt.add_chunks(f, f_chunks)
 
 
@@ -249,8 +249,8 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_backward_thread(
-                    tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f,
-                    rt_status)
+                    rt.signed(tid0), x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest,
+                    adj_f, rt_status)
     rt.add_chunks(adj_x, adj_x_chunks)
 
 
@@ -322,7 +322,7 @@ def spring_forces_jvp(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f,
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_jvp_thread(
-                    tid0, x, ends, rest, stiffness, f_chunks[chunk], dot_x, dot_rest,
+                    rt.signed(tid0), x, ends, rest, stiffness, f_chunks[chunk], dot_x, dot_rest,
                     dot_f_chunks[chunk], rt_status)
     rt.add_chunks(f, f_chunks)
     rt.add_chunks(dot_f, dot_f_chunks)
@@ -669,7 +669,7 @@ def shape_loss_forward(dim0, x, target, loss):
     for chunk in rt.prange(n_chunks):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            shape_loss_forward_thread(tid0, x, target, loss_chunks[chunk])
+            shape_loss_forward_thread(rt.signed(tid0), x, target, loss_chunks[chunk])
     rt.add_chunks(loss, loss_chunks)
 
 
@@ -774,7 +774,8 @@ def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             shape_loss_jvp_thread(
-                    tid0, x, target, loss_chunks[chunk], dot_x, dot_target, dot_loss_chunks[chunk])
+                    rt.signed(tid0), x, target, loss_chunks[chunk], dot_x, dot_target,
+                    dot_loss_chunks[chunk])
     rt.add_chunks(loss, loss_chunks)
     rt.add_chunks(dot_loss, dot_loss_chunks)
 

@@ -167,6 +167,10 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
     call_args = [name(a) for a in tids + args]
     serial_loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
                     for t, d in zip(tids, dims)]
+    # parallel loops hand the thread code the row index through rt.signed: prange's index
+    # is unsigned, and a row from range(chunk_start(...), ...) is not known to be >= 0
+    # (numba then wraps every index it meets; see backend_numba.signed)
+    parallel_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
     if plan.mode != "serial":
         size = name(dims[0])
         for d in dims[1:]:
@@ -191,11 +195,10 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
-        signed_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
-        return [small_note, small, note] + _nest(loops, thread_fn, signed_args), "@rt.jit_grid"
+        return [small_note, small, note] + _nest(loops, thread_fn, parallel_args), "@rt.jit_grid"
     if plan.mode == "color":
-        return [small_note, small] + _colored(thread_fn, tids, dims, call_args, plan, fresh), \
-            "@rt.jit_grid"
+        return [small_note, small] + _colored(thread_fn, tids, dims, parallel_args, plan,
+                                              fresh), "@rt.jit_grid"
     n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
     copies = {a: fresh(f"{a}_chunks") for a in plan.private}
     what = ", ".join(repr(a) for a in plan.private)
@@ -206,7 +209,7 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
     body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
              for a, c in copies.items()]
     call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
-                 if isinstance(a, gast.Name) and a.id in copies else a for a in call_args]
+                 if isinstance(a, gast.Name) and a.id in copies else a for a in parallel_args]
     start = rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
     stop = rt_call("chunk_start", name(dims[0]), name(n_chunks),
                     gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
