@@ -24,6 +24,15 @@ from .spec import unavailable  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
+
+
+def _parallel_min_threads():
+    return PARALLEL_MIN_THREADS
+
+
+def by_size(small, grid, ndims):
+    """helpers.by_size: below ``PARALLEL_MIN_THREADS`` threads, the serial ``small``."""
+    return helpers.by_size(small, grid, ndims, _parallel_min_threads)
 prange = numba.prange
 
 
