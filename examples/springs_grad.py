@@ -146,7 +146,7 @@ def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status):
     f[j, 1] -= fy
 
 
-@rt.jit
+@rt.jit_small
 def spring_forces_forward_small(dim0, x, ends, rest, stiffness, f, rt_status):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):
@@ -235,7 +235,7 @@ def spring_forces_backward_thread(
     adj_x[j, 0] += adj_t1
 
 
-@rt.jit
+@rt.jit_small
 def spring_forces_backward_small(
         dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
     # a small launch runs serially: starting threads would cost more
@@ -310,7 +310,7 @@ def spring_forces_jvp_thread(tid0, x, ends, rest, stiffness, f, dot_x, dot_rest,
     dot_f[j, 1] -= dot_fy
 
 
-@rt.jit
+@rt.jit_small
 def spring_forces_jvp_small(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):
@@ -401,7 +401,7 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
     x_new[p, 1] = t14
 
 
-@rt.jit
+@rt.jit_small
 def integrate_forward_small(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):
@@ -514,7 +514,7 @@ def integrate_backward_thread(
         adj_v[p, 0] += adj_t3
 
 
-@rt.jit
+@rt.jit_small
 def integrate_backward_small(
         dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
         adj_v_new, rt_status):
@@ -630,7 +630,7 @@ def integrate_jvp_thread(
     dot_x_new[p, 1] = dot_t14
 
 
-@rt.jit
+@rt.jit_small
 def integrate_jvp_small(
         dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f, dot_x_new,
         dot_v_new, rt_status):
@@ -672,7 +672,7 @@ def shape_loss_forward_thread(tid0, x, target, loss):
     loss[0] += t4
 
 
-@rt.jit
+@rt.jit_small
 def shape_loss_forward_small(dim0, x, target, loss):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):
@@ -735,7 +735,7 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     adj_x[p, 0] += adj_t0
 
 
-@rt.jit
+@rt.jit_small
 def shape_loss_backward_small(dim0, x, target, loss, adj_x, adj_target, adj_loss):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):
@@ -779,7 +779,7 @@ def shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss):
     dot_loss[0] += dot_t4
 
 
-@rt.jit
+@rt.jit_small
 def shape_loss_jvp_small(dim0, x, target, loss, dot_x, dot_target, dot_loss):
     # a small launch runs serially: starting threads would cost more
     for tid0 in range(dim0):

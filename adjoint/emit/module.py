@@ -135,7 +135,7 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
     fns = [(thread, tids + params, *_thread_body(body, tids + params, tr))]
     if plan.mode != "serial":
         fns.append((f"{k}_{part}_small", dims + params, _small(thread, tids, dims, params),
-                    DECORATOR))
+                    "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
                    *_grid(thread, tids, dims, params, plan, backward=backward))]
 
@@ -158,9 +158,9 @@ def _thread_body(body, params, tr):
 
 
 def _small(thread_fn, tids, dims, args):
-    """Body of ``<kernel>_<part>_small``: every thread of a small launch, one after another
-    (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads). A function of its
-    own, compiled on its first call: a process that makes only small launches (or only
+    """Body of ``<kernel>_<part>_small`` (``@rt.jit_small``): every thread of a small launch,
+    one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads).
+    A function of its own, compiled on its first call: a process that makes only small launches (or only
     large ones) compiles only the serial loop (or only the parallel one)."""
     loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
              for t, d in zip(tids, dims)]

@@ -38,6 +38,7 @@ HELPERS = {
     "jit": Needed((CPU,), "decorator of a func's functions: numba.njit, or none (python)"),
     "jit_inline": Needed((CPU,), "decorator of a kernel's thread functions: inlined"),
     "jit_grid": Needed((CPU,), "decorator of a kernel's grid functions: njit(parallel=True)"),
+    "jit_small": Needed((CPU,), "decorator of a kernel's serial loops for small launches"),
     # the CPU grid loop and its parallel plans (emit/module.py)
     "prange": Needed((CPU,), "the grid loop's range (numba.prange)"),
     "signed": Needed((CPU,), "a prange index as a signed int"),
