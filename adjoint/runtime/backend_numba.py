@@ -100,7 +100,8 @@ def jit_small(fn):
 
 warnings.filterwarnings(
     "ignore", category=NumbaPerformanceWarning,
-    message=r"(?s).*'parallel=True' was specified but no transformation.*def \w+_small\(")
+    message=r"(?s).*'parallel=True' was specified but no transformation"
+            r".*(@rt\.jit_small|def \w+_small\()")
 
 
 MAX_CHUNKS = numba.config.NUMBA_NUM_THREADS   # a constant, so grid functions stay cacheable
