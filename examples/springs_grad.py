@@ -146,13 +146,15 @@ def spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status):
     f[j, 1] -= fy
 
 
+@rt.jit_small
+def spring_forces_forward_small(dim0, x, ends, rest, stiffness, f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status)
+
+
 @rt.jit_grid
 def spring_forces_forward(dim0, x, ends, rest, stiffness, f, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            spring_forces_forward_thread(tid0, x, ends, rest, stiffness, f, rt_status)
-        return
     # 'f' may be accumulated by several threads: each chunk of threads adds into its own
     # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
@@ -161,7 +163,7 @@ def spring_forces_forward(dim0, x, ends, rest, stiffness, f, rt_status):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_forward_thread(
-                    tid0, x, ends, rest, stiffness, f_chunks[chunk], rt_status)
+                    rt.signed(tid0), x, ends, rest, stiffness, f_chunks[chunk], rt_status)
     rt.add_chunks(f, f_chunks)
 
 
@@ -233,14 +235,17 @@ def spring_forces_backward_thread(
     adj_x[j, 0] += adj_t1
 
 
+@rt.jit_small
+def spring_forces_backward_small(
+        dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        spring_forces_backward_thread(
+                tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status)
+
+
 @rt.jit_grid
 def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            spring_forces_backward_thread(
-                    tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status)
-        return
     # 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own
     # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
@@ -249,8 +254,8 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_backward_thread(
-                    tid0, x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest, adj_f,
-                    rt_status)
+                    rt.signed(tid0), x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest,
+                    adj_f, rt_status)
     rt.add_chunks(adj_x, adj_x_chunks)
 
 
@@ -305,14 +310,16 @@ def spring_forces_jvp_thread(tid0, x, ends, rest, stiffness, f, dot_x, dot_rest,
     dot_f[j, 1] -= dot_fy
 
 
+@rt.jit_small
+def spring_forces_jvp_small(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        spring_forces_jvp_thread(
+                tid0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status)
+
+
 @rt.jit_grid
 def spring_forces_jvp(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            spring_forces_jvp_thread(
-                    tid0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f, rt_status)
-        return
     # 'f', 'dot_f' may be accumulated by several threads: each chunk of threads adds into its
     # own zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
@@ -322,7 +329,7 @@ def spring_forces_jvp(dim0, x, ends, rest, stiffness, f, dot_x, dot_rest, dot_f,
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_jvp_thread(
-                    tid0, x, ends, rest, stiffness, f_chunks[chunk], dot_x, dot_rest,
+                    rt.signed(tid0), x, ends, rest, stiffness, f_chunks[chunk], dot_x, dot_rest,
                     dot_f_chunks[chunk], rt_status)
     rt.add_chunks(f, f_chunks)
     rt.add_chunks(dot_f, dot_f_chunks)
@@ -394,14 +401,16 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
     x_new[p, 1] = t14
 
 
+@rt.jit_small
+def integrate_forward_small(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        integrate_forward_thread(
+                tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status)
+
+
 @rt.jit_grid
 def integrate_forward(dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            integrate_forward_thread(
-                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, rt_status)
-        return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
@@ -505,17 +514,21 @@ def integrate_backward_thread(
         adj_v[p, 0] += adj_t3
 
 
+@rt.jit_small
+def integrate_backward_small(
+        dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
+        adj_v_new, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        integrate_backward_thread(
+                tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
+                adj_x_new, adj_v_new, rt_status)
+
+
 @rt.jit_grid
 def integrate_backward(
         dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f, adj_x_new,
         adj_v_new, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            integrate_backward_thread(
-                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, adj_x, adj_v, adj_f,
-                    adj_x_new, adj_v_new, rt_status)
-        return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
@@ -617,17 +630,21 @@ def integrate_jvp_thread(
     dot_x_new[p, 1] = dot_t14
 
 
+@rt.jit_small
+def integrate_jvp_small(
+        dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f, dot_x_new,
+        dot_v_new, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        integrate_jvp_thread(
+                tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f,
+                dot_x_new, dot_v_new, rt_status)
+
+
 @rt.jit_grid
 def integrate_jvp(
         dim0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f, dot_x_new,
         dot_v_new, rt_status):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            integrate_jvp_thread(
-                    tid0, x, v, f, pinned, gravity, damping, dt, x_new, v_new, dot_x, dot_v, dot_f,
-                    dot_x_new, dot_v_new, rt_status)
-        return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
@@ -655,13 +672,15 @@ def shape_loss_forward_thread(tid0, x, target, loss):
     loss[0] += t4
 
 
+@rt.jit_small
+def shape_loss_forward_small(dim0, x, target, loss):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        shape_loss_forward_thread(tid0, x, target, loss)
+
+
 @rt.jit_grid
 def shape_loss_forward(dim0, x, target, loss):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            shape_loss_forward_thread(tid0, x, target, loss)
-        return
     # 'loss' may be accumulated by several threads: each chunk of threads adds into its own
     # zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
@@ -669,7 +688,7 @@ def shape_loss_forward(dim0, x, target, loss):
     for chunk in rt.prange(n_chunks):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            shape_loss_forward_thread(tid0, x, target, loss_chunks[chunk])
+            shape_loss_forward_thread(rt.signed(tid0), x, target, loss_chunks[chunk])
     rt.add_chunks(loss, loss_chunks)
 
 
@@ -716,13 +735,15 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     adj_x[p, 0] += adj_t0
 
 
+@rt.jit_small
+def shape_loss_backward_small(dim0, x, target, loss, adj_x, adj_target, adj_loss):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
+
+
 @rt.jit_grid
 def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss)
-        return
     # each thread writes only its own elements: threads run in parallel (rt.signed: numba's
     # prange index is unsigned)
     for tid0 in rt.prange(dim0):
@@ -758,13 +779,15 @@ def shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss):
     dot_loss[0] += dot_t4
 
 
+@rt.jit_small
+def shape_loss_jvp_small(dim0, x, target, loss, dot_x, dot_target, dot_loss):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss)
+
+
 @rt.jit_grid
 def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
-    # a small launch runs serially: starting threads would cost more
-    if dim0 < rt.PARALLEL_MIN_THREADS:
-        for tid0 in range(dim0):
-            shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss)
-        return
     # 'loss', 'dot_loss' may be accumulated by several threads: each chunk of threads adds
     # into its own zeroed copy, and the copies are summed at the end (no races)
     n_chunks = rt.chunk_count(dim0)
@@ -774,7 +797,8 @@ def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             shape_loss_jvp_thread(
-                    tid0, x, target, loss_chunks[chunk], dot_x, dot_target, dot_loss_chunks[chunk])
+                    rt.signed(tid0), x, target, loss_chunks[chunk], dot_x, dot_target,
+                    dot_loss_chunks[chunk])
     rt.add_chunks(loss, loss_chunks)
     rt.add_chunks(dot_loss, dot_loss_chunks)
 
@@ -820,9 +844,15 @@ spring_forces = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('ends', 'rest', 'x'),
     writes=('f',),
-    forward=rt.checked(spring_forces_forward, spring_forces_bounds, status=True),
-    backward=rt.checked(spring_forces_backward, spring_forces_bounds, status=True),
-    jvp=rt.checked(spring_forces_jvp, spring_forces_bounds, status=True),
+    forward=rt.checked(
+            rt.by_size(spring_forces_forward_small, spring_forces_forward, 1),
+            spring_forces_bounds, status=True),
+    backward=rt.checked(
+            rt.by_size(spring_forces_backward_small, spring_forces_backward, 1),
+            spring_forces_bounds, status=True),
+    jvp=rt.checked(
+            rt.by_size(spring_forces_jvp_small, spring_forces_jvp, 1), spring_forces_bounds,
+            status=True),
     origin='springs_kernels.py:23',
     bounds=spring_forces_bounds,
 )
@@ -868,9 +898,14 @@ integrate = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('f', 'pinned', 'v', 'x'),
     writes=('v_new', 'x_new'),
-    forward=rt.checked(integrate_forward, integrate_bounds, status=True),
-    backward=rt.checked(integrate_backward, integrate_bounds, status=True),
-    jvp=rt.checked(integrate_jvp, integrate_bounds, status=True),
+    forward=rt.checked(
+            rt.by_size(integrate_forward_small, integrate_forward, 1), integrate_bounds,
+            status=True),
+    backward=rt.checked(
+            rt.by_size(integrate_backward_small, integrate_backward, 1), integrate_bounds,
+            status=True),
+    jvp=rt.checked(
+            rt.by_size(integrate_jvp_small, integrate_jvp, 1), integrate_bounds, status=True),
     origin='springs_kernels.py:40',
     bounds=integrate_bounds,
 )
@@ -901,9 +936,11 @@ shape_loss = adjoint.runtime.KernelSpec(
     dims=1,
     reads=('target', 'x'),
     writes=('loss',),
-    forward=rt.checked(shape_loss_forward, shape_loss_bounds),
-    backward=rt.checked(shape_loss_backward, shape_loss_bounds),
-    jvp=rt.checked(shape_loss_jvp, shape_loss_bounds),
+    forward=rt.checked(
+            rt.by_size(shape_loss_forward_small, shape_loss_forward, 1), shape_loss_bounds),
+    backward=rt.checked(
+            rt.by_size(shape_loss_backward_small, shape_loss_backward, 1), shape_loss_bounds),
+    jvp=rt.checked(rt.by_size(shape_loss_jvp_small, shape_loss_jvp, 1), shape_loss_bounds),
     origin='springs_kernels.py:62',
     bounds=shape_loss_bounds,
 )

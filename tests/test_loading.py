@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
-from adjoint.runtime import backend_cuda
+from adjoint.runtime import backend_cuda, backend_numba
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 N_THREADS = 6
@@ -229,6 +229,38 @@ def test_a_damaged_numba_cache_is_cleared_and_recompiled(kernel_module, fresh_ca
     for f in numba_cache_files(fresh_cache, "nbi"):   # numba wrote whole ones again
         with open(f, "rb") as fh:
             assert len(fh.read()) > 40
+
+
+def _cache_counts(kernel):
+    """numba's (hits, misses) of the on-disk cache for ``kernel``'s numba functions."""
+    hits = misses = 0
+    for module in kernel.modules.values():
+        for value in vars(module).values():
+            stats = getattr(value, "stats", None)      # numba's dispatchers
+            if stats is not None and hasattr(stats, "cache_hits"):
+                hits += sum(stats.cache_hits.values())
+                misses += sum(stats.cache_misses.values())
+    return hits, misses
+
+
+def test_a_changed_runtime_is_compiled_again_not_loaded_from_numba_cache(
+        kernel_module, fresh_cache, monkeypatch):
+    """numba's cache of a generated module has the runtime helpers it calls compiled in
+    (add_chunks, block_count, signed); a runtime whose source changed must not run the
+    old ones from the cache. The key holds a hash of the runtime's source."""
+    m = kernel_module(KERNEL)
+    x = np.linspace(-2.0, 2.0, 9)
+    with ad.backend_scope("numba"):
+        check_wave(m.wave, x, "cpu")
+        forget_loaded(m.wave)
+        check_wave(m.wave, x, "cpu")          # the same runtime: numba's cache is used
+        hits, misses = _cache_counts(m.wave)
+        assert hits > 0 and misses == 0
+        monkeypatch.setattr(backend_numba, "RUNTIME_FINGERPRINT", "a changed runtime")
+        forget_loaded(m.wave)
+        check_wave(m.wave, x, "cpu")          # a changed runtime: compiled again
+        hits, misses = _cache_counts(m.wave)
+        assert hits == 0 and misses > 0
 
 
 REPAIR_RUN = '''

@@ -20,7 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import assign, const, name, rt_attr, rt_call
+from ..transform.ir import assign, const, name, rt_call
 from ..transform.reverse import comment
 
 DECORATOR = "@rt.jit"
@@ -132,9 +132,12 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
         return [(thread, tids + params, lowered, cuda.DEVICE),
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
                  cuda.KERNEL)]
-    return [(thread, tids + params, *_thread_body(body, tids + params, tr)),
-            (f"{k}_{part}", dims + params,
-             *_grid(thread, tids, dims, params, plan, backward=backward))]
+    fns = [(thread, tids + params, *_thread_body(body, tids + params, tr))]
+    if plan.mode != "serial":
+        fns.append((f"{k}_{part}_small", dims + params, _small(thread, tids, dims, params),
+                    "@rt.jit_small"))
+    return fns + [(f"{k}_{part}", dims + params,
+                   *_grid(thread, tids, dims, params, plan, backward=backward))]
 
 
 def _declared(body, names, tr, target):
@@ -154,8 +157,20 @@ def _thread_body(body, params, tr):
     return decls + body, INLINE
 
 
+def _small(thread_fn, tids, dims, args):
+    """Body of ``<kernel>_<part>_small`` (``@rt.jit_small``): every thread of a small launch,
+    one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads).
+    A function of its own, compiled on its first call: a process that makes only small launches (or only
+    large ones) compiles only the serial loop (or only the parallel one)."""
+    loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
+             for t, d in zip(tids, dims)]
+    note = comment("a small launch runs serially: starting threads would cost more")
+    return [note] + _nest(loops, thread_fn, [name(a) for a in tids + args])
+
+
 def _grid(thread_fn, tids, dims, args, plan, backward):
-    """Body and decorator of a grid function running ``thread_fn`` for every thread."""
+    """Body and decorator of a grid function running ``thread_fn`` for every thread
+    (a parallel plan's small launches run ``_small`` instead)."""
     taken = set(args) | set(tids) | set(dims)
 
     def fresh(base):
@@ -165,17 +180,10 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         return base
 
     call_args = [name(a) for a in tids + args]
-    serial_loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
-                    for t, d in zip(tids, dims)]
-    if plan.mode != "serial":
-        size = name(dims[0])
-        for d in dims[1:]:
-            size = gast.BinOp(left=size, op=gast.Mult(), right=name(d))
-        small = gast.If(test=gast.Compare(left=size, ops=[gast.Lt()],
-                                          comparators=[rt_attr("PARALLEL_MIN_THREADS")]),
-                        body=_nest(serial_loops, thread_fn, call_args) + [gast.Return(value=None)],
-                        orelse=[])
-        small_note = comment("a small launch runs serially: starting threads would cost more")
+    # parallel loops hand the thread code the row index through rt.signed: prange's index
+    # is unsigned, and a row from range(chunk_start(...), ...) is not known to be >= 0
+    # (numba then wraps every index it meets; see backend_numba.signed)
+    parallel_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
     if plan.mode == "serial":
         note = comment(f"threads run one after another{' in reverse order' if backward else ''}: "
                        f"{plan.reason}")
@@ -191,22 +199,19 @@ def _grid(thread_fn, tids, dims, args, plan, backward):
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
             for t, d in zip(tids[1:], dims[1:])]
-        signed_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
-        return [small_note, small, note] + _nest(loops, thread_fn, signed_args), "@rt.jit_grid"
+        return [note] + _nest(loops, thread_fn, parallel_args), "@rt.jit_grid"
     if plan.mode == "color":
-        return [small_note, small] + _colored(thread_fn, tids, dims, call_args, plan, fresh), \
-            "@rt.jit_grid"
+        return _colored(thread_fn, tids, dims, parallel_args, plan, fresh), "@rt.jit_grid"
     n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
     copies = {a: fresh(f"{a}_chunks") for a in plan.private}
     what = ", ".join(repr(a) for a in plan.private)
-    body = [small_note, small,
-            comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
+    body = [comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
                     "into its own zeroed copy, and the copies are summed at the end (no races)"),
             assign(n_chunks, rt_call("chunk_count", name(dims[0])), None)]
     body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
              for a, c in copies.items()]
     call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
-                 if isinstance(a, gast.Name) and a.id in copies else a for a in call_args]
+                 if isinstance(a, gast.Name) and a.id in copies else a for a in parallel_args]
     start = rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
     stop = rt_call("chunk_start", name(dims[0]), name(n_chunks),
                     gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
@@ -302,7 +307,8 @@ def function_sources(tr, stage, target="cpu"):
     n = tr.pf.name
     if tr.pf.role == "kernel":
         fns = kernel_functions(tr, _known_target(target), custom)
-        picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_thread")]
+        picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_small",
+                                              f"{n}_{stage}_thread")]
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
         part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}[stage]
@@ -340,6 +346,8 @@ def _launcher(tr, target, fns, part):
     ``(what, why)`` when it has none (spelled ``rt.unavailable(what, why)``)."""
     n = tr.pf.name
     fn, status = f"{n}_{part}", _writes_status(fns, n, part)
+    if any(f[0] == f"{fn}_small" for f in fns):
+        fn = f"rt.by_size({fn}_small, {fn}, {tr.dims})"
     part = part.split("_")[0]           # forward_save runs as a forward, backward_saved too
     if part == "backward" and tr.rev.backward is None:
         return None

@@ -2,9 +2,23 @@
 
 Thread functions are compiled with ``njit``; grid functions with
 ``njit(parallel=True)`` so their ``prange`` loops run on all cores.
+
+numba's on-disk cache of a function is found by the function's file and code; what
+it holds also has the runtime helpers the function calls compiled in (``add_chunks``,
+``block_count``, ``signed``, ...), whose change numba does not notice. Every function
+compiled here is therefore cached under a key that also holds ``RUNTIME_FINGERPRINT``,
+a hash of the runtime's source: a changed runtime compiles again.
 """
+import glob
+import hashlib
+import os
+
+import warnings
+
 import numba
 import numpy as np
+from numba.core.caching import FunctionCache
+from numba.core.errors import NumbaPerformanceWarning
 
 from . import helpers
 from .bounds import checked  # noqa: F401
@@ -13,31 +27,87 @@ from .spec import unavailable  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more
 NAME = "numba"
+
+
+def _parallel_min_threads():
+    return PARALLEL_MIN_THREADS
+
+
+def by_size(small, grid, ndims):
+    """helpers.by_size: below ``PARALLEL_MIN_THREADS`` threads, the serial ``small``."""
+    return helpers.by_size(small, grid, ndims, _parallel_min_threads)
 prange = numba.prange
 
 
+def _fingerprint():
+    """sha256 of the source of every module of the runtime (this folder)."""
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                              "*.py"))):
+        digest.update(os.path.basename(path).encode() + b"\0")
+        with open(path, "rb") as fh:
+            digest.update(fh.read())
+    return digest.hexdigest()[:16]
+
+
+RUNTIME_FINGERPRINT = _fingerprint()
+
+
+class RuntimeKeyedCache(FunctionCache):
+    """numba's cache of one function, its entries keyed also by ``RUNTIME_FINGERPRINT``
+    (read when the key is made: numba's own key is the function's code only)."""
+
+    def _index_key(self, sig, codegen):
+        return super()._index_key(sig, codegen) + (RUNTIME_FINGERPRINT,)
+
+
+def njit(**options):
+    """``numba.njit(cache=True, **options)``, cached under the runtime's fingerprint."""
+    def compile_(fn):
+        dispatcher = numba.njit(cache=True, **options)(fn)
+        dispatcher._cache = RuntimeKeyedCache(dispatcher.py_func)
+        return dispatcher
+    return compile_
+
+
 def jit(fn):
-    return numba.njit(cache=True)(fn)
+    return njit()(fn)
 
 
 def jit_inline(fn):
     """Thread functions: inlined into their grid loop at numba-IR level."""
-    return numba.njit(cache=True, inline="always")(fn)
+    return njit(inline="always")(fn)
 
 
 def jit_ieee(fn):
     """rt.div, rt.sin, ...: IEEE arithmetic (runtime/ieee.py), no ZeroDivisionError."""
-    return numba.njit(cache=True, error_model="numpy")(fn)
+    return njit(error_model="numpy")(fn)
 
 
 def jit_grid(fn):
-    return numba.njit(cache=True, parallel=True)(fn)
+    return njit(parallel=True)(fn)
+
+
+def jit_small(fn):
+    """A kernel part's serial loop for small launches (``<kernel>_<part>_small``). Compiled
+    with ``parallel=True`` although it has no ``prange``: numba's plain pipeline leaves an
+    increment and a decrement of reference counts per thread (atomics) where bounds checks
+    return early, the parallel one does not (the springs backward's loop: 27 vs 14 ns a
+    thread); the compile time is the same. numba's warning that nothing was parallelized
+    is expected there and silenced for these functions only (``_small``)."""
+    return njit(parallel=True)(fn)
+
+
+warnings.filterwarnings(
+    "ignore", category=NumbaPerformanceWarning,
+    message=r"(?s).*'parallel=True' was specified but no transformation"
+            r".*(@rt\.jit_small|def \w+_small\()")
 
 
 MAX_CHUNKS = numba.config.NUMBA_NUM_THREADS   # a constant, so grid functions stay cacheable
 
 
-@numba.njit(cache=True)
+@njit()
 def chunk_count(n):
     return max(1, min(MAX_CHUNKS, n))
 
@@ -52,10 +122,19 @@ stack_push = jit(helpers.stack_push)
 chunk_start = jit(helpers.chunk_start)
 
 
-@numba.njit(cache=True, inline="always")
+NON_NEGATIVE = np.int64(0x7FFF_FFFF_FFFF_FFFF)
+
+
+@njit(inline="always")
 def signed(i):
-    """helpers.signed: prange's unsigned index as int64 (int() keeps it unsigned)."""
-    return np.int64(i)
+    """helpers.signed: prange's unsigned index as int64 (int() keeps it unsigned), with
+    its sign bit masked off (a thread index is below 2**31): that tells LLVM the index
+    is not negative, so the wraparound numba adds to every signed index folds away.
+    Without it, ``out[i, j]`` stored in both branches of an ``if`` got two different
+    addresses (wrapped in one, proven positive in the other), and LLVM vectorized the
+    store as a scatter: the heat stencil's forward ran 3x slower than with prange's
+    unsigned index."""
+    return np.int64(i) & NON_NEGATIVE
 
 
 private_copies = jit(helpers.private_copies)
@@ -67,7 +146,7 @@ fault = jit(helpers.fault)
 SERIAL_ADD_MAX = 16384   # elements: adding fewer in parallel costs more than it saves
 
 
-@numba.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def add_chunks(arr, copies):
     """``arr += sum(copies)`` (arrays are C-contiguous): in parallel over the elements, or
     in this thread for a small array (a loss of one element: no second parallel region

@@ -53,6 +53,24 @@ def signed(i):
     return i
 
 
+def by_size(small, grid, ndims, below):
+    """A kernel part's launchable function: ``small`` (its threads one after another) for
+    a launch of fewer than ``below()`` threads, else ``grid`` (the parallel plan); both
+    take ``(dim0, ..., dim<ndims-1>, *arguments)``. Each is compiled on its first call,
+    so a process compiles only the variants its launches use."""
+    if ndims == 1:
+        def run(*args):
+            (small if args[0] < below() else grid)(*args)
+    elif ndims == 2:
+        def run(*args):
+            (small if args[0] * args[1] < below() else grid)(*args)
+    else:
+        def run(*args):
+            (small if args[0] * args[1] * args[2] < below() else grid)(*args)
+    run.__wrapped__ = grid
+    return run
+
+
 def chunk_start(n, chunks, c):
     """First index of chunk ``c`` when ``n`` threads are split into ``chunks`` runs."""
     return (n * c) // chunks

@@ -59,11 +59,16 @@ def _describe(value):
     return type(value).__name__
 
 
+_PLAIN_SCALARS = {float: "f", int: "iuf"}   # a Python float for a float, an int for either
+
+
 def _convert(spec, param, value, device):
     if type(value) is Array and param.is_array and value.device == device:   # common case
         data = value.data
         if data.ndim == param.ndim and data.dtype == param.np_dtype:
             return data
+    elif param.np_dtype.kind in _PLAIN_SCALARS.get(type(value), "") and not param.is_array:
+        return _scalar(param, value)    # the other common case, without the checks below
     where = f"kernel '{spec.name}' ({spec.origin}), parameter '{param.name}'"
     if param.is_array:
         if isinstance(value, Array):
@@ -84,6 +89,11 @@ def _convert(spec, param, value, device):
         raise LaunchError(f"{where}: expects a scalar {param.dtype}, got {_describe(value)}")
     if param.np_dtype.kind in "iu" and not isinstance(value, numbers.Integral):
         raise LaunchError(f"{where}: expects an integer, got {value!r}")
+    return _scalar(param, value)
+
+
+def _scalar(param, value):
+    """A scalar argument as the kernel's compiled code takes it."""
     return param.np_dtype.type(value).item() if param.np_dtype == np.float64 or \
         param.np_dtype == np.int64 else param.np_dtype.type(value)
 
@@ -226,11 +236,18 @@ def _check_aliasing(spec, values):
     arrays = [(spec.params[k], values[k]) for k in spec.array_params]
     for k, (p, v) in enumerate(arrays):
         for other, w in arrays[:k]:
+            if v is not w and _owns(v) and _owns(w):
+                continue            # two host arrays owning their memory: two allocations
             if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
                 raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array (or "
                                   f"overlapping views of one) is passed as '{other.name}' and "
                                   f"'{p.name}', and the kernel writes one of them; pass a "
                                   "separate array (e.g. ad.clone)")
+
+
+def _owns(buf):
+    """Whether ``buf`` is a numpy array that owns its memory (no view of another)."""
+    return type(buf) is np.ndarray and buf.base is None
 
 
 def _launch_device(device, args):

@@ -38,10 +38,12 @@ HELPERS = {
     "jit": Needed((CPU,), "decorator of a func's functions: numba.njit, or none (python)"),
     "jit_inline": Needed((CPU,), "decorator of a kernel's thread functions: inlined"),
     "jit_grid": Needed((CPU,), "decorator of a kernel's grid functions: njit(parallel=True)"),
+    "jit_small": Needed((CPU,), "decorator of a kernel's serial loops for small launches"),
     # the CPU grid loop and its parallel plans (emit/module.py)
     "prange": Needed((CPU,), "the grid loop's range (numba.prange)"),
     "signed": Needed((CPU,), "a prange index as a signed int"),
-    "PARALLEL_MIN_THREADS": Needed((CPU,), "grids smaller than this run serially"),
+    "by_size": Needed((CPU,), "a part's launchable function: its serial loop for a launch "
+                       "of fewer than PARALLEL_MIN_THREADS threads, else its parallel plan"),
     "chunk_count": Needed((CPU,), "how many chunks a parallel backward splits the grid into"),
     "chunk_start": Needed((CPU,), "the first thread of a chunk or block"),
     "private_copies": Needed((CPU,), "a chunk's own copies of an adjoint array"),

@@ -37,9 +37,13 @@ def run(spec, part, dims, values, adjoints=()):
 
 def _quiet(fn):
     """``fn`` with numpy's floating-point warnings off: plain Python computes with numpy
-    scalars (or it is a launcher); what numba compiled warns of nothing, also behind a
-    Python wrapper that only checks bounds (``__wrapped__``, runtime/bounds.py)."""
-    if not isinstance(getattr(fn, "__wrapped__", fn), types.FunctionType):
+    scalars (or it is a launcher); what numba compiled warns of nothing, also behind
+    Python wrappers that only check bounds or pick a variant by the launch's size
+    (``__wrapped__``: runtime/bounds.py, helpers.by_size)."""
+    inner = fn
+    while isinstance(inner, types.FunctionType) and hasattr(inner, "__wrapped__"):
+        inner = inner.__wrapped__
+    if not isinstance(inner, types.FunctionType):
         return fn
 
     def quiet(*args):

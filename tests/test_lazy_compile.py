@@ -1,0 +1,92 @@
+"""Only what a launch runs is compiled: a small launch runs (and numba compiles) the serial
+``<kernel>_<part>_small`` and never the parallel grid function, a large one the grid
+function and never the serial loop (emit/module.py, ``rt.by_size``).
+
+Values are checked by hand on every backend; what was compiled, on numba.
+"""
+import numpy as np
+import pytest
+
+import adjoint as ad
+from adjoint.runtime import backend_numba, backend_python, racecheck
+from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
+
+KERNEL = '''
+@ad.kernel
+def cube(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i] * x[i] * x[i]
+
+@ad.kernel
+def rows(u: ad.array(dtype=float, ndim=2), total: ad.array(dtype=float)):
+    i, j = ad.tid()
+    ad.atomic_add(total, 0, u[i, j] * u[i, j])
+'''
+
+
+def _module(kernel):
+    (module,) = kernel.modules.values()
+    return module
+
+
+def _compiled(fn):
+    """How many signatures numba compiled (or loaded) for the dispatcher ``fn``."""
+    return len(fn.signatures)
+
+
+def _cube(kernel, n):
+    x0 = np.linspace(-1.0, 1.0, n)
+    x = ad.array(x0, requires_grad=True)
+    out = ad.zeros(n, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(kernel, n, inputs=[x], outputs=[out])
+    tape.backward(grads={out: np.ones(n)})
+    np.testing.assert_allclose(out.numpy(), x0 ** 3, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * x0 ** 2, rtol=1e-12)
+
+
+def test_small_and_large_launches_give_the_same_values(backend, kernel_module):
+    m = kernel_module(KERNEL)
+    for n in (7, 2 * PARALLEL_MIN_THREADS + 3):
+        _cube(m.cube, n)
+
+
+def test_a_small_launch_compiles_only_the_serial_loop(kernel_module):
+    m = kernel_module(KERNEL)
+    with ad.backend_scope("numba"):
+        _cube(m.cube, 9)
+        gen = _module(m.cube)
+        assert _compiled(gen.cube_forward_small) == 1 and _compiled(gen.cube_backward_small) == 1
+        assert _compiled(gen.cube_forward) == 0 and _compiled(gen.cube_backward) == 0
+
+
+def test_a_large_launch_compiles_only_the_parallel_loop(kernel_module):
+    m = kernel_module(KERNEL)
+    n0, n1 = 4, PARALLEL_MIN_THREADS // 2          # 2-D: the size is n0 * n1 threads
+    u0 = np.random.default_rng(3).random((n0, n1))
+    with ad.backend_scope("numba"):
+        u = ad.array(u0, requires_grad=True)
+        total = ad.zeros(1, requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(m.rows, (n0, n1), inputs=[u], outputs=[total])
+        tape.backward(grads={total: np.array([1.0])})
+        gen = _module(m.rows)
+        assert _compiled(gen.rows_forward) == 1 and _compiled(gen.rows_backward) == 1
+        assert _compiled(gen.rows_forward_small) == 0 and _compiled(gen.rows_backward_small) == 0
+    np.testing.assert_allclose(total.numpy(), [np.sum(u0 * u0)], rtol=1e-12)
+    np.testing.assert_allclose(u.grad.numpy(), 2.0 * u0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("checking", [False, True])
+def test_the_python_backend_runs_the_parallel_plan_under_race_checking(checking):
+    """Race checking checks the parallel plan whatever the launch's size; otherwise a
+    launch below the threshold runs the serial loop, on both CPU backends."""
+    for rt in (backend_python, backend_numba):
+        ran = []
+        run = rt.by_size(lambda *a: ran.append(("small", a)), lambda *a: ran.append(("grid", a)), 2)
+        with racecheck.racecheck(checking):
+            run(3, 5, "x")
+            run(2, PARALLEL_MIN_THREADS, "y")
+        parallel_small = checking and rt is backend_python
+        assert ran == [("grid" if parallel_small else "small", (3, 5, "x")),
+                       ("grid", (2, PARALLEL_MIN_THREADS, "y"))]
