@@ -391,3 +391,62 @@ def test_a_guard_that_does_not_prove_the_index_leaves_the_check(backend, kernel_
         ad.launch(m.off_by_one, (3, 2), inputs=[ad.array(np.ones((3, 2)))],
                   outputs=[ad.zeros((3, 2))])
     assert err.value.index in (-1, 3) and err.value.array == "u" and err.value.shape == (3, 2)
+
+
+PERIODIC = '''
+@ad.kernel
+def ring(u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    n0 = u.shape[0]
+    n1 = u.shape[1]
+    ip = i + 1
+    if ip == n0:
+        ip = 0
+    im = i - 1
+    if im < 0:
+        im = n0 - 1
+    jm = j - 1
+    if jm < 0:
+        jm = n1 - 1
+    c = u[i, j]
+    out[i, j] = c * c + u[ip, j] - 2.0 * u[im, j] + 3.0 * u[i, jm]
+
+
+@ad.kernel
+def ring_off_by_one(u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    n0 = u.shape[0]
+    ip = i + 1
+    if ip > n0:
+        ip = 0
+    out[i, j] = u[i, j] + u[ip, j]
+'''
+
+
+def test_wrapped_neighbours_of_a_periodic_stencil_need_no_check(backend, kernel_module):
+    """``ip = i + 1; if ip == n0: ip = 0`` is 0 in one branch and at most n0 - 1 in the
+    other (i < n0, i + 1 != n0); ``im = i - 1; if im < 0: im = n0 - 1`` likewise: no check
+    is made, and values and gradients are numpy's (np.roll, d sum(out) / du by hand)."""
+    m = kernel_module(PERIODIC)
+    for stage in ("forward", "backward"):
+        assert "rt.fault" not in ad.source(m.ring, stage)
+    u0 = np.arange(20.0).reshape(4, 5) ** 1.5
+    u = ad.array(u0, requires_grad=True)
+    out = ad.zeros((4, 5), requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.ring, (4, 5), inputs=[u], outputs=[out])
+    tape.backward(grads={out: np.ones((4, 5))})
+    want = u0 * u0 + np.roll(u0, -1, 0) - 2.0 * np.roll(u0, 1, 0) + 3.0 * np.roll(u0, 1, 1)
+    np.testing.assert_allclose(out.numpy(), want)
+    np.testing.assert_allclose(u.grad.numpy(), 2.0 * u0 + 1.0 - 2.0 + 3.0)
+
+
+def test_a_wrap_that_misses_the_edge_leaves_the_check(backend, kernel_module):
+    """``if ip > n0: ip = 0`` leaves ip = n0 for the last row: checked, and it fails."""
+    m = kernel_module(PERIODIC)
+    assert ad.source(m.ring_off_by_one, "forward").count(">= u.shape[0]:") == 1
+    with pytest.raises(ad.BoundsError) as err:
+        ad.launch(m.ring_off_by_one, (3, 2), inputs=[ad.array(np.ones((3, 2)))],
+                  outputs=[ad.zeros((3, 2))])
+    assert err.value.index == 3 and err.value.array == "u"

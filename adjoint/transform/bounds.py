@@ -216,8 +216,6 @@ class _Bounder:
 
     def guarded(self, c, arr, axis, facts):
         """Whether ``c`` is in bounds by the enclosing tests (``i - 1`` under ``i > 0``)."""
-        if not facts:
-            return False
         below = {n for n, d in self.owner.items() if (arr, axis, "thread", d) in self.proven}
         return self.facts.within(c, arr, axis, facts, nonnegative=set(self.owner),
                                  below_shape=below)
@@ -227,7 +225,8 @@ class _Bounder:
         if isinstance(s, gast.If):
             new = copy.copy(s)
             new.body = self.block(s.body, None, done, facts=facts | self.facts.implied(s.test))
-            new.orelse = self.block(s.orelse, None, done, facts=facts)
+            new.orelse = self.block(s.orelse, None, done,
+                                    facts=facts | self.facts.implied(s.test, negated=True))
             return [new]
         if isinstance(s, (gast.For, gast.While)):
             inside = _assigned_in(s)
