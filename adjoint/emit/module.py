@@ -272,7 +272,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
         out.append((f"{f}_adjoint", gparams, _lower(gpf.node.body), deco, gpf.source))
-    else:
+    elif tr.rev.backward is not None:       # (none for a printed backward: holds_stacks)
         status = [cuda.STATUS] if target == "cuda" else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
@@ -306,6 +306,9 @@ def function_sources(tr, stage, target="cpu"):
         picked = [f for f in fns if f[0] == f"{n}_{part}"]
     if stage == "jvp" and not picked:
         raise ValueError(f"'{n}' has no JVP: {jvp_refusal(tr)}")
+    if not picked and tr.rev.backward is None:
+        raise ValueError(f"'{n}' has no backward: it is transformed forward-only (a backward "
+                         "printed as user code is differentiated in forward mode only)")
     if not picked:
         raise ValueError(f"'{n}' has no {stage} functions: only a kernel with a loop the "
                          "backward would replay for the values it leaves (and no stack) "
@@ -361,14 +364,18 @@ def _launcher(tr, target, fns, part):
     return fn
 
 
+def _has(fns, fname):
+    return any(f[0] == fname for f in fns)
+
+
 def _spec_lines(kind, tr, relname, target="cpu", fns=()):
     n = tr.pf.name
     if kind == "func":
         return [f"{n} = adjoint.runtime.FuncSpec(",
                 f"    name={n!r},",
                 f"    forward={n}_forward,",
-                f"    adjoint={n}_adjoint,",
-                f"    jvp={n + '_jvp' if any(f[0] == n + '_jvp' for f in fns) else None},",
+                f"    adjoint={n + '_adjoint' if _has(fns, n + '_adjoint') else None},",
+                f"    jvp={n + '_jvp' if _has(fns, n + '_jvp') else None},",
                 f"    n_params={len(tr.pf.params)},",
                 f"    n_returns={len(tr.return_kinds)},",
                 ")"]

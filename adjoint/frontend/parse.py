@@ -55,6 +55,7 @@ def _callables():
              id(adb.atomic_add): ("atomic", "atomic_add"),
              id(adb.atomic_sub): ("atomic", "atomic_sub"),
              id(builtins.print): ("print", "print")}
+    table.update({id(getattr(adb, n)): ("stack", n) for n in adb.STACK})
     by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
     pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]
     pairs += [(fn, by_runtime[name], f"ad.{name}") for name, fn in adb.MATH.items()
@@ -102,7 +103,8 @@ class SourceInfo:
 
 @dataclass(frozen=True)
 class Callee:
-    """What a call node calls. ``kind``: op, range, tid, atomic or func; for a func,
+    """What a call node calls. ``kind``: op, range, tid, atomic, print, stack (the loop
+    stacks of a generated backward printed as user code, ``ad.stack_*``) or func; for a func,
     ``part`` says which of its generated functions: "forward" (the user's call),
     "adjoint" (pass reverse) or "jvp" (pass jvp). A fact, shared by every copy of its
     node: a deep copy of a tree does not copy the func it names."""

@@ -6,11 +6,13 @@ on a differentiable input (a float array element in a kernel, a float
 parameter in a func) through differentiable operations, and reach an output (a
 store, an accumulation, a returned value). Only these get ``adj_`` variables;
 everything else (indices, counters, flags, comparisons) is replayed only.
+A loop stack of floats (a generated backward printed as user code) is active
+when an entry read from it is, and then all its versions are.
 """
 import gast
 
 from ..rules import lookup
-from .ir import walk_stmts
+from .ir import StackNew, StackPush, StackRead, walk_stmts
 
 
 def _edges(s, ssa):
@@ -24,6 +26,12 @@ def _edges(s, ssa):
             return [(targets[0], [], True)]
         if isinstance(v, gast.Subscript):
             return [(targets[0], [], True)]
+        if isinstance(v, StackNew):         # (its entries are read only once pushed)
+            return [(targets[0], [], True)]
+        if isinstance(v, StackPush):
+            return [(targets[0], _names([v.stack, v.value]), True)]
+        if isinstance(v, StackRead):
+            return [(targets[0], _names([v.stack]), True)]
         if isinstance(v, gast.BinOp):
             diff = lookup(type(v.op).__name__).differentiable
             return [(targets[0], _names([v.left, v.right]), diff)]
@@ -56,6 +64,9 @@ def active(ssa):
     for s in stmts:
         if isinstance(s, gast.Assign) and isinstance(s.value, gast.Subscript) and \
                 isinstance(s.value.value, gast.Name) and s.value.value.id in float_arrays:
+            varied.add(s.targets[0].id)
+        elif isinstance(s, gast.Assign) and isinstance(s.value, StackNew):
+            # every stack of floats varies: all versions of a stack have a tangent or none
             varied.add(s.targets[0].id)
     edges = [e for s in stmts for e in _edges(s, ssa)]
     changed = True

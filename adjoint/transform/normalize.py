@@ -13,14 +13,19 @@ Guarantees, for the returned ``Normalized`` body:
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these);
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
   with ``c`` a name recomputed by ``node.loop.cond``; every loop has a
-  ``LoopInfo``. Every statement carries the user's ``lineno``.
+  ``LoopInfo``. Every statement carries the user's ``lineno``;
+- the loop stacks of a generated backward printed as user code
+  (``s = ad.stack_float(n, v)``, ``ad.stack_push``, ``ad.stack_read``) are the
+  IR's stack nodes (``StackNew``, ``StackPush``, ``StackRead``) on atoms.
 """
 import copy
 from dataclasses import dataclass
 
 import gast
 
-from .ir import LoopInfo, Namer, Print, assign, at, const, if_, is_atom, name
+from ..rules.types import of
+from .ir import (LoopInfo, Namer, Print, StackNew, StackPush, StackRead, assign, at, const, if_,
+                 is_atom, name)
 
 
 @dataclass
@@ -333,6 +338,17 @@ class _Anf:
         new.callee = node.callee
         return new
 
+    def stack(self, e, args):
+        """The stack node of an ``ad.stack_*`` call on atoms ``args``."""
+        want = {"stack_push": 3, "stack_read": 2}.get(e.callee.name, 2)
+        if len(args) != want:
+            raise self.err(f"ad.{e.callee.name}() takes {want} arguments", e)
+        if e.callee.name == "stack_push":
+            return StackPush(*args)
+        if e.callee.name == "stack_read":
+            return StackRead(*args)
+        return StackNew(of(e.callee.name[len("stack_"):]), *args)
+
     def into(self, target, e, line):
         """Statements computing ``e`` whose last one assigns ``target``."""
         if is_atom(e):
@@ -374,6 +390,8 @@ class _Anf:
                               self.into(target, e.orelse, line), line)]
         if isinstance(e, gast.Call):
             pre, args = self.atoms(e.args, line)
+            if e.callee.kind == "stack":
+                return pre + [assign(target, self.stack(e, args), line)]
             return pre + [assign(target, self.call(e, args), line)]
         if isinstance(e, gast.Subscript):
             if isinstance(e.value, gast.Attribute):   # arr.shape[k]

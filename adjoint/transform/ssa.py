@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import gast
 
 from ..rules.types import of
-from .ir import Print, assign, at, const, if_, load_names, name, target_names, value_names, walk_stmts
+from .ir import (Print, StackNew, assign, at, const, if_, load_names, name, target_names,
+                 value_names, walk_stmts)
 
 @dataclass
 class SSA:
@@ -99,7 +100,10 @@ class _Builder:
         return v
 
     def default(self, orig):
-        return const(of(self.kinds[orig]).zero)
+        kind = of(self.kinds[orig])
+        if kind.element is not None:        # a loop stack: a new, empty one
+            return StackNew(kind.element, const(1), const(kind.element.zero))
+        return const(kind.zero)
 
     def rename(self, node, env):
         for n in value_names(node):
