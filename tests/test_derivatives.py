@@ -262,6 +262,20 @@ def k_func(x: ad.array(dtype=float), y: ad.array(dtype=float)):
         acc = acc + a * b
     y[i] = acc
 
+@ad.func
+def power_sum(a, n: int):
+    s = 0.0
+    p = a
+    for k in range(n):
+        s = s + p / (k + 1.0)
+        p = p * a
+    return s
+
+@ad.kernel
+def k_func_loop(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = power_sum(x[i], 4) * x[(i + 1) % x.shape[0]]
+
 @ad.kernel
 def k_nested(x: ad.array(dtype=float), y: ad.array(dtype=float)):
     i = ad.tid()
@@ -278,7 +292,8 @@ def kernels(tmp_path_factory):
     return _module(tmp_path_factory, "hvp_kernels", KERNELS)
 
 
-@pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_nested"])
+@pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_func_loop",
+                                  "k_nested"])
 def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backend, kernels,
                                                                           name):
     k = getattr(kernels, name)

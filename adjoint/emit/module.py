@@ -129,6 +129,8 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
     if target == "cuda":
         lowered = cuda.lower_body(_declared(body, tids + params, tr, target), tr,
                                   tr.loop_capacity, custom_grads)
+        if bounds.reports(lowered) and cuda.STATUS not in params:
+            params = params + [cuda.STATUS]     # (a printed backward's stacks may overflow)
         return [(thread, tids + params, lowered, cuda.DEVICE),
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
                  cuda.KERNEL)]
@@ -267,7 +269,11 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     def lower(body, names):
         body = _declared(_lower(body), names, tr, target)
         return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
-    out = [(f"{f}_forward", params, lower(tr.rev.forward, params), deco)]
+
+    def pushing(names):
+        """A CUDA func that holds loop stacks (a printed backward) reports an overflow."""
+        return [cuda.STATUS] if target == "cuda" and cuda.holds_pushes(tr) else []
+    out = [(f"{f}_forward", params + pushing(params), lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
@@ -281,7 +287,8 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
         out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body), deco, custom_jvp.source))
     elif custom_grad is None and jvp_refusal(tr) is None:
         jparams = params + tr.tangent.dot_params
-        out.append((f"{f}_jvp", jparams, lower(tr.tangent.body, jparams), deco))
+        out.append((f"{f}_jvp", jparams + pushing(jparams), lower(tr.tangent.body, jparams),
+                    deco))
     return out
 
 
