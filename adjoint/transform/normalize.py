@@ -12,20 +12,22 @@ Guarantees, for the returned ``Normalized`` body:
 - stores ``arr[i, j] = atom``, accumulations ``arr[i] += atom`` /
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these);
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
-  with ``c`` a name recomputed by ``node.loop.cond``; every loop has a
-  ``LoopInfo``. Every statement carries the user's ``lineno``;
+  with ``c`` a name recomputed by ``node.loop.cond``; every loop is an IR
+  ``For``/``While`` whose declared field ``loop`` is its ``LoopInfo``. Every
+  statement carries the user's ``lineno``;
 - the loop stacks of a generated backward printed as user code
   (``s = ad.stack_float(n, v)``, ``ad.stack_push``, ``ad.stack_read``) are the
   IR's stack nodes (``StackNew``, ``StackPush``, ``StackRead``) on atoms.
 """
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import gast
 
 from ..rules.types import of
 from .ir import (LoopInfo, Namer, Print, StackNew, StackPush, StackRead, assign, at, const, if_,
-                 is_atom, name)
+                 is_atom, loop_like, name)
 
 
 @dataclass
@@ -71,7 +73,7 @@ class _Unshare(gast.NodeTransformer):
         node = super().visit(node)
         info = getattr(node, "loop", None)
         if info is not None:
-            info.cond = self.block(info.cond)
+            node.loop = dataclasses.replace(info, cond=self.block(info.cond))
         return node
 
 
@@ -175,13 +177,13 @@ class _ExitLowering:
         self.loop_uid += 1
         ctx = _LoopCtx(self.namer.fresh("skip"), self.namer.fresh("brk"))
         body, _ = self.block(s.body, ctx)
-        s.loop = LoopInfo(uid=uid)
-        pre, out = [], [s]
+        pre = []
         if ctx.used:
-            s.loop.break_flag = ctx.brk
             pre = [assign(ctx.brk, const(False), line), assign(ctx.skip, const(False), line)]
             body = [assign(ctx.skip, const(False), line)] + body
-        s.body = body or [at(gast.Pass(), line)]
+        s = loop_like(s, LoopInfo(uid=uid, break_flag=ctx.brk if ctx.used else None),
+                      body=body or [at(gast.Pass(), line)])
+        out = [s]
         may_return = self.ret_flag is not None and any(
             isinstance(n, gast.Assign) and isinstance(n.targets[0], gast.Name)
             and n.targets[0].id == self.ret_flag for n in gast.walk(s))
@@ -256,9 +258,7 @@ class _Anf:
                 pre, args = self.atoms(v.args[1:], line)
                 op = gast.Add() if v.callee.name == "atomic_add" else gast.Sub()
                 tgt = self.subscript(v.args[0].id, args[:-1], store=True)
-                node = at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)
-                node.atomic = True
-                return pre + [node]
+                return pre + [at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)]
             if isinstance(v, gast.Call) and v.callee.kind == "print":
                 pre, args = [], []
                 for a in v.args:
@@ -284,17 +284,13 @@ class _Anf:
                 args = args + [const(1)]
             pre, atoms = self.atoms(args, line)
             it = gast.Call(func=name("range"), args=atoms, keywords=[])
-            node = at(gast.For(target=name(s.target.id, store=True), iter=it,
-                               body=self.block(s.body), orelse=[], type_comment=None), line)
-            node.loop = s.loop
-            return pre + [node]
+            return pre + [loop_like(s, s.loop, target=name(s.target.id, store=True), iter=it,
+                                    body=self.block(s.body))]
         if isinstance(s, gast.While):
             cond_var = self.namer.fresh("cond")
             pre = self.into(cond_var, s.test, line)
-            node = at(gast.While(test=name(cond_var), body=self.block(s.body), orelse=[]), line)
-            node.loop = s.loop
-            node.loop.cond = self.into(cond_var, s.test, line)
-            return pre + [node]
+            info = dataclasses.replace(s.loop, cond=self.into(cond_var, s.test, line))
+            return pre + [loop_like(s, info, test=name(cond_var), body=self.block(s.body))]
         if isinstance(s, gast.Return):
             vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
             pre, atoms = self.atoms(vals, line)

@@ -233,7 +233,7 @@ class Reverser:
             self.loop_depth += 1
             self.reversed[s.loop.uid] = (
                 self.rev_block(s.body),
-                self.rev_block([x for x in s.loop.latch if getattr(x, "phi", False)]))
+                self.rev_block([x for x in s.loop.latch if self.is_phi(x)]))
             self.loop_depth -= 1
         rev, rev_latch = self.reversed[s.loop.uid]
         return bool(rev or rev_latch)
@@ -244,8 +244,13 @@ class Reverser:
             out.extend(self.rev_stmt(s))
         return out
 
+    def is_phi(self, s):
+        """Whether ``s`` is a merge copy (pass ssa: ``SSA.phis``)."""
+        return isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name) and \
+            s.targets[0].id in self.ssa.phis
+
     def reset(self, z, s):
-        if self.loop_depth > 0 or getattr(s, "phi", False):
+        if self.loop_depth > 0 or self.is_phi(s):
             return [assign(adj(z), const(ADJ_ZERO), s.lineno)]
         return []
 
