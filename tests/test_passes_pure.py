@@ -10,6 +10,7 @@ caller would change what the next one sees.
 import gast
 import pytest
 
+import adjoint as ad
 from adjoint.emit import module as emit_module
 from adjoint.frontend.fence import fence
 from adjoint.frontend.parse import parse, transforming
@@ -137,3 +138,28 @@ def test_node_facts_are_declared_fields(kernel_module, name, role):
     assert loops and all(isinstance(s, (ir.For, ir.While)) and "loop" in s._fields
                          for s in loops)
     assert tr.ssa.phis          # the loops' headers
+
+
+def test_float32_is_a_printing_decision(kernel_module):
+    """A float32 kernel's conversions are IR nodes (``Float32``) that emit/ieee.py prints
+    as ``rt.float32(...)``; the float32 pass reads what a call returns from its Callee,
+    never from a printed ``rt.<name>``."""
+    m = kernel_module('''
+        @ad.kernel
+        def k32(n: int, x: ad.array(dtype=ad.float32), y: ad.array(dtype=ad.float32)):
+            i = ad.tid()
+            s = x[i] * 0.5
+            for j in range(n):
+                s = s * x[i] + math.floor(s) * j + float(n)
+            y[i] = s
+    ''')
+    tr = m.k32.transformed
+    fns = emit_module.kernel_functions(tr, "cpu", ())
+    bodies = [s for _, _, body, *_ in fns for s in body]
+    nodes = [n for s in bodies for n in gast.walk(s)]
+    assert any(isinstance(n, ir.Float32) for n in nodes)
+    printed = [n for n in nodes if isinstance(n, gast.Attribute) and n.attr == "float32"]
+    assert printed == [], "the float32 pass printed rt.float32 itself"
+    text = ad.source(m.k32, "backward")
+    assert "rt.float32(0.5)" in text and "rt.float32(n)" in text
+    assert "rt.float32(rt.floor(" in text or "rt.float32(t" in text

@@ -78,6 +78,13 @@ class Print(gast.stmt):
     _fields = ("args",)
 
 
+class Float32(gast.expr):
+    """``value`` as a float32 number: a float32 kernel's literal, or an int meeting a float
+    there (emit/precision.py). A printing decision: emit/ieee.py prints it as
+    ``rt.float32(value)``, and nothing reads the printed name back."""
+    _fields = ("value",)
+
+
 class StackNew(gast.expr):
     """A new per-thread loop stack of ``kind`` values ("float", "int", "bool"; a float32
     kernel's are "float32"), with room for ``capacity`` (an expression) entries and
