@@ -15,7 +15,7 @@ import copy
 
 import gast
 
-from ..rules import RULES, lookup
+from ..rules import RULES
 from ..rules.types import FLOAT, INT, of
 from ..transform.ir import Float32, name
 

@@ -31,7 +31,7 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
-from ..transform.ir import CheckStmt, Comment, StackNew, StackPush, StackRead, const
+from ..transform.ir import CheckStmt, Comment, const
 from .declare import declare
 from .printer import Printer
 

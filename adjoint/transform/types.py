@@ -4,8 +4,9 @@ Expects: a ``Normalized`` function (pass normalize).
 Guarantees: ``infer`` returns ``{name: type}`` for every assigned name, the
 join over all its assignments (bool < int < float), and the types of the
 returned values: ``ValueType`` objects (rules/types.py), each its kind's name (a
-loop stack's is ``stack_of`` its entries' type). Integers and booleans never get adjoints; precise dtypes
-(float32 vs float64) are left to numba's specialisation at launch.
+loop stack's is ``stack_of`` its entries' type). Integers and booleans never get
+adjoints; precise dtypes (float32 vs float64) are left to numba's specialisation
+at launch.
 """
 import gast
 
