@@ -350,6 +350,19 @@ def test_printed_backward_is_a_kernel_giving_the_same_gradient(backend, kernels,
     assert not adj_y.numpy().any()          # a store's adjoint is handed back and cleared
 
 
+def test_loop_stacks_are_refused_in_user_code(kernel_module):
+    m = kernel_module('''
+        @ad.kernel
+        def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+            i = ad.tid()
+            s = ad.stack_float(4, x[i])
+            y[i] = ad.stack_read(s, 0)
+    ''')
+    with pytest.raises(ad.TransformError, match=r"\.py:9:\d+: ad.stack_float is a loop stack "
+                       r"of a backward printed by adjoint .* in 'k'"):
+        m.k.transformed
+
+
 def test_printed_backward_holds_loop_stacks_and_has_no_reverse(kernels):
     from adjoint.derivatives import vjp_func, vjp_kernel
     text = ad.source(kernels.k_loop, "backward_user")

@@ -262,6 +262,7 @@ class _Resolver(gast.NodeTransformer):
     def __init__(self, pf, pyfunc):
         self.pf = pf
         self.env = _closure_globals(pyfunc)
+        self.generated = getattr(pyfunc, "__adjoint_generated__", False)
         self.locals = {p.name for p in pf.params}
         stores = {}         # each local's first assignment, where a reserved name is reported
         for node in gast.walk(pf.node):
@@ -314,6 +315,11 @@ class _Resolver(gast.NodeTransformer):
                 self.pf.funcs.append(obj)
         elif id(obj) in CALLABLES:
             kind, name = CALLABLES[id(obj)]
+            if kind == "stack" and not self.generated:
+                raise self.pf.error(f"ad.{name} is a loop stack of a backward printed by "
+                                    "adjoint (stage backward_user), which adjoint transforms "
+                                    "itself; kernels and funcs you write keep values in locals "
+                                    "and arrays", node)
             node.callee = Callee(kind, name)
             if kind == "op":
                 node.func = lookup(name).callee_expr()
