@@ -17,6 +17,8 @@ from .runtime.builtins import *  # noqa: E402,F401,F403,A004
 from .runtime.builtins import __all__ as _BUILTINS  # noqa: E402
 from .runtime.builtins import MATH as _MATH  # noqa: E402
 globals().update(_MATH)     # ad.round, ad.pow too (left out of the star import's __all__)
+from .runtime.builtins import (stack_bool, stack_float, stack_int, stack_push,  # noqa: E402,F401
+                               stack_read)
 from .runtime.types import float32, float64, int32, int64  # noqa: E402
 from .runtime.structs import struct  # noqa: E402
 from .runtime import config  # noqa: E402

@@ -292,17 +292,26 @@ def gradcheck_tape(tape, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     return True
 
 
-def hvp(kernel, dim, inputs, outputs, v, w=None):
+def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
     """Hessian-vector products of a kernel: for each input, ``H_w v`` restricted to it,
     where ``H_w`` is the Hessian of ``sum(w * outputs)`` over all float array inputs.
 
     ``v``: one direction per input (an array of its shape, or None for zero; ignored
     for scalars and integer arrays); ``w``: one weight array per output (default: ones
     for every float array output). Returns one array per input (None where it has
-    no gradient). Reverse over forward: the kernel's JVP, generated as a kernel of its
-    own (``adjoint.derivatives.jvp_kernel``), is differentiated by its backward with
-    the seed ``w`` on the output tangents. Runs on private copies; records nothing."""
-    from .derivatives import jvp_kernel
+    no gradient). Runs on private copies; records nothing.
+
+    ``mode="fwd-rev"`` (forward over reverse, the default): the kernel's backward,
+    printed as a kernel of its own (``adjoint.derivatives.vjp_kernel``), runs in
+    forward mode along ``v`` (its primal state from the kernel's JVP, as a recorded
+    launch's backward would see it), seeded with ``w``: the tangents of its input
+    adjoints are ``H_w v``. One JVP and one differentiated backward, no stored tape of
+    the JVP. ``mode="rev-fwd"`` (reverse over forward): the kernel's JVP, printed as a
+    kernel (``jvp_kernel``), is differentiated by its backward with the seed ``w`` on
+    the output tangents."""
+    if mode not in ("fwd-rev", "rev-fwd"):
+        raise ValueError(f"hvp: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
+    from .derivatives import jvp_kernel, vjp_kernel
     base = _problem(kernel, dim, inputs, outputs)
     n = base.n_inputs
     v = [None] * n if v is None else list(v)
@@ -320,10 +329,30 @@ def hvp(kernel, dim, inputs, outputs, v, w=None):
         weight = w[k - n] if k >= n else None
         seeds.append(None if k < n else np.ones_like(a) if weight is None else
                      np.array(_host(weight), dtype=a.dtype).reshape(a.shape))
+    adjs = [np.zeros_like(d) if s is None else s.copy() for d, s in zip(dots, seeds)]
+    if mode == "fwd-rev":
+        return _forward_over_reverse(vjp_kernel(kernel), base, floats, dots, adjs)
     args = base.fresh_args() + dots
     problem = Problem(jvp_kernel(kernel), base.dims, args, len(args), [], [], base.device)
     problem.run(args)          # the primal state a recorded launch's backward would see
-    adjs = [np.zeros_like(a) if k in floats else None for k, a in enumerate(base.args)]
-    adjs += [np.zeros_like(d) if s is None else s.copy() for d, s in zip(dots, seeds)]
+    adjs = [np.zeros_like(a) if k in floats else None for k, a in enumerate(base.args)] + adjs
     problem.adjoint(args, adjs)
     return [adjs[k] if k in floats else None for k in range(n)]
+
+
+def _forward_over_reverse(backward, base, floats, dots, adjs):
+    """``hvp``'s forward over reverse: the JVP of the printed ``backward`` kernel."""
+    dev = [_on_device(a, base.device) for a in base.fresh_args()]
+    names = [base.spec.params[k].name for k in floats]
+    # the kernel's JVP: the state after the forward, and its tangents along v
+    tangents = launch(base.kernel, base.dims, inputs=dev, device=base.device, record_tape=False,
+                      tangents={p: _on_device(d, base.device) for p, d in zip(names, dots)})
+    adj = [_on_device(a, base.device) for a in adjs]
+    given = dict(tangents)
+    given.update({f"adj_{p}": _on_device(np.zeros_like(a), base.device)
+                  for p, a in zip(names, adjs)})
+    out = launch(backward, base.dims, inputs=dev + adj, device=base.device, record_tape=False,
+                 tangents=given)
+    by_param = dict(zip(floats, names))
+    return [_host(out[f"adj_{by_param[k]}"]) if k in by_param else None
+            for k in range(base.n_inputs)]

@@ -26,8 +26,10 @@ from .generate import (check, check_output, generate, generated_files, import_so
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")     # kernels with stored loops; not in 'all'
+USER = ("backward_user",)   # the backward as user code (forward over reverse); not in 'all'
 # --diff: the stage a stage is shown against (else the one before)
-BEFORE = {"jvp": "forward", "forward_save": "forward", "backward_saved": "backward"}
+BEFORE = {"jvp": "forward", "forward_save": "forward", "backward_saved": "backward",
+          "backward_user": "backward"}
 
 
 def cmd_generate(args):
@@ -98,7 +100,7 @@ def stage_texts(obj, stages, target="cpu"):
 def cmd_show(args):
     obj = find_object(args.name)
     stages = STAGES if args.stage == "all" else (args.stage,)
-    if stages[-1] in SAVING:
+    if stages[-1] in SAVING + USER:
         needed = [BEFORE[stages[-1]], stages[-1]] if args.diff else list(stages)
     else:
         needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
@@ -150,10 +152,11 @@ def parser():
     s = sub.add_parser("show", help="print one stage of one kernel or func as Python",
                        description="Print a kernel or func after a pass of the pipeline.")
     s.add_argument("name", metavar="SRC.py:NAME")
-    s.add_argument("--stage", choices=STAGES + SAVING + ("all",), default="backward",
+    s.add_argument("--stage", choices=STAGES + SAVING + USER + ("all",), default="backward",
                    help="which stage (default: backward); 'all' prints each in turn; "
                         "forward_save/backward_saved: a kernel's pair for a tape when a "
-                        "loop is stored rather than replayed")
+                        "loop is stored rather than replayed; backward_user: the backward "
+                        "as user code, which adjoint can differentiate again")
     s.add_argument("--diff", action="store_true",
                    help="show what each stage changed, as a unified diff from the one before")
     s.add_argument("--target", choices=TARGETS, default="cpu",

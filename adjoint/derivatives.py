@@ -11,7 +11,15 @@ mode is then a Hessian-vector product: for ``y = F(x)`` the JVP computes
 ``dot_y = J(x) dot_x``, and the gradient of ``w . dot_y`` with respect to ``x`` is
 ``H_w dot_x``, where ``H_w`` is the Hessian of ``w . F`` (reverse over forward).
 So ``ad.grad(ad.grad(f))`` (f of one argument: the derivative along ``e_k`` is the
-JVP's tangent), ``ad.hessian(f)`` and ``ad.autograd.hvp`` for kernels.
+JVP's tangent), and ``mode="rev-fwd"`` of ``ad.hessian(f)`` and ``ad.autograd.hvp``.
+
+The backward is printed the same way (``vjp_func``, ``vjp_kernel``: its ``adj_``
+names and loop stacks as user code reads them, see emit/user.py) and its forward
+mode is forward over reverse: the tangent of the backward's ``adj_x`` along
+``dot_x`` is ``H_w dot_x``. That is the default of ``ad.hessian`` and
+``ad.autograd.hvp`` (``mode="fwd-rev"``): one JVP of the backward per column, no
+reverse of a JVP. A printed backward is transformed forward-only (no reverse of
+it is built: ``__adjoint_forward_only__``).
 """
 import linecache
 import math
@@ -28,18 +36,21 @@ from .runtime.jit import cpu_backend_name
 # What the printed functions see as ``ad`` (the user-level spellings emit/user.py uses).
 _AD = types.SimpleNamespace(
     **{n: getattr(_builtins, n) for n in _builtins.__all__}, array=_array,
+    **{n: getattr(_builtins, n) for n in _builtins.STACK},
     float32=_types.float32, float64=_types.float64, int32=_types.int32, int64=_types.int64, bool_=bool)
 
 
-def _compile(text, fname, namespace):
+def _compile(text, fname, namespace, forward_only=False):
     """The function ``fname`` defined by ``text``, its source kept in ``linecache`` (so the
-    transformer can read it, as it reads a notebook cell's)."""
+    transformer can read it, as it reads a notebook cell's). ``forward_only``: a printed
+    backward, whose reverse mode is not built (pipeline.transform)."""
     filename = f"<adjoint generated {fname}>"
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     scope = {"math": math, "ad": _AD, **namespace}
     exec(compile(text, filename, "exec"), scope)     # noqa: S102 - our own generated code
     fn = scope[fname]
     fn.__adjoint_generated__ = True     # may use the adj_/dot_ names reserved to users
+    fn.__adjoint_forward_only__ = forward_only
     return fn
 
 
@@ -76,6 +87,52 @@ def jvp_func(f):
     text = function_text(tr, f"{f.name}_jvp", params, tr.tangent.body)
     cache[key] = Func(_compile(text, f"{f.name}_jvp", _callees(tr, text)))
     return cache[key]
+
+
+def _callee_scope(tr, text):
+    """The names a printed backward of ``tr`` calls: each func, its JVP and its VJP if used."""
+    scope = _callees(tr, text)
+    for g in tr.pf.funcs:
+        if f"{g.name}_vjp(" in text:
+            scope[g.name + "_vjp"] = vjp_func(g)
+    return scope
+
+
+def vjp_func(f):
+    """The backward of func ``f`` as a func of its own, ``<f>_vjp(params..., adj_ret...)``
+    returning the adjoints of ``f``'s parameters (a tuple when there are several): valid
+    input to the transformer, whose forward mode differentiates it again."""
+    if not isinstance(f, Func):
+        raise TypeError(f"vjp_func expects an @ad.func, got {type(f).__name__}")
+    cache = f.__dict__.setdefault("_vjp_funcs", {})
+    key = (f.custom_grad, f.custom_jvp)
+    if key in cache:
+        return cache[key]
+    if f.custom_grad is not None:
+        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad): its "
+                           "backward is the user's, which adjoint cannot differentiate again")
+    from .emit.user import backward_text
+    text = backward_text(f.transformed, f"{f.name}_vjp")
+    cache[key] = Func(_compile(text, f"{f.name}_vjp", _callee_scope(f.transformed, text),
+                               forward_only=True))
+    return cache[key]
+
+
+def vjp_kernel(k):
+    """The backward of kernel ``k`` as a kernel of its own: its parameters, then an adjoint
+    array per float array parameter (``adj_<name>``), in order. Launched, it accumulates
+    into the input adjoints as ``ad.launch(k, ..., adjoint=True)`` does; its forward mode
+    (``tangents=``) is forward over reverse."""
+    cached = getattr(k, "_vjp_kernel", None)
+    if cached is not None:
+        return cached
+    from .emit.user import backward_text
+    tr = k.transformed
+    text = backward_text(tr, f"{k.name}_vjp")
+    pyfunc = _compile(text, f"{k.name}_vjp", _callee_scope(tr, text), forward_only=True)
+    k._vjp_kernel = Kernel(pyfunc, enable_backward=False, loop_capacity=k.loop_capacity,
+                           bounds_check=k.bounds_check)
+    return k._vjp_kernel
 
 
 def jvp_kernel(k):
@@ -238,14 +295,34 @@ def jvp(f, primals=None, tangents=None):
 
 
 @user_frames
-def hessian(f, argnums=0):
+def hessian(f, argnums=0, mode="fwd-rev"):
     """The Hessian of a func returning one float, as a function of its arguments: a float
-    for a single ``argnums``, else a tuple of rows (``H[i][j] = d2f/dx_i dx_j``). Each
-    column is the gradient of the JVP along ``e_j`` (reverse over forward)."""
+    for a single ``argnums``, else a tuple of rows (``H[i][j] = d2f/dx_i dx_j``).
+
+    ``mode="fwd-rev"`` (forward over reverse, the default): column ``j`` is the JVP of
+    ``f``'s backward printed as a func (``vjp_func``) along ``e_j``, seeded with
+    ``adj_ret = 1``. ``mode="rev-fwd"`` (reverse over forward): column ``j`` is the
+    gradient of ``f``'s JVP along ``e_j``."""
+    if mode not in ("fwd-rev", "rev-fwd"):
+        raise ValueError(f"ad.hessian: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
     positions, many = _positions(f, argnums, "ad.hessian")
+    if mode == "fwd-rev" and len(f.return_kinds) != 1:
+        raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "
+                           f"{len(f.return_kinds)} value(s)")
+
+    def column(args, j):
+        if mode == "rev-fwd":
+            return [grad(Grad(f, j), i)(*args) for i in positions]
+        n = len(args)
+        _, tangents = jvp(vjp_func(f), (*args, 1.0), tuple(
+            1.0 if k == j else 0.0 for k in range(n)) + (0.0,))
+        tangents = tangents if isinstance(tangents, tuple) else (tangents,)
+        return [tangents[i] for i in positions]
 
     def hess(*args):
-        rows = [[grad(Grad(f, j), i)(*args) for j in positions] for i in positions]
+        _arguments(f, args, "ad.hessian")
+        cols = [column(args, j) for j in positions]
+        rows = [[cols[c][r] for c in range(len(positions))] for r in range(len(positions))]
         return tuple(tuple(r) for r in rows) if many else rows[0][0]
     hess.__name__ = f"hessian_{f.name}"
     return hess

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from .emit.module import function_sources
 from .emit.printer import render_function
+from .emit.user import backward_text
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
@@ -16,6 +17,7 @@ from .transform import (activity, bounds, hazards, inline, jvp, normalize, paral
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
+USER = ("backward_user",)   # the backward as user code, valid input again (emit/user.py)
 
 
 @dataclass
@@ -52,11 +54,14 @@ def _transform(pyfunc, role, bounds_check):
     s = ssa.ssa(norm, kinds)
     dims = parallel.grid_dims(s)
     threads = parallel.thread_indices(s)        # (the thread index, found once)
-    if role == "kernel":
+    # a printed backward (derivatives.vjp_kernel) is differentiated in forward mode only:
+    # no reverse of it is built, so the hazards of a reverse replay do not apply
+    forward_only = getattr(pyfunc, "__adjoint_forward_only__", False)
+    if role == "kernel" and not forward_only:
         hazards.check(s, dims, threads)
     act = activity.active(s)
     checked = bounds.bound(s, dims, threads, enabled=bounds_check and role == "kernel")
-    rev = reverse.reverse(checked.ssa, act)
+    rev = reverse.reverse(checked.ssa, act, forward_only)
     tangent = jvp.jvp(checked.ssa, act)
     saved = store.saving(checked.ssa, act, rev, dims)
     reads, writes = hazards.arrays_used(s)
@@ -77,8 +82,9 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     CUDA loop stacks (``@ad.kernel(loop_capacity=N)``); ``bounds_check=False``
     leaves out the index checks (``@ad.kernel(bounds_check=False)``).
     """
-    if stage not in STAGES + SAVING:
-        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES + SAVING)}")
+    if stage not in STAGES + SAVING + USER:
+        raise ValueError(f"unknown stage {stage!r}; choose one of "
+                         f"{', '.join(STAGES + SAVING + USER)}")
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     params = [p.name for p in _params(pyfunc, role)]
@@ -92,6 +98,8 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     tr = transform(pyfunc, role, bounds_check)
     if stage == "ssa":
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
+    if stage == "backward_user":
+        return backward_text(tr, f"{tr.pf.name}_vjp")
     tr = replace(tr, loop_capacity=loop_capacity)
     return function_sources(tr, stage, target)
 

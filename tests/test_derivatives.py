@@ -145,12 +145,15 @@ def test_grad_value_and_grad_and_jvp_match_finite_differences(cpu, funcs, name):
 def test_hessian_matches_differences_of_the_gradient(cpu, funcs, name):
     f = getattr(funcs, name)
     for point in POINTS[name]:
-        h = np.array(ad.hessian(f, (0, 1))(*point))
+        h = np.array(ad.hessian(f, (0, 1))(*point))             # forward over reverse
         g = ad.grad(f, (0, 1))
         want = np.array([fd(lambda *a: g(*a)[i], point, j, 1e-5) for i in range(2)
                          for j in range(2)]).reshape(2, 2)
         np.testing.assert_allclose(h, want, rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(h, h.T, rtol=1e-12, atol=1e-12)
+        # reverse over forward: the same Hessian by the other order
+        np.testing.assert_allclose(ad.hessian(f, (0, 1), mode="rev-fwd")(*point), h,
+                                   rtol=1e-12, atol=1e-12)
 
 
 def test_grad_of_grad_of_a_scalar_func(cpu, funcs):
@@ -259,6 +262,20 @@ def k_func(x: ad.array(dtype=float), y: ad.array(dtype=float)):
         acc = acc + a * b
     y[i] = acc
 
+@ad.func
+def power_sum(a, n: int):
+    s = 0.0
+    p = a
+    for k in range(n):
+        s = s + p / (k + 1.0)
+        p = p * a
+    return s
+
+@ad.kernel
+def k_func_loop(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = power_sum(x[i], 4) * x[(i + 1) % x.shape[0]]
+
 @ad.kernel
 def k_nested(x: ad.array(dtype=float), y: ad.array(dtype=float)):
     i = ad.tid()
@@ -275,7 +292,8 @@ def kernels(tmp_path_factory):
     return _module(tmp_path_factory, "hvp_kernels", KERNELS)
 
 
-@pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_nested"])
+@pytest.mark.parametrize("name", ["k_loop", "k_while", "k_pairs", "k_func", "k_func_loop",
+                                  "k_nested"])
 def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backend, kernels,
                                                                           name):
     k = getattr(kernels, name)
@@ -296,11 +314,71 @@ def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backen
         tape.backward(grads={y: ad.array(w, device=device)})
         return xa.grad.numpy().copy()
 
-    hv = ad.autograd.hvp(k, n, [ad.array(x, device=device)], [ad.zeros(m, device=device)],
-                         [v], [w])[0]
+    def hvp(mode):
+        return ad.autograd.hvp(k, n, [ad.array(x, device=device)], [ad.zeros(m, device=device)],
+                               [v], [w], mode=mode)[0]
+    hv = hvp("fwd-rev")                     # forward over reverse (the default)
     want = (gradient(x + 1e-5 * v) - gradient(x - 1e-5 * v)) / 2e-5
     np.testing.assert_allclose(hv, want, rtol=1e-6, atol=1e-8)
     assert np.abs(hv).max() > 1e-3          # a real second derivative, not zeros
+    np.testing.assert_allclose(hvp("rev-fwd"), hv, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["k_loop", "k_func"])
+def test_printed_backward_is_a_kernel_giving_the_same_gradient(backend, kernels, name):
+    """The backward printed as user code (``adjoint show --stage backward_user``) is valid
+    input again: transformed and launched, it gives the backward's own numbers."""
+    from adjoint.derivatives import vjp_kernel
+    k = getattr(kernels, name)
+    text = ad.source(k, "backward_user")
+    assert text.startswith(f"def {name}_vjp(") and "ad.tid()" in text
+    assert text == ad.source(k, "backward_user")         # byte-identical
+    kb = vjp_kernel(k)
+    assert kb.pyfunc.__code__.co_filename == f"<adjoint generated {name}_vjp>"
+    n, device = 6, "cuda" if backend == "cuda" else "cpu"
+    x = np.linspace(0.3, 1.1, n)
+    w = np.linspace(1.5, 0.5, n)
+    xa = ad.array(x, requires_grad=True, device=device)
+    y = ad.zeros(n, requires_grad=True, device=device)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(k, n, inputs=[xa], outputs=[y])
+    tape.backward(grads={y: ad.array(w, device=device)})
+    adj_x, adj_y = ad.zeros(n, device=device), ad.array(w, device=device)
+    ad.launch(kb, n, inputs=[ad.array(x, device=device), y, adj_x, adj_y], record_tape=False)
+    np.testing.assert_allclose(adj_x.numpy(), xa.grad.numpy(), rtol=1e-14, atol=0)
+    assert not adj_y.numpy().any()          # a store's adjoint is handed back and cleared
+
+
+def test_loop_stacks_are_refused_in_user_code(kernel_module):
+    m = kernel_module('''
+        @ad.kernel
+        def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+            i = ad.tid()
+            s = ad.stack_float(4, x[i])
+            y[i] = ad.stack_read(s, 0)
+    ''')
+    with pytest.raises(ad.TransformError, match=r"\.py:9:\d+: ad.stack_float is a loop stack "
+                       r"of a backward printed by adjoint .* in 'k'"):
+        m.k.transformed
+
+
+def test_printed_backward_holds_loop_stacks_and_has_no_reverse(kernels):
+    from adjoint.derivatives import vjp_func, vjp_kernel
+    text = ad.source(kernels.k_loop, "backward_user")
+    assert "= ad.stack_float(3, " in text and "ad.stack_push(" in text and \
+        "ad.stack_read(" in text
+    kb = vjp_kernel(kernels.k_loop)
+    with pytest.raises(ValueError, match="has no backward"):
+        ad.source(kb, "backward")
+    with pytest.raises(ValueError, match="has no backward"):
+        ad.source(kb, "backward_user")
+    # a func's backward returns its parameters' adjoints, a func of its own
+    polar_vjp = vjp_func(kernels.polar)
+    assert ad.source(kernels.polar, "backward_user").startswith(
+        "def polar_vjp(r: ad.float64, t: ad.float64, adj_ret0: ad.float64, adj_ret1: ad.float64)")
+    r, t = 1.3, 0.4
+    assert polar_vjp(r, t, 1.0, 0.0) == pytest.approx((math.cos(t), -r * math.sin(t)), rel=1e-15)
 
 
 def test_custom_jvp_is_used_by_kernels_funcs_and_second_derivatives(backend, kernel_module):

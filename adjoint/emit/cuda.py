@@ -27,7 +27,7 @@ import gast
 from . import ieee
 from ..transform.ir import StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
-from ..transform.reverse import comment
+from ..transform.reverse import comment, holds_stacks
 
 DEVICE = "@cuda.jit(device=True)"
 KERNEL = "@cuda.jit"
@@ -87,7 +87,14 @@ class LowerCuda(gast.NodeTransformer):
                                value=const(node.lineno or -1), type_comment=None)
             test = gast.Compare(left=copy.deepcopy(v.index), ops=[gast.Lt()],
                                 comparators=[const(self.capacity)])
-            return if_(test, [store], [flag], node.lineno)
+            pushed = if_(test, [store], [flag], node.lineno)
+            t = node.targets[0]
+            if isinstance(v.stack, gast.Name) and t.id != v.stack.id:
+                # (``s_2 = push(s_1, ...)`` in a printed backward transformed again: the
+                # local array pushed onto is the stack both names hold)
+                return [pushed, gast.Assign(targets=[t], value=copy.deepcopy(v.stack),
+                                            type_comment=None)]
+            return pushed
         self.generic_visit(node)
         return node
 
@@ -117,7 +124,16 @@ class LowerCuda(gast.NodeTransformer):
         if callee is not None and callee.part == "adjoint" and \
                 callee.name not in self.custom_grads:
             node.args.append(name(STATUS))
+        elif callee is not None and callee.kind == "func" and callee.part != "adjoint" and \
+                holds_pushes(callee.target.transformed):
+            node.args.append(name(STATUS))      # a printed backward's forward or JVP
         return node
+
+
+def holds_pushes(tr):
+    """Whether a func's forward and JVP push onto loop stacks (a backward printed as user
+    code and transformed again): on CUDA they take the status array, as adjoints do."""
+    return tr.pf.role == "func" and holds_stacks(tr.ssa.body)
 
 
 def lower_body(body, tr, capacity, custom_grads):

@@ -73,6 +73,11 @@ def declare(body, params, tr, with_stacks=True):
             tr.ssa.kinds.get(n) or tr.rev.kinds.get(n) or tr.tangent.kinds.get(n)
         if kind is None:
             return [], False
+        if kind.element is not None:        # a loop stack held in a local (a printed backward)
+            if with_stacks:
+                decls.append(assign(n, StackNew(kind.element, const(1),
+                                                const(kind.element.zero)), None))
+            continue
         decls.append(assign(n, const(kind.zero), None))
     if decls:
         decls.insert(0, comment("locals assigned on only some paths start at zero (numba then "

@@ -14,15 +14,15 @@ zero, and Python, numba and NumPy agree on it. ``**`` is always a call: Python
 and numba compute ``x ** 3`` differently (``pow`` against repeated products).
 
 Expects: function bodies as emitted, after the float32 pass (emit/precision.py,
-which reads ``/`` and ``**`` as operators). Guarantees: new statements; no other
-node changes.
+which reads ``/`` and ``**`` as operators). Guarantees: new statements; its
+``Float32`` conversions printed ``rt.float32(value)``; no other node changes.
 """
 import copy
 
 import gast
 
 from ..rules import RULES
-from ..transform.ir import rt_call
+from ..transform.ir import Float32, rt_call
 
 NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)"
 _RUNTIME = {key: r.runtime for key, r in RULES.items() if r.runtime}
@@ -35,10 +35,15 @@ def spell(body):
 
 
 class _Spell(gast.NodeTransformer):
+    def visit_Float32(self, node):
+        self.generic_visit(node)
+        return rt_call("float32", node.value)       # (emit/precision.py's conversions)
+
     def visit_BinOp(self, node):
+        positive = _positive_literal(node.right)
         self.generic_visit(node)
         op = type(node.op).__name__
-        if op not in _RUNTIME or (op in _DIVISIONS and _positive_literal(node.right)):
+        if op not in _RUNTIME or (op in _DIVISIONS and positive):
             return node
         return gast.copy_location(rt_call(_RUNTIME[op], node.left, node.right), node)
 
@@ -50,9 +55,7 @@ class _Spell(gast.NodeTransformer):
 
 
 def _positive_literal(node):
-    if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
-            isinstance(node.func.value, gast.Name) and node.func.value.id == "rt" and \
-            node.func.attr == "float32" and len(node.args) == 1:
-        node = node.args[0]
+    if isinstance(node, Float32):
+        node = node.value
     return isinstance(node, gast.Constant) and type(node.value) in (int, float) and \
         node.value > 0

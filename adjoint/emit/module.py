@@ -129,6 +129,8 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
     if target == "cuda":
         lowered = cuda.lower_body(_declared(body, tids + params, tr, target), tr,
                                   tr.loop_capacity, custom_grads)
+        if bounds.reports(lowered) and cuda.STATUS not in params:
+            params = params + [cuda.STATUS]     # (a printed backward's stacks may overflow)
         return [(thread, tids + params, lowered, cuda.DEVICE),
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
                  cuda.KERNEL)]
@@ -272,7 +274,11 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     def lower(body, names):
         body = _declared(_lower(body), names, tr, target)
         return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
-    out = [(f"{f}_forward", params, lower(tr.rev.forward, params), deco)]
+
+    def pushing(names):
+        """A CUDA func that holds loop stacks (a printed backward) reports an overflow."""
+        return [cuda.STATUS] if target == "cuda" and cuda.holds_pushes(tr) else []
+    out = [(f"{f}_forward", params + pushing(params), lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
@@ -280,7 +286,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
         if target == "cuda":        # its adj_arr[i] += v: atomic, as every colliding one
             gbody = cuda.lower_body(gbody, tr, 256, custom_grads)
         out.append((f"{f}_adjoint", gparams, gbody, deco, gpf.source))
-    else:
+    elif tr.rev.backward is not None:       # (none for a printed backward: holds_stacks)
         status = [cuda.STATUS] if target == "cuda" else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
@@ -289,7 +295,8 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
         out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body), deco, custom_jvp.source))
     elif custom_grad is None and jvp_refusal(tr) is None:
         jparams = params + tr.tangent.dot_params
-        out.append((f"{f}_jvp", jparams, lower(tr.tangent.body, jparams), deco))
+        out.append((f"{f}_jvp", jparams + pushing(jparams), lower(tr.tangent.body, jparams),
+                    deco))
     return out
 
 
@@ -315,6 +322,9 @@ def function_sources(tr, stage, target="cpu"):
         picked = [f for f in fns if f[0] == f"{n}_{part}"]
     if stage == "jvp" and not picked:
         raise ValueError(f"'{n}' has no JVP: {jvp_refusal(tr)}")
+    if not picked and tr.rev.backward is None:
+        raise ValueError(f"'{n}' has no backward: it is transformed forward-only (a backward "
+                         "printed as user code is differentiated in forward mode only)")
     if not picked:
         raise ValueError(f"'{n}' has no {stage} functions: only a kernel with a loop the "
                          "backward would replay for the values it leaves (and no stack) "
@@ -372,14 +382,18 @@ def _launcher(tr, target, fns, part):
     return fn
 
 
+def _has(fns, fname):
+    return any(f[0] == fname for f in fns)
+
+
 def _spec_lines(kind, tr, relname, target="cpu", fns=()):
     n = tr.pf.name
     if kind == "func":
         return [f"{n} = adjoint.runtime.FuncSpec(",
                 f"    name={n!r},",
                 f"    forward={n}_forward,",
-                f"    adjoint={n}_adjoint,",
-                f"    jvp={n + '_jvp' if any(f[0] == n + '_jvp' for f in fns) else None},",
+                f"    adjoint={n + '_adjoint' if _has(fns, n + '_adjoint') else None},",
+                f"    jvp={n + '_jvp' if _has(fns, n + '_jvp') else None},",
                 f"    n_params={len(tr.pf.params)},",
                 f"    n_returns={len(tr.return_kinds)},",
                 ")"]

@@ -3,8 +3,10 @@
 A kernel whose float parameters (arrays and scalars) are all float32 is a
 *float32 kernel*. numba types a bare ``0.5`` as float64 and an int as int64,
 and either widens a float32 it meets, so the emitted functions of such a
-kernel are rewritten here (``_Float32``): ``rt.float32(c)`` literals, ints
-converted where they meet a float (as C does), float32 loop stacks. Funcs are
+kernel are rewritten here (``_Float32``): float32 literals, ints converted where
+they meet a float (as C does), float32 loop stacks. A conversion is the IR's
+``Float32`` node, printed ``rt.float32(c)`` by emit/ieee.py; what a call returns is
+read from its ``Callee`` (the op's rule), never from the name printed for it. Funcs are
 shared by kernels of both precisions, so each func a float32 kernel calls,
 directly or through other funcs, gets a ``<name>_forward_f32``/``_adjoint_f32``
 variant, and the float32 kernel calls those. See docs/semantics.md.
@@ -15,7 +17,7 @@ import gast
 
 from ..rules import RULES
 from ..rules.types import FLOAT, INT, of
-from ..transform.ir import name, rt_attr, rt_call
+from ..transform.ir import Float32, name
 
 
 def names_kinds(tr):
@@ -47,8 +49,17 @@ def _fixed_kind(r):
     return kind if kind == r.result_kind(*[INT] * n) else None
 
 
-_RUNTIME_KINDS = {r.runtime: _fixed_kind(r) for r in RULES.values()
-                  if r.runtime and r.is_call and _fixed_kind(r)}
+_KINDS = {key: _fixed_kind(r) for key, r in RULES.items()
+          if r.runtime and r.is_call and _fixed_kind(r)}
+
+
+def _call_kind(node):
+    """The fixed result kind of the op a call node calls (its ``Callee``, from parse), or
+    None: a call of a rule template (the operands' kind) or of a func."""
+    callee = getattr(node, "callee", None)
+    if callee is None or callee.kind != "op":
+        return None
+    return _KINDS.get(callee.name)
 
 
 class _Float32(gast.NodeTransformer):
@@ -78,14 +89,12 @@ class _Float32(gast.NodeTransformer):
             return self.is_float(node.operand)
         if isinstance(node, gast.IfExp):
             return self.is_float(node.body) or self.is_float(node.orelse)
+        if isinstance(node, Float32):
+            return True
         if isinstance(node, gast.Call):
-            f = node.func
-            if isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
-                    f.value.id == "rt":
-                if f.attr == "float32":
-                    return True
-                if f.attr in _RUNTIME_KINDS:
-                    return _RUNTIME_KINDS[f.attr] == "float"
+            kind = _call_kind(node)
+            if kind is not None:
+                return kind == "float"
             return any(self.is_float(a) for a in node.args)
         return False
 
@@ -98,23 +107,22 @@ class _Float32(gast.NodeTransformer):
             return self.is_int(node.operand)
         if isinstance(node, gast.BinOp) and not isinstance(node.op, gast.Div):
             return self.is_int(node.left) and self.is_int(node.right)    # y - 1 in a rule
-        if isinstance(node, gast.Call) and isinstance(node.func, gast.Attribute) and \
-                isinstance(node.func.value, gast.Name) and node.func.value.id == "rt":
-            return _RUNTIME_KINDS.get(node.func.attr) == "int"
+        if isinstance(node, gast.Call):
+            return _call_kind(node) == "int"
         return False
 
     def visit_Constant(self, node):
         if isinstance(node.value, float):
-            return rt_call("float32", node)
+            return Float32(node)
         return node
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
         if isinstance(node.op, (gast.Add, gast.Sub, gast.Mult, gast.Div, gast.Pow)):
             if self.is_float(node.left) and self.is_int(node.right):
-                node.right = rt_call("float32", node.right)
+                node.right = Float32(node.right)
             elif self.is_float(node.right) and self.is_int(node.left):
-                node.left = rt_call("float32", node.left)
+                node.left = Float32(node.left)
         return node
 
     def visit_Assign(self, node):
@@ -123,14 +131,14 @@ class _Float32(gast.NodeTransformer):
         if isinstance(t, gast.Name) and self.kinds.get(t.id) == "float" and \
                 (self.is_int(node.value) or (isinstance(node.value, gast.Name) and
                                              self.kinds.get(node.value.id) == "int")):
-            node.value = rt_call("float32", node.value)
+            node.value = Float32(node.value)
         return node
 
     def visit_Call(self, node):
         self.generic_visit(node)
-        f = node.func
-        if isinstance(f, gast.Name) and f.id == "float" and len(node.args) == 1:
-            node.func = rt_attr("float32")                # float(n) in a float32 kernel
+        callee = getattr(node, "callee", None)
+        if callee is not None and callee.kind == "op" and callee.name == "float":
+            return Float32(node.args[0])                 # float(n) in a float32 kernel
         return node
 
     def visit_StackNew(self, node):

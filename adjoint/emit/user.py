@@ -9,7 +9,18 @@ derivatives are built that way: the JVP of a func or kernel, printed here, is
 transformed again (its reverse mode gives Hessian-vector products; see
 adjoint/higher.py).
 
-Expects: a tangent body (pass jvp) of a transformed kernel or func. Guarantees:
+The backward (pass reverse) is printed the same way, so that forward mode can
+differentiate it again (forward over reverse): its ``adj_`` names are legal in
+a function made by adjoint (``__adjoint_generated__``, adjoint/derivatives.py),
+its loop stacks are spelled ``ad.stack_float(capacity, first)``,
+``s = ad.stack_push(s, k, v)`` and ``ad.stack_read(s, k)`` (calls the frontend
+reads back as the same stack nodes, and plain Python runs), a stack's capacity
+(the CPU's first size: stacks grow) is the loop's trip count written out, a
+func's adjoint is called as ``<func>_vjp``, and a func adjoint's tuple of
+results is unpacked into names.
+
+Expects: a tangent body (pass jvp) or a backward (pass reverse) of a transformed
+kernel or func. Guarantees:
 text of one ``def`` whose locals are definitely assigned (maybe-unassigned
 ones start at a typed zero, as in generated modules), bounds checks and
 comment nodes left out (the transformer adds its own checks), the user's lines
@@ -20,7 +31,7 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
-from ..transform.ir import CheckStmt, Comment
+from ..transform.ir import CheckStmt, Comment, const
 from .declare import declare
 from .printer import Printer
 
@@ -38,9 +49,12 @@ class _Spell(gast.NodeTransformer):
         self.generic_visit(node)
         callee = getattr(node, "callee", None)
         f = node.func
-        if callee is None and isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) \
-                and f.value.id == "rt" and f.attr in _BY_RUNTIME:
+        rt = isinstance(f, gast.Attribute) and isinstance(f.value, gast.Name) and \
+            f.value.id == "rt"
+        if callee is None and rt and f.attr in _BY_RUNTIME:
             node.func = _expr(_BY_RUNTIME[f.attr].symbol)
+        if callee is None and rt and f.attr == "trip_count":
+            return _trip_count(*node.args)
         if callee is None:
             return node
         if callee.kind == "op":
@@ -48,8 +62,77 @@ class _Spell(gast.NodeTransformer):
         elif callee.kind == "tid":
             node.func = _expr("ad.tid")
         elif callee.kind == "func":
-            node.func = _expr(callee.name + ("_jvp" if callee.part == "jvp"
-                                             else ""))
+            node.func = _expr(callee.name + _SUFFIX[callee.part])
+        return node
+
+    def visit_StackNew(self, node):
+        self.generic_visit(node)
+        return _call(f"ad.stack_{node.kind}", node.capacity, node.first)
+
+    def visit_StackPush(self, node):
+        self.generic_visit(node)
+        return _call("ad.stack_push", node.stack, node.index, node.value)
+
+    def visit_StackRead(self, node):
+        self.generic_visit(node)
+        return _call("ad.stack_read", node.stack, node.index)
+
+
+_SUFFIX = {"forward": "", "jvp": "_jvp", "adjoint": "_vjp"}
+
+
+def _call(fn, *args):
+    return gast.Call(func=_expr(fn), args=list(args), keywords=[])
+
+
+def _trip_count(start, stop, step):
+    """``range(start, stop, step)``'s trip count as an expression (a loop stack's first
+    size): folded where all are constants, ``stop - start`` for a step of 1, else 8 (the
+    stack grows)."""
+    if not isinstance(step, gast.Constant) or step.value != 1:
+        if all(isinstance(a, gast.Constant) for a in (start, stop, step)):
+            return const(len(range(start.value, stop.value, step.value)))
+        return const(8)
+    if isinstance(start, gast.Constant) and isinstance(stop, gast.Constant):
+        return const(max(stop.value - start.value, 0))
+    if isinstance(start, gast.Constant) and start.value == 0:
+        return copy.deepcopy(stop)
+    return gast.BinOp(left=copy.deepcopy(stop), op=gast.Sub(), right=copy.deepcopy(start))
+
+
+class _Unpack(gast.NodeTransformer):
+    """``d = f_adjoint(...)`` then ``d[k]`` -> ``d_0, d_1 = f_vjp(...)`` then ``d_k``: a
+    func's tuple of adjoints as names (user code indexes arrays only)."""
+
+    def __init__(self, taken):
+        self.parts, self.taken = {}, set(taken)
+
+    def fresh(self, base):
+        while base in self.taken:
+            base += "_"
+        self.taken.add(base)
+        return base
+
+    def visit_Assign(self, node):
+        v, t = node.value, node.targets[0]
+        callee = getattr(v, "callee", None)
+        if isinstance(t, gast.Name) and callee is not None and callee.kind == "func" and \
+                callee.part == "adjoint" and len(v.args) > 1:
+            n = len(callee.target.transformed.pf.params)
+            names = [self.fresh(f"{t.id}_{k}") for k in range(n)]
+            self.parts[t.id] = names
+            node.targets = [gast.Tuple(elts=[gast.Name(id=x, ctx=gast.Store(), annotation=None,
+                                                       type_comment=None) for x in names],
+                                       ctx=gast.Store())]
+            return node
+        self.generic_visit(node)
+        return node
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, gast.Name) and node.value.id in self.parts:
+            return gast.Name(id=self.parts[node.value.id][node.slice.value], ctx=gast.Load(),
+                             annotation=None, type_comment=None)
         return node
 
 
@@ -78,11 +161,33 @@ def annotation(param):
 def function_text(tr, fname, params, body):
     """Source of ``def fname(params): body`` in user-level spelling. ``params``:
     ``[(name, annotation text)]``; ``body`` from ``tr`` (for the kinds of its names)."""
-    body = [_Spell().visit(s) for s in _strip(copy.deepcopy(body))]
+    body = _strip(copy.deepcopy(body))
     decls, ok = declare(body, [n for n, _ in params], tr)
     if not ok:
         raise ValueError(f"'{tr.pf.name}': a local of unknown kind is not definitely assigned")
+    body = [s for s in decls if not isinstance(s, Comment)] + body
+    unpack = _Unpack({n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)})
+    body = [_Spell().visit(unpack.visit(s)) for s in body]
     p = Printer(tr.pf.source)
-    p.function(fname, [f"{n}: {a}" for n, a in params],
-               [s for s in decls if not isinstance(s, Comment)] + body)
+    p.function(fname, [f"{n}: {a}" for n, a in params], body)
     return p.text()
+
+
+def backward_params(tr):
+    """``[(name, annotation text)]`` of the backward printed as user code: the kernel's or
+    func's parameters, then its adjoint parameters (a kernel's ``adj_`` arrays, a func's
+    ``adj_ret`` seeds)."""
+    params = [(p.name, annotation(p)) for p in tr.pf.params]
+    if tr.pf.role == "kernel":
+        by_name = {f"adj_{p.name}": p for p in tr.pf.params}
+        return params + [(a, annotation(by_name[a])) for a in tr.rev.adj_params]
+    return params + [(a, "ad.float64") for a in tr.rev.adj_params]
+
+
+def backward_text(tr, fname):
+    """The backward of ``tr`` as user code (``def fname``): a kernel's thread body with its
+    adjoint arrays as parameters, or a func returning its parameters' adjoints."""
+    if tr.rev.backward is None:
+        raise ValueError(f"'{tr.pf.name}' has no backward (it holds loop stacks: a printed "
+                         "backward is differentiated in forward mode only)")
+    return function_text(tr, fname, backward_params(tr), tr.rev.backward)

@@ -239,6 +239,9 @@ class _Fence:
             if callee.kind == "tid" and (e.args or not top_call):
                 raise self.err("ad.tid() takes no arguments and must be assigned directly: "
                                "i = ad.tid() or i, j = ad.tid()", e)
+            if callee.kind == "stack" and not top_call:
+                raise self.err(f"ad.{callee.name}() must be assigned directly: "
+                               f"s = ad.{callee.name}(...)", e)
             if callee.kind == "tid" and self.pf.role != "kernel":
                 raise self.err("ad.tid() is only available in kernels", e)
             if callee.kind == "func" and not top_call and callee.target.n_returns > 1:

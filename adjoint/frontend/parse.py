@@ -59,6 +59,7 @@ def _callables():
              id(adb.atomic_min): ("atomic", "atomic_min"),
              id(adb.atomic_max): ("atomic", "atomic_max"),
              id(builtins.print): ("print", "print")}
+    table.update({id(getattr(adb, n)): ("stack", n) for n in adb.STACK})
     by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
     pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]
     pairs += [(fn, by_runtime[name], f"ad.{name}") for name, fn in adb.MATH.items()
@@ -106,7 +107,8 @@ class SourceInfo:
 
 @dataclass(frozen=True)
 class Callee:
-    """What a call node calls. ``kind``: op, range, tid, atomic or func; for a func,
+    """What a call node calls. ``kind``: op, range, tid, atomic, print, stack (the loop
+    stacks of a generated backward printed as user code, ``ad.stack_*``) or func; for a func,
     ``part`` says which of its generated functions: "forward" (the user's call),
     "adjoint" (pass reverse) or "jvp" (pass jvp). A fact, shared by every copy of its
     node: a deep copy of a tree does not copy the func it names."""
@@ -272,6 +274,7 @@ class _Resolver(gast.NodeTransformer):
     def __init__(self, pf, pyfunc):
         self.pf = pf
         self.env = _closure_globals(pyfunc)
+        self.generated = getattr(pyfunc, "__adjoint_generated__", False)
         self.locals = {p.name for p in pf.params}
         stores = {}         # each local's first assignment, where a reserved name is reported
         for node in gast.walk(pf.node):
@@ -326,6 +329,11 @@ class _Resolver(gast.NodeTransformer):
                 self.pf.funcs.append(obj)
         elif id(obj) in CALLABLES:
             kind, name = CALLABLES[id(obj)]
+            if kind == "stack" and not self.generated:
+                raise self.pf.error(f"ad.{name} is a loop stack of a backward printed by "
+                                    "adjoint (stage backward_user), which adjoint transforms "
+                                    "itself; kernels and funcs you write keep values in locals "
+                                    "and arrays", node)
             node.callee = Callee(kind, name)
             if kind == "op":
                 node.func = lookup(name).callee_expr()

@@ -25,10 +25,11 @@ and printing, not new passes.
 class ValueType(str):
     """A value type (see the module docstring); equal to, and hashed as, its name."""
 
-    def __new__(cls, name, zero, dtype, cuda, rank, differentiable):
+    def __new__(cls, name, zero, dtype, cuda, rank, differentiable, element=None):
         self = super().__new__(cls, name)
         self.zero, self.dtype, self.cuda, self.rank = zero, dtype, cuda, rank
         self._differentiable = differentiable
+        self.element = element      # a loop stack's entry type (None: not a stack)
         return self
 
     @property
@@ -53,7 +54,18 @@ INT = ValueType("int", 0, "int64", "int64", 1, False)
 FLOAT = ValueType("float", 0.0, "float64", "float64", 2, True)
 FLOAT32 = ValueType("float32", 0.0, "float32", "float32", 2, True)
 
-TYPES = {t: t for t in (BOOL, INT, FLOAT, FLOAT32)}
+# Loop stacks as values (a generated backward printed as user code keeps its stacks in
+# locals, see emit/user.py): a stack of floats is differentiable, its tangent a stack of
+# their tangents. A stack has no constant zero: a declared one is a new, empty stack.
+STACKS = {e: ValueType(f"{e}_stack", None, None, None, 3, e.differentiable, element=e)
+          for e in (BOOL, INT, FLOAT)}
+
+TYPES = {t: t for t in (BOOL, INT, FLOAT, FLOAT32, *STACKS.values())}
+
+
+def stack_of(element):
+    """The type of a loop stack of ``element`` values."""
+    return STACKS[of(element)]
 
 
 def of(kind):

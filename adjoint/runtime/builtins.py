@@ -8,6 +8,7 @@ a builtin registered there is exported here, and as ``ad.<name>``.
 """
 import builtins as _py
 
+from . import helpers as _helpers
 from .ieee import BUILTINS
 
 
@@ -46,6 +47,21 @@ def atomic_max(arr, *args):
     data[tuple(idx)] = _py.max(data[tuple(idx)], value)
 
 
+# Loop stacks, as a generated backward printed as user code spells them (emit/user.py):
+# the transformer reads them as its stack nodes; plain Python runs them as the CPU does
+# (a growable array per carried value).
+stack_float, stack_int, stack_bool = (_helpers.stack_new_float, _helpers.stack_new_int,
+                                      _helpers.stack_new_bool)
+stack_push = _helpers.stack_push
+
+
+def stack_read(stack, index):
+    """Entry ``index`` of a loop stack."""
+    return stack[index]
+
+
+STACK = ("stack_float", "stack_int", "stack_bool", "stack_push", "stack_read")
+
 # Python's builtins, re-exported as ad.* (generated code calls them as they are)
 abs, min, max = _py.abs, _py.min, _py.max  # noqa: A001
 
@@ -55,5 +71,6 @@ globals().update(MATH)
 # ``from adjoint import *`` must not change what plain Python means: a math function
 # named like a Python builtin it differs from (ad.round rounds halves away from zero and
 # returns a float, ad.pow is math.pow) stays ad.<name> only
+# (the loop stacks are ad.stack_* but stay out of the star import: no user writes them)
 __all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "abs", "min", "max"] + [
     n for n, fn in MATH.items() if getattr(_py, n, fn) is fn]

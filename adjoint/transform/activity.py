@@ -6,12 +6,14 @@ on a differentiable input (a float array element in a kernel, a float
 parameter in a func) through differentiable operations, and reach an output (a
 store, an accumulation, a returned value). Only these get ``adj_`` variables;
 everything else (indices, counters, flags, comparisons) is replayed only.
+A loop stack of floats (a generated backward printed as user code) is active
+when an entry read from it is, and then all its versions are.
 """
 import gast
 
 from ..rules import lookup
 from .inline import custom_call_arrays
-from .ir import walk_stmts
+from .ir import StackNew, StackPush, StackRead, walk_stmts
 
 
 def _edges(s, ssa):
@@ -25,6 +27,12 @@ def _edges(s, ssa):
             return [(targets[0], [], True)]
         if isinstance(v, gast.Subscript):
             return [(targets[0], [], True)]
+        if isinstance(v, StackNew):         # (its entries are read only once pushed)
+            return [(targets[0], [], True)]
+        if isinstance(v, StackPush):
+            return [(targets[0], _names([v.stack, v.value]), True)]
+        if isinstance(v, StackRead):
+            return [(targets[0], _names([v.stack]), True)]
         if isinstance(v, gast.BinOp):
             diff = lookup(type(v.op).__name__).differentiable
             return [(targets[0], _names([v.left, v.right]), diff)]
@@ -61,6 +69,9 @@ def active(ssa):
         if custom_call_arrays(s, float_arrays):      # a func reading float arrays
             t = s.targets[0]
             varied |= {e.id for e in t.elts} if isinstance(t, gast.Tuple) else {t.id}
+        elif isinstance(s, gast.Assign) and isinstance(s.value, StackNew):
+            # every stack of floats varies: all versions of a stack have a tangent or none
+            varied.add(s.targets[0].id)
     edges = [e for s in stmts for e in _edges(s, ssa)]
     changed = True
     while changed:

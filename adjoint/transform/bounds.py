@@ -236,8 +236,7 @@ class _Bounder:
             new.body = self.block(s.body, self.checked_loop(s), entry, hoisted, facts)
             latch = self.block(s.loop.latch, None, set(), facts=facts)
             if any(isinstance(x, CheckStmt) for x in walk_stmts(latch)):
-                new.loop = copy.copy(s.loop)
-                new.loop.latch = latch
+                new.loop = dataclasses.replace(s.loop, latch=latch)
             return hoisted + [new]
         return [s]
 

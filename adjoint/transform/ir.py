@@ -1,7 +1,9 @@
 """Small helpers shared by the passes: node builders, loop records, the namer.
 
 The intermediate form is a gast tree. Statements made by a pass carry the
-user's line in ``lineno``; loops carry a ``LoopInfo`` record in ``node.loop``.
+user's line in ``lineno``; from pass normalize on, loops are the IR's ``For`` and
+``While``, whose declared field ``loop`` is their ``LoopInfo`` record (a pass
+that changes it builds a new record: ``dataclasses.replace``).
 Loop stacks and bounds checks are nodes of their own (``StackNew``, ``StackPush``, ``StackRead``),
 not runtime calls: each target prints them its own way (emit/stacks.py), and
 nothing downstream has to recognise a stack by its name.
@@ -28,6 +30,29 @@ class LoopInfo:
     cond: list = field(default_factory=list)
     carried: list = field(default_factory=list)
     latch: list = field(default_factory=list)
+
+
+class For(gast.For):
+    """``for`` with its ``LoopInfo`` (declared field ``loop``); visited as ``For``."""
+    _fields = gast.For._fields + ("loop",)
+
+
+class While(gast.While):
+    """``while`` with its ``LoopInfo`` (declared field ``loop``); visited as ``While``."""
+    _fields = gast.While._fields + ("loop",)
+
+
+def loop_like(s, info, **fields):
+    """An IR loop like ``s`` (a ``for`` or ``while``) with ``info`` and ``fields`` changed."""
+    if isinstance(s, gast.For):
+        node = For(target=s.target, iter=s.iter, body=s.body, orelse=[], type_comment=None,
+                   loop=info)
+    else:
+        node = While(test=s.test, body=s.body, orelse=[], loop=info)
+    for k, v in fields.items():
+        setattr(node, k, v)
+    node.lineno, node.col_offset = s.lineno, getattr(s, "col_offset", 0)
+    return node
 
 
 class Comment(gast.stmt):
@@ -73,6 +98,13 @@ class AtomicMinMax(gast.AugAssign):
     @property
     def is_min(self):
         return isinstance(self.op, MinOp)
+
+
+class Float32(gast.expr):
+    """``value`` as a float32 number: a float32 kernel's literal, or an int meeting a float
+    there (emit/precision.py). A printing decision: emit/ieee.py prints it as
+    ``rt.float32(value)``, and nothing reads the printed name back."""
+    _fields = ("value",)
 
 
 class StackNew(gast.expr):

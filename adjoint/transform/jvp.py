@@ -13,7 +13,10 @@ as the reverse pass (``Rule.forward``):
   ``dot_arr[i] = dot_v`` where ``v`` replaces the element;
 - a func call: its ``<func>_jvp`` returns the values and then their tangents;
 - ``if``, loops, ``break``: the primal's own control flow. Forward mode needs
-  no stacks: every tangent is computed when its value is.
+  no stacks of its own: every tangent is computed when its value is;
+- loop stacks (a generated backward printed as user code, differentiated
+  again: forward over reverse): a stack of floats has a stack of their
+  tangents, ``dot_s = StackPush(dot_s, k, dot_v)``, ``dot_x = StackRead(dot_s, k)``.
 
 Kernels take one tangent array per float array parameter (``dot_<name>``), funcs
 one tangent per float parameter, and a func's JVP returns its values followed
@@ -27,7 +30,8 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import AtomicMinMax, assign, at, const, if_, name, operation
+from .ir import (AtomicMinMax, StackNew, StackPush, StackRead, assign, at, const, if_, name,
+                 operation)
 from .reverse import at_all
 
 PREFIX = "dot_"
@@ -68,7 +72,8 @@ class _Jvp:
                 d = PREFIX + d
             self.taken.add(d)
             self.names[v] = d
-            self.kinds[d] = FLOAT
+            kind = self.ssa.kinds.get(v)
+            self.kinds[d] = FLOAT if kind is None else kind.adjoint
         return d
 
     def dot_value(self, atom):
@@ -114,6 +119,20 @@ class _Jvp:
         dz = self.named(z)
         if isinstance(v, gast.Name):
             return [primal, assign(dz, self.dot_value(v), line)]
+        if isinstance(v, StackNew):
+            return [primal, assign(dz, StackNew(v.kind, copy.deepcopy(v.capacity),
+                                                self.dot_value(v.first)), line)]
+        if isinstance(v, StackPush):
+            stack = self.dot_of(v.stack)
+            if stack is None:
+                raise self.pf.error("a stack of floats with no tangent", s, stage="jvp")
+            return [primal, assign(dz, StackPush(name(stack), copy.deepcopy(v.index),
+                                                 self.dot_value(v.value)), line)]
+        if isinstance(v, StackRead):
+            stack = self.dot_of(v.stack)
+            if stack is None:
+                raise self.pf.error("a stack of floats with no tangent", s, stage="jvp")
+            return [primal, assign(dz, StackRead(name(stack), copy.deepcopy(v.index)), line)]
         if isinstance(v, gast.Subscript):
             arr = v.value.id if isinstance(v.value, gast.Name) else None
             if arr in self.float_arrays:

@@ -13,16 +13,22 @@ Guarantees, for the returned ``Normalized`` body:
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these), and
   ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``);
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
-  with ``c`` a name recomputed by ``node.loop.cond``; every loop has a
-  ``LoopInfo``. Every statement carries the user's ``lineno``.
+  with ``c`` a name recomputed by ``node.loop.cond``; every loop is an IR
+  ``For``/``While`` whose declared field ``loop`` is its ``LoopInfo``. Every
+  statement carries the user's ``lineno``;
+- the loop stacks of a generated backward printed as user code
+  (``s = ad.stack_float(n, v)``, ``ad.stack_push``, ``ad.stack_read``) are the
+  IR's stack nodes (``StackNew``, ``StackPush``, ``StackRead``) on atoms.
 """
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import gast
 
-from .ir import (AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, assign, at, const, if_,
-                 is_atom, name)
+from ..rules.types import of
+from .ir import (AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew, StackPush,
+                 StackRead, assign, at, const, if_, is_atom, loop_like, name)
 
 
 @dataclass
@@ -68,7 +74,7 @@ class _Unshare(gast.NodeTransformer):
         node = super().visit(node)
         info = getattr(node, "loop", None)
         if info is not None:
-            info.cond = self.block(info.cond)
+            node.loop = dataclasses.replace(info, cond=self.block(info.cond))
         return node
 
 
@@ -172,13 +178,13 @@ class _ExitLowering:
         self.loop_uid += 1
         ctx = _LoopCtx(self.namer.fresh("skip"), self.namer.fresh("brk"))
         body, _ = self.block(s.body, ctx)
-        s.loop = LoopInfo(uid=uid)
-        pre, out = [], [s]
+        pre = []
         if ctx.used:
-            s.loop.break_flag = ctx.brk
             pre = [assign(ctx.brk, const(False), line), assign(ctx.skip, const(False), line)]
             body = [assign(ctx.skip, const(False), line)] + body
-        s.body = body or [at(gast.Pass(), line)]
+        s = loop_like(s, LoopInfo(uid=uid, break_flag=ctx.brk if ctx.used else None),
+                      body=body or [at(gast.Pass(), line)])
+        out = [s]
         may_return = self.ret_flag is not None and any(
             isinstance(n, gast.Assign) and isinstance(n.targets[0], gast.Name)
             and n.targets[0].id == self.ret_flag for n in gast.walk(s))
@@ -256,9 +262,7 @@ class _Anf:
                     op = MinOp() if v.callee.name == "atomic_min" else MaxOp()
                     return pre + [at(AtomicMinMax(target=tgt, op=op, value=args[-1]), line)]
                 op = gast.Add() if v.callee.name == "atomic_add" else gast.Sub()
-                node = at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)
-                node.atomic = True
-                return pre + [node]
+                return pre + [at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)]
             if isinstance(v, gast.Call) and v.callee.kind == "print":
                 pre, args = [], []
                 for a in v.args:
@@ -284,17 +288,13 @@ class _Anf:
                 args = args + [const(1)]
             pre, atoms = self.atoms(args, line)
             it = gast.Call(func=name("range"), args=atoms, keywords=[])
-            node = at(gast.For(target=name(s.target.id, store=True), iter=it,
-                               body=self.block(s.body), orelse=[], type_comment=None), line)
-            node.loop = s.loop
-            return pre + [node]
+            return pre + [loop_like(s, s.loop, target=name(s.target.id, store=True), iter=it,
+                                    body=self.block(s.body))]
         if isinstance(s, gast.While):
             cond_var = self.namer.fresh("cond")
             pre = self.into(cond_var, s.test, line)
-            node = at(gast.While(test=name(cond_var), body=self.block(s.body), orelse=[]), line)
-            node.loop = s.loop
-            node.loop.cond = self.into(cond_var, s.test, line)
-            return pre + [node]
+            info = dataclasses.replace(s.loop, cond=self.into(cond_var, s.test, line))
+            return pre + [loop_like(s, info, test=name(cond_var), body=self.block(s.body))]
         if isinstance(s, gast.Return):
             vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
             pre, atoms = self.atoms(vals, line)
@@ -338,6 +338,17 @@ class _Anf:
         new.callee = node.callee
         return new
 
+    def stack(self, e, args):
+        """The stack node of an ``ad.stack_*`` call on atoms ``args``."""
+        want = {"stack_push": 3, "stack_read": 2}.get(e.callee.name, 2)
+        if len(args) != want:
+            raise self.err(f"ad.{e.callee.name}() takes {want} arguments", e)
+        if e.callee.name == "stack_push":
+            return StackPush(*args)
+        if e.callee.name == "stack_read":
+            return StackRead(*args)
+        return StackNew(of(e.callee.name[len("stack_"):]), *args)
+
     def into(self, target, e, line):
         """Statements computing ``e`` whose last one assigns ``target``."""
         if is_atom(e):
@@ -379,6 +390,8 @@ class _Anf:
                               self.into(target, e.orelse, line), line)]
         if isinstance(e, gast.Call):
             pre, args = self.atoms(e.args, line)
+            if e.callee.kind == "stack":
+                return pre + [assign(target, self.stack(e, args), line)]
             return pre + [assign(target, self.call(e, args), line)]
         if isinstance(e, gast.Subscript):
             if isinstance(e.value, gast.Attribute):   # arr.shape[k]

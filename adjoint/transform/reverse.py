@@ -38,7 +38,8 @@ ADJ_ZERO = 0.0
 @dataclass
 class Reversed:
     forward: list
-    backward: list          # replay + adjoint (kernels); replay + adjoint + return (funcs)
+    backward: list          # replay + adjoint (kernels); replay + adjoint + return (funcs);
+                            # None for a function holding loop stacks (see holds_stacks)
     adj_params: list        # adjoint parameter names (kernel: float arrays; func: adj_ret...)
     active: set
     stacks: dict            # {loop stack name: kind of the value it records}
@@ -234,7 +235,7 @@ class Reverser:
             self.loop_depth += 1
             self.reversed[s.loop.uid] = (
                 self.rev_block(s.body),
-                self.rev_block([x for x in s.loop.latch if getattr(x, "phi", False)]))
+                self.rev_block([x for x in s.loop.latch if self.is_phi(x)]))
             self.loop_depth -= 1
         rev, rev_latch = self.reversed[s.loop.uid]
         return bool(rev or rev_latch)
@@ -245,8 +246,13 @@ class Reverser:
             out.extend(self.rev_stmt(s))
         return out
 
+    def is_phi(self, s):
+        """Whether ``s`` is a merge copy (pass ssa: ``SSA.phis``)."""
+        return isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name) and \
+            s.targets[0].id in self.ssa.phis
+
     def reset(self, z, s):
-        if self.loop_depth > 0 or getattr(s, "phi", False):
+        if self.loop_depth > 0 or self.is_phi(s):
             return [assign(adj(z), const(ADJ_ZERO), s.lineno)]
         return []
 
@@ -410,8 +416,21 @@ def at_all(stmt, line):
     return stmt
 
 
-def reverse(ssa, active_set):
+def holds_stacks(stmts):
+    """Whether ``stmts`` hold loop-stack nodes: a generated backward printed as user code
+    (emit/user.py) and transformed again. Its reverse mode is not built (the reverse of a
+    stack is not defined): forward over reverse uses its JVP."""
+    return any(isinstance(n, (StackNew, StackPush, StackRead))
+               for s in stmts for n in gast.walk(s))
+
+
+def reverse(ssa, active_set, forward_only=False):
+    """The ``Reversed`` of an SSA function; with ``forward_only`` (or loop stacks in it,
+    see ``holds_stacks``) its forward only, ``backward`` None."""
     r = Reverser(ssa, active_set)
+    if forward_only or holds_stacks(ssa.body):
+        return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
+                        {})
     forward, backward, adj_params, adj_vars = assemble(r)
     stacks = {stack: ssa.kinds.get(v, FLOAT) for names in r.names.values()
               for v, stack in names["stacks"].items()}

@@ -5,7 +5,8 @@ Guarantees:
 - a plain assignment ``b = a`` stays an explicit copy with its own name;
 - a name reassigned in straight-line code gets a new version (``x``, ``x_1``);
 - after an ``if`` whose branches leave different versions of a name that is
-  read later, both branches end with a copy into one merge name (a phi);
+  read later, both branches end with a copy into one merge name (a phi;
+  ``SSA.phis`` lists the merge names and loop headers);
 - each loop's ``LoopInfo`` lists its carried names (header versions read at
   the start of an iteration), entered by copies placed before the loop and
   updated by the loop's ``latch`` (back-edge copies, the break test and the
@@ -15,13 +16,15 @@ Guarantees:
   every version its kind.
 """
 import copy
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
 import gast
 
 from ..rules.types import of
-from .ir import Print, assign, at, const, if_, load_names, name, target_names, value_names, walk_stmts
+from .ir import (Print, StackNew, assign, at, const, if_, load_names, name, target_names,
+                 value_names, walk_stmts)
 
 @dataclass
 class SSA:
@@ -31,6 +34,8 @@ class SSA:
     kinds: dict       # version -> kind
     params: list      # parameter names
     namer: object = None    # the normalize namer with every version taken (a copy)
+    phis: frozenset = frozenset()   # merge names: assigned by the copies ending both branches
+                                    # of an ``if``, or before a loop and by its latch
 
 
 def ssa(norm, kinds):
@@ -40,7 +45,7 @@ def ssa(norm, kinds):
     env = {p: p for p in params}
     body = b.block(copy.deepcopy(norm.body), env, loop_reads=frozenset())   # (renamed in place)
     return SSA(norm, body, b.origin, {v: kinds[o] for v, o in b.origin.items()
-                                       if o in kinds}, params, b.namer)
+                                       if o in kinds}, params, b.namer, frozenset(b.phis))
 
 
 def _reads(stmts):
@@ -87,6 +92,7 @@ class _Builder:
         self.origin = {p: p for p in params}
         self.total_reads = _reads(norm.body)
         self.used_versions = set(params)
+        self.phis = set()           # (SSA.phis)
 
     def version(self, orig):
         if orig not in self.used_versions:
@@ -99,7 +105,10 @@ class _Builder:
         return v
 
     def default(self, orig):
-        return const(of(self.kinds[orig]).zero)
+        kind = of(self.kinds[orig])
+        if kind.element is not None:        # a loop stack: a new, empty one
+            return StackNew(kind.element, const(1), const(kind.element.zero))
+        return const(kind.zero)
 
     def rename(self, node, env):
         for n in value_names(node):
@@ -167,7 +176,7 @@ class _Builder:
             merged = self.version(orig)
             s.body.append(assign(merged, name(a) if a else self.default(orig), s.lineno))
             s.orelse.append(assign(merged, name(b) if b else self.default(orig), s.lineno))
-            s.body[-1].phi = s.orelse[-1].phi = True
+            self.phis.add(merged)
             env[orig] = merged
         return [s]
 
@@ -195,9 +204,8 @@ class _Builder:
         for orig in carried:
             h = self.version(orig)
             src = name(env[orig]) if orig in env else self.default(orig)
-            copy = assign(h, src, line)
-            copy.phi = True
-            pre.append(copy)
+            pre.append(assign(h, src, line))
+            self.phis.add(h)
             header[orig] = h
             env[orig] = h
         if isinstance(s, gast.While):
@@ -224,13 +232,8 @@ class _Builder:
         for orig in carried:
             if orig in cond_assigned and orig not in body_assigned and latch_env[orig] != header[orig]:
                 latch.append(assign(header[orig], name(latch_env[orig]), line))
-        for stmt in latch:
-            if isinstance(stmt, gast.Assign) and isinstance(stmt.targets[0], gast.Name) and \
-                    stmt.targets[0].id in header.values():
-                stmt.phi = True
-        info.latch = latch
-        info.cond = []
-        info.carried = [header[o] for o in carried]
+        s.loop = dataclasses.replace(info, latch=latch, cond=[],
+                                     carried=[header[o] for o in carried])   # (its own copy)
         for orig, h in header.items():
             env[orig] = h
         return pre + [s]

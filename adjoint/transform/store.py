@@ -38,7 +38,7 @@ class Saved:
 
 def saving(ssa, active_set, rev, dims):
     """The store policy's forward and backward for a kernel, or None (see the module)."""
-    if ssa.norm.pf.role != "kernel":
+    if ssa.norm.pf.role != "kernel" or rev.backward is None:
         return None
     present = {n.id for x in rev.backward for n in gast.walk(x) if isinstance(n, gast.Name)}
     loops = [s for s in _top_loops(ssa.body)

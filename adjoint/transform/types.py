@@ -3,14 +3,16 @@
 Expects: a ``Normalized`` function (pass normalize).
 Guarantees: ``infer`` returns ``{name: type}`` for every assigned name, the
 join over all its assignments (bool < int < float), and the types of the
-returned values: ``ValueType`` objects (rules/types.py), each its kind's name. Integers and booleans never get adjoints; precise dtypes
-(float32 vs float64) are left to numba's specialisation at launch.
+returned values: ``ValueType`` objects (rules/types.py), each its kind's name (a
+loop stack's is ``stack_of`` its entries' type). Integers and booleans never get
+adjoints; precise dtypes (float32 vs float64) are left to numba's specialisation
+at launch.
 """
 import gast
 
 from ..rules import lookup
-from ..rules.types import BOOL, FLOAT, INT, join, of
-from .ir import walk_stmts
+from ..rules.types import BOOL, FLOAT, INT, join, of, stack_of
+from .ir import StackNew, StackPush, StackRead, walk_stmts
 
 
 def infer(norm):
@@ -72,6 +74,13 @@ def expr_kind(v, kinds, arrays, pf):
         return lookup(type(v.op).__name__).result_kind(atom_kind(v.operand, kinds))
     if isinstance(v, gast.Compare):
         return BOOL
+    if isinstance(v, StackNew):
+        return stack_of(v.kind)
+    if isinstance(v, StackPush):
+        return atom_kind(v.stack, kinds)
+    if isinstance(v, StackRead):
+        stack = atom_kind(v.stack, kinds)
+        return None if stack is None else stack.element
     if isinstance(v, gast.Subscript):
         if isinstance(v.value, gast.Attribute):
             return INT
