@@ -1,6 +1,6 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
-parse -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
+parse -> scalarize -> fence -> normalize -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
 and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
@@ -11,10 +11,11 @@ from .emit.printer import render_function
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
+from .frontend.scalarize import scalarize
 from .transform import (activity, bounds, hazards, jvp, normalize, parallel, reverse, ssa, store,
                         types)
 
-STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
+STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
 
 
@@ -46,7 +47,7 @@ def transform(pyfunc, role, bounds_check=True):
 
 
 def _transform(pyfunc, role, bounds_check):
-    pf = fence(parse(pyfunc, role))
+    pf = fence(scalarize(parse(pyfunc, role)))
     norm = normalize.normalize(pf)
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
@@ -81,12 +82,15 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES + SAVING)}")
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    params = [p.name for p in _params(pyfunc, role)]
-    if stage == "parse":
-        pf = fence(parse(pyfunc, role))
+    if stage == "parse":        # the user's code, vectors included
+        pf = parse(pyfunc, role)
+        fence(scalarize(pf))
+        return render_function(pf.name, [p.name for p in pf.params], pf.node.body, pf.source)
+    pf = fence(scalarize(parse(pyfunc, role)))
+    params = [p.name for p in pf.params]
+    if stage == "scalarize":
         return render_function(pf.name, params, pf.node.body, pf.source)
     if stage == "normalize":
-        pf = fence(parse(pyfunc, role))
         norm = normalize.normalize(pf)
         return render_function(pf.name, params, norm.body, pf.source)
     tr = transform(pyfunc, role, bounds_check)
@@ -94,7 +98,3 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
         return render_function(tr.pf.name, params, tr.ssa.body, tr.pf.source)
     tr = replace(tr, loop_capacity=loop_capacity)
     return function_sources(tr, stage, target)
-
-
-def _params(pyfunc, role):
-    return parse(pyfunc, role).params
