@@ -337,7 +337,7 @@ class _Resolver(gast.NodeTransformer):
                 raise self.pf.error(f"attribute '.{node.attr}' is not supported (only arr.shape, "
                                     "and v.x, v.y, v.z, v.w of a vector or quaternion)", node)
             return node
-        if isinstance(node.value, (gast.Subscript, gast.Attribute, gast.Call)) and \
+        if not isinstance(node.value, (gast.Name, gast.Attribute)) and \
                 node.attr in ATTRIBUTES[1:]:
             node.value = self.visit(node.value)     # p[i].x: a vector's component
             return node
