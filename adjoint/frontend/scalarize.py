@@ -608,8 +608,9 @@ class _Scalarize:
         if fname in ("quat_identity", "transform_identity"):
             return getattr(ops, fname)(b)
         if fname == "mul":
-            return self.binop(gast.Mult(), *args, e) if len(args) == 2 else \
-                self.err("mul() takes two arguments", e)
+            if len(args) != 2:
+                raise self.err("ad.mul() takes two arguments", e)
+            return self.binop(gast.Mult(), *args, e)
         if fname in ("cw_mul", "cw_div"):
             if len(args) != 2:
                 raise self.err(f"{fname}() takes two arguments", e)
