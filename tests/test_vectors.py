@@ -421,6 +421,16 @@ def test_funcs_take_and_return_vectors_and_a_kernel_takes_a_vector(backend, kern
     np.testing.assert_allclose(e.numpy(), want_e, rtol=1e-12)
     f.zero_()
     assert gradcheck(m.forces, 4, [x, q, g], [f, e], atol=1e-6, rtol=1e-5)
+    # forward mode through the funcs, along one direction, against central differences
+    dirs = [rng.uniform(-1, 1, a.shape) for a in (X, Q, G)]
+    got = ad.launch(m.forces, 4, inputs=[ad.array(X), ad.array(Q), ad.array(G)],
+                    outputs=[ad.zeros((4, 3)), ad.zeros(4)],
+                    tangents={k: ad.array(d) for k, d in zip("xqg", dirs)})
+    h = 1e-6
+    up = _forces_ref(*(a + h * d for a, d in zip((X, Q, G), dirs)))
+    down = _forces_ref(*(a - h * d for a, d in zip((X, Q, G), dirs)))
+    np.testing.assert_allclose(got["f"].numpy(), (up[0] - down[0]) / (2 * h), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got["e"].numpy(), (up[1] - down[1]) / (2 * h), rtol=1e-6, atol=1e-6)
     # the func is plain Python too, with numpy vectors
     d, l = m.spring(ad.vec3(0.0, 0.0, 0.0), ad.vec3(0.0, 3.0, 4.0), 2.0)
     np.testing.assert_allclose(d, [0.0, 3.0 * 2 * 4 / 5, 4.0 * 2 * 4 / 5])
