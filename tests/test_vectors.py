@@ -547,3 +547,22 @@ def test_show_gives_the_vector_form_then_the_scalar_form(kernel_module):
     assert "transform_point" not in scalar and "g_x = g[0]" in scalar
     assert "atomic_add(f, i, 2, " in scalar and "f[j, 0] -= " in scalar
     assert "def spring(a_x, a_y, a_z, b_x, b_y, b_z, k):" in ad.source(m.spring, stage="scalarize")
+
+
+def test_a_vector_func_with_a_hand_written_adjoint_is_refused(kernel_module):
+    m = kernel_module("""
+@ad.func
+def norm2(a: ad.vec3) -> float:
+    return ad.dot(a, a)
+
+@ad.func_grad(norm2)
+def norm2_grad(a_x, a_y, a_z, adj_ret):
+    return 2.0 * a_x * adj_ret, 2.0 * a_y * adj_ret, 2.0 * a_z * adj_ret
+
+@ad.kernel
+def k(p: ad.array(dtype=ad.vec3), x: ad.array(dtype=float)):
+    i = ad.tid()
+    x[i] = norm2(p[i])
+""")
+    with pytest.raises(ad.TransformError, match="hand-written derivative"):
+        ad.source(m.k, stage="scalarize")
