@@ -43,6 +43,7 @@ def length4(z, x, y, u, w):
 @rule("div_or_zero", "ad.div_or_zero", domain=[(-2, 2), (0.5, 2)], result_kind=_float,
       runtime="div_or_zero")
 def div_or_zero(z, x, y):
+    # (as ``/``'s rule: through z = x / y, so that x / x has derivative 0 exactly)
     if y != 0.0:
         d_x = g / y
-        d_y = -(g * x / (y * y))
+        d_y = -(g * z / y)
