@@ -29,10 +29,15 @@ from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
 from .checkpoint import checkpoint  # noqa: E402
 from .simulate import simulate  # noqa: E402
 from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
+# ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py).
+# ad.transform (the type) hides the subpackage adjoint.transform, imported before it
+from . import transform as _transform_passes  # noqa: E402,F401
+from .runtime.vecfuncs import CALLABLE as _VECTOR  # noqa: E402
+globals().update(_VECTOR)
 
 __all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "float32", "float64", "int32", "int64", "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim"] + _BUILTINS
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim"] + _BUILTINS + sorted(_VECTOR)

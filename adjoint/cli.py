@@ -24,7 +24,7 @@ from .errors import AdjointError, TransformError
 from .generate import (check, check_output, generate, generated_files, import_source, plan,
                        write_if_changed)
 
-STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
+STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")     # kernels with stored loops; not in 'all'
 USER = ("backward_user",)   # the backward as user code (forward over reverse); not in 'all'
 # --diff: the stage a stage is shown against (else the one before)

@@ -1,6 +1,7 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
-parse -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity -> bounds -> reverse,
+parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
+bounds -> reverse,
 and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
@@ -12,10 +13,11 @@ from .emit.user import backward_text
 from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
+from .frontend.scalarize import scalarize
 from .transform import (activity, bounds, hazards, inline, jvp, normalize, parallel, reverse, ssa,
                         store, types)
 
-STAGES = ("parse", "normalize", "ssa", "forward", "backward", "jvp")
+STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
 USER = ("backward_user",)   # the backward as user code, valid input again (emit/user.py)
 
@@ -48,7 +50,7 @@ def transform(pyfunc, role, bounds_check=True):
 
 
 def _transform(pyfunc, role, bounds_check):
-    pf = fence(parse(pyfunc, role))
+    pf = fence(scalarize(parse(pyfunc, role)))
     norm = inline.inline(normalize.normalize(pf))
     kinds, return_kinds = types.infer(norm)
     s = ssa.ssa(norm, kinds)
@@ -87,12 +89,15 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
                          f"{', '.join(STAGES + SAVING + USER)}")
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    params = [p.name for p in _params(pyfunc, role)]
-    if stage == "parse":
-        pf = fence(parse(pyfunc, role))
+    if stage == "parse":        # the user's code, vectors included
+        pf = parse(pyfunc, role)
+        fence(scalarize(pf))
+        return render_function(pf.name, [p.name for p in pf.params], pf.node.body, pf.source)
+    pf = fence(scalarize(parse(pyfunc, role)))
+    params = [p.name for p in pf.params]
+    if stage == "scalarize":
         return render_function(pf.name, params, pf.node.body, pf.source)
     if stage == "normalize":
-        pf = fence(parse(pyfunc, role))
         norm = normalize.normalize(pf)
         return render_function(pf.name, params, norm.body, pf.source)
     tr = transform(pyfunc, role, bounds_check)
@@ -102,7 +107,3 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
         return backward_text(tr, f"{tr.pf.name}_vjp")
     tr = replace(tr, loop_capacity=loop_capacity)
     return function_sources(tr, stage, target)
-
-
-def _params(pyfunc, role):
-    return parse(pyfunc, role).params

@@ -33,6 +33,7 @@ def final_losses(stdout):
     ("springs", ["--iters", "4", "--steps", "30"]),
     ("projectile", ["--iters", "4", "--steps", "40"]),
     ("heat", ["--iters", "5", "--steps", "10"]),
+    ("rigid_body", ["--iters", "4", "--steps", "20"]),
 ])
 def test_example_runs_and_improves(name, args, tmp_path):
     stdout, plot = run_example(name, *args, tmp_path=tmp_path)

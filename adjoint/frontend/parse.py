@@ -31,12 +31,16 @@ from ..rules.types import BOOL, FLOAT, INT, of
 from ..runtime import builtins as adb
 from ..runtime.structs import is_struct
 from ..runtime.types import ArrayType, scalar_dtype
+from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
+from ..runtime.vectypes import VectorType
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
 from .structs import StructParams
 
 # Reserved names: the generated module uses them for its imports.
 RESERVED = {"math", "rt", "np"}
+# attributes of a local: arr.shape, and a vector's components (checked by pass scalarize)
+ATTRIBUTES = ("shape", "x", "y", "z", "w")
 
 
 def resolve(spelling):
@@ -68,6 +72,8 @@ def _callables():
         known = table.setdefault(id(obj), ("op", key))
         if known != ("op", key):
             raise ValueError(f"{spelling} is the rule of both {known[1]} and {key}")
+    # vector types and builtins (ad.vec3, ad.dot, ...): expanded by pass scalarize
+    table.update({id(obj): ("vector", name) for name, obj in VECTOR_CALLABLES.items()})
     return table
 
 
@@ -148,6 +154,7 @@ class ParsedFunction:
     pyfunc: object
     funcs: list = field(default_factory=list)   # Func objects called from here
     structs: StructParams = field(default_factory=lambda: StructParams(()))  # frontend/structs.py
+    vectors: object = None  # pass scalarize: the vector signature (scalarize.VectorSignature)
 
     def differentiable(self):
         """The parameters that have derivatives (adjoints, tangents): a kernel's float
@@ -182,8 +189,8 @@ def _read_source(pyfunc):
 
 
 def _param_type(pf_name, pyfunc, name, annotation, role, src):
-    if isinstance(annotation, ArrayType):
-        return annotation
+    if isinstance(annotation, (ArrayType, VectorType)):
+        return annotation       # (a vector is made scalars or an array by pass scalarize)
     if annotation is inspect.Parameter.empty:
         if role != "kernel":
             return np.dtype(np.float64)
@@ -310,7 +317,7 @@ class _Resolver(gast.NodeTransformer):
         raise self.pf.error("unsupported call target", expr)
 
     def visit_Call(self, node):
-        if node.keywords:
+        if node.keywords and not _vector_call(self._lookup(node.func)):
             raise self.pf.error("keyword arguments are not supported in kernels and funcs",
                                 node.keywords[0].value)
         obj = self._lookup(node.func)
@@ -351,8 +358,13 @@ class _Resolver(gast.NodeTransformer):
             return flat
         # arr.shape is the only attribute of a local allowed; math.pi etc. are inlined.
         if isinstance(node.value, gast.Name) and node.value.id in self.locals:
-            if node.attr != "shape":
-                raise self.pf.error(f"attribute '.{node.attr}' is not supported (only arr.shape)", node)
+            if node.attr not in ATTRIBUTES:
+                raise self.pf.error(f"attribute '.{node.attr}' is not supported (only arr.shape, "
+                                    "and v.x, v.y, v.z, v.w of a vector or quaternion)", node)
+            return node
+        if not isinstance(node.value, (gast.Name, gast.Attribute)) and \
+                node.attr in ATTRIBUTES[1:]:
+            node.value = self.visit(node.value)     # p[i].x: a vector's component
             return node
         obj = self._lookup(node)
         return self._constant(obj, node)
@@ -372,6 +384,12 @@ class _Resolver(gast.NodeTransformer):
             return gast.copy_location(const, node)
         raise self.pf.error(f"'{gast_to_text(node)}' ({type(obj).__name__}) cannot be used "
                             "inside a kernel; only numbers, math.*, ad.* and funcs", node)
+
+
+def _vector_call(obj):
+    """Whether ``obj`` is a vector type or builtin (whose keywords, ``ad.identity(n=3)``,
+    pass scalarize reads)."""
+    return CALLABLES.get(id(obj), ("",))[0] == "vector"
 
 
 def _name(id_):

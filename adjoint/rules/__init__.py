@@ -2,5 +2,5 @@
 
 Importing this package registers every family (arith, mathfns, builtins).
 """
-from . import arith, builtins_, mathfns  # noqa: F401  (registration side effects)
+from . import arith, builtins_, mathfns, vectors  # noqa: F401  (registration side effects)
 from .registry import RULES, Rule, lookup  # noqa: F401

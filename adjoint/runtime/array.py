@@ -16,6 +16,7 @@ from . import buffers, watch
 from .backend_cuda import require_cuda, simulated
 from .tape import record_copy
 from .types import ArrayType, as_dtype
+from .vectypes import vector_type
 
 _default_device = ["cpu"]
 
@@ -214,10 +215,13 @@ def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, sh
     ``ad.array(data, ...)`` makes an ``Array`` holding a copy of ``data``."""
     if data is None and shape is None:
         return ArrayType(float if dtype is None else dtype, 1 if ndim is None else ndim)
+    given = dtype
+    shape, dtype = _vshape(shape, dtype)
     if data is None:
         data = np.zeros(shape, dtype=as_dtype(dtype or float))
     arr = np.array(data.numpy() if isinstance(data, Array) else data, copy=True)
     buffers.refuse_complex(arr, "ad.array")
+    _check_vector_shape(arr, given)
     if dtype is not None:
         arr = arr.astype(as_dtype(dtype))
     elif arr.dtype.kind == "i":
@@ -233,20 +237,41 @@ def _shape(shape):
     return tuple(int(s) for s in shape)
 
 
+def _vshape(shape, dtype):
+    """(shape, dtype) with a vector type (``ad.vec3``) as its float dtype and its own shape
+    appended: an array of n vec3 is a float array of shape (n, 3) (``shape`` None: none)."""
+    vt = vector_type(dtype)
+    if vt is None:
+        return shape, dtype
+    return (None if shape is None else _shape(shape) + vt.shape), vt.dtype
+
+
+def _check_vector_shape(arr, dtype):
+    vt = vector_type(dtype)
+    if vt is not None and (arr.shape[arr.ndim - len(vt.shape):] != vt.shape or
+                           arr.ndim == len(vt.shape)):
+        raise ValueError(f"an array of {vt!r} needs the trailing shape {vt.shape} after at "
+                         f"least one index dimension, not the shape {arr.shape}")
+
+
 def zeros(shape, dtype=float, requires_grad=False, device=None):
+    shape, dtype = _vshape(shape, dtype)
     return Array(np.zeros(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
 def ones(shape, dtype=float, requires_grad=False, device=None):
+    shape, dtype = _vshape(shape, dtype)
     return Array(np.ones(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
 def empty(shape, dtype=float, requires_grad=False, device=None):
+    shape, dtype = _vshape(shape, dtype)
     return Array(np.empty(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
 
 
 def full(shape, value, dtype=float, requires_grad=False, device=None):
     buffers.refuse_complex(value, "ad.full")
+    shape, dtype = _vshape(shape, dtype)
     return Array(np.full(_shape(shape), value, as_dtype(dtype)), requires_grad, device, _owned=True)
 
 

@@ -418,3 +418,7 @@ def _pow_edge(x, y):
     if x < 0 and math.isfinite(y) and y != math.floor(y):
         return NAN
     return -INF if x < 0 and odd else INF
+
+
+# the scalar builtins of vector code (rt.length3, rt.div_or_zero): registered here too
+from . import vecmath  # noqa: E402,F401

@@ -1,6 +1,8 @@
 """Type descriptions used in kernel annotations: dtypes and ``ArrayType``."""
 import numpy as np
 
+from .vectypes import VectorType
+
 float32 = np.float32
 float64 = np.float64
 int32 = np.int32
@@ -31,12 +33,18 @@ def kind_of_dtype(dtype):
 
 
 class ArrayType:
-    """Annotation of a kernel array parameter: ``ad.array(dtype=float, ndim=1)``."""
+    """Annotation of a kernel array parameter: ``ad.array(dtype=float, ndim=1)``.
+
+    An array of vectors (``dtype=ad.vec3``) has ``vtype`` that type, ``dtype`` its
+    float dtype and ``ndim`` its index dimensions; it is stored as a float array
+    with ``vtype.shape`` as trailing dimensions (frontend/scalarize.py)."""
 
     def __init__(self, dtype=float, ndim=1):
-        self.dtype = as_dtype(dtype)
-        if ndim not in (1, 2, 3, 4):
-            raise TypeError(f"arrays have 1 to 4 dimensions, not {ndim}")
+        self.vtype = dtype if isinstance(dtype, VectorType) else None
+        self.dtype = self.vtype.dtype if self.vtype else as_dtype(dtype)
+        if ndim not in (1, 2, 3, 4) or (self.vtype and ndim + len(self.vtype.shape) > 4):
+            raise TypeError(f"arrays have 1 to 4 dimensions (a vector's own included), "
+                            f"not {ndim}")
         self.ndim = ndim
 
     @property
@@ -44,13 +52,14 @@ class ArrayType:
         return kind_of_dtype(self.dtype)
 
     def __eq__(self, other):
-        return isinstance(other, ArrayType) and (self.dtype, self.ndim) == (other.dtype, other.ndim)
+        return isinstance(other, ArrayType) and \
+            (self.dtype, self.ndim, self.vtype) == (other.dtype, other.ndim, other.vtype)
 
     def __hash__(self):
         return hash((self.dtype, self.ndim))
 
     def __repr__(self):
-        return f"array(dtype={self.dtype.name}, ndim={self.ndim})"
+        return f"array(dtype={self.vtype or self.dtype.name}, ndim={self.ndim})"
 
 
 def scalar_dtype(annotation):

@@ -40,6 +40,19 @@ def spring_energy(a: ad.array(dtype=ad.int32), b: ad.array(dtype=ad.int32),
     ad.atomic_add(energy, 0, k * d * d)
 
 
+# the same kernel with vec3 positions (ad.vec3f: float32, as the scalar one): scalarized,
+# it should cost what the scalar kernel costs
+@ad.kernel
+def spring_energy_vec3(a: ad.array(dtype=ad.int32), b: ad.array(dtype=ad.int32),
+                       rest: ad.array(dtype=ad.float32), k: ad.float32,
+                       pos: ad.array(dtype=ad.vec3f), energy: ad.array(dtype=ad.float32)):
+    s = ad.tid()
+    i = a[s]
+    j = b[s]
+    d = ad.length(pos[i] - pos[j]) - rest[s]
+    ad.atomic_add(energy, 0, k * d * d)
+
+
 # -- problem and float64 reference ----------------------------------------------
 def make(rng, n_springs, n_particles):
     pos = rng.uniform(0.0, 10.0, (n_particles, 3)).astype(np.float32)
@@ -118,6 +131,11 @@ class Adjoint:
     def result(self):
         return ({"energy": self.energy.numpy()},
                 {"pos": self.pos.grad.numpy(), "rest": self.rest.grad.numpy()})
+
+
+class AdjointVec3(Adjoint):
+    """The kernel written with vec3 positions (the same (n, 3) float32 array)."""
+    kernel = spring_energy_vec3
 
 
 class AdjointUnchecked(Adjoint):
@@ -299,5 +317,5 @@ class Jax:
         return {"energy": np.asarray(out)}, {"pos": np.asarray(gp), "rest": np.asarray(gr)}
 
 
-SYSTEMS = {"adjoint": Adjoint, "adjoint-unchecked": AdjointUnchecked,
+SYSTEMS = {"adjoint": Adjoint, "adjoint-vec3": AdjointVec3, "adjoint-unchecked": AdjointUnchecked,
            "numba-ser": NumbaSerial, "numba-par": NumbaParallel, "warp": Warp, "jax": Jax}

@@ -1,0 +1,357 @@
+"""Pass scalarize: vector, matrix, quaternion and transform values become scalars.
+
+Expects: a resolved ``ParsedFunction`` (pass parse): calls of vector types and
+builtins carry ``Callee("vector", name)``; parameters may be annotated with a
+``VectorType`` (``g: ad.vec3``) or an array of them (``ad.array(dtype=ad.vec3)``).
+Guarantees: a ``ParsedFunction`` with no vector left, for pass fence and every
+later pass, which therefore see only floats (so gradients, forward mode, the
+CUDA and float32 lowerings hold for vectors by construction):
+
+- a local ``v`` of type vec3 is the locals ``v_x, v_y, v_z`` (``m_00 ... m_22`` for
+  a mat33, ``t_px ... t_qw`` for a transform; ``<name>_<k>_x`` where the user
+  already has a ``v_x``); ``v.x``, ``v[0]``, ``m[1, 2]``, ``m[1]`` (a row) with
+  constant indices, and assignments to them, are those locals;
+- an array of vectors is a float array with the vector's shape as trailing
+  dimensions: ``p[i]`` loads ``p[i, 0], p[i, 1], p[i, 2]``; ``p[i] = v``,
+  ``p[i] += v`` and ``ad.atomic_add(p, i, v)`` act componentwise;
+- a kernel's vector parameter ``g: ad.vec3`` is a float array of shape (3,),
+  read once at the top; a func's vector parameters are scalar parameters
+  (``a_x, a_y, a_z``) and its vector results are returned as components (a
+  call assigns them to the caller's locals);
+- operators and builtins are scalar expressions (vecops.py); ``ParsedFunction.
+  vectors`` records the vector signature (what a caller needs).
+
+Anything else a vector cannot do here -- a component index known only at run
+time, a vector compared, a vector in a ``while`` condition -- is a
+``TransformError`` naming the user's file and line and the construct.
+"""
+import copy
+from dataclasses import replace
+
+import gast
+import numpy as np
+
+from ..runtime.types import ArrayType
+from ..runtime.vectypes import VectorType
+from .builder import Builder, expr, name, reads
+from .parse import Param
+from .vecexpr import Expressions, Multi, VectorSignature, _c, _indices, _locate, _signature, \
+    _subscript
+from .vecops import V, VectorUseError
+
+
+def scalarize(pf):
+    """``pf`` with every vector value made scalars (see the module docstring)."""
+    if not _uses_vectors(pf):
+        return pf
+    return _Scalarize(pf).run()
+
+
+def _uses_vectors(pf):
+    if any(isinstance(p.type, VectorType) or getattr(p.type, "vtype", None) for p in pf.params):
+        return True
+    for node in gast.walk(pf.node):
+        c = getattr(node, "callee", None)
+        if c is not None and (c.kind == "vector" or (c.kind == "func" and _signature(c).any)):
+            return True
+    return False
+
+
+class _Scalarize(Expressions):
+    def __init__(self, pf):
+        self.pf = pf
+        taken = {n.id for n in gast.walk(pf.node) if isinstance(n, gast.Name)}
+        self.b = Builder(taken | {p.name for p in pf.params})
+        self.vars = {}          # local name -> VectorType
+        self.comp = {}          # local name -> its components' names
+        self.varrays = {}       # array parameter -> (VectorType, index dimensions)
+        self.arrays = {p.name for p in pf.params if isinstance(p.type, ArrayType)}
+        self.scalars = set()    # locals assigned a scalar
+        self.returns = None
+        self.line = pf.node
+
+    def err(self, reason, node=None):
+        return self.pf.error(reason, node or self.line, stage="scalarize")
+
+    # -- parameters ------------------------------------------------------------------
+    def params(self):
+        out, prelude, sig = [], [], []
+        for p in self.pf.params:
+            vt = p.type if isinstance(p.type, VectorType) else None
+            av = getattr(p.type, "vtype", None)
+            sig.append(vt)
+            if av is not None:
+                self.varrays[p.name] = (av.base, p.type.ndim)
+                out.append(Param(p.name, ArrayType(p.type.dtype, p.type.ndim + len(av.shape))))
+            elif vt is not None and self.pf.role == "kernel":
+                out.append(Param(p.name, ArrayType(vt.dtype, len(vt.shape))))
+                names = self.components(p.name, vt)
+                for k, n in enumerate(names):
+                    idx = np.unravel_index(k, vt.shape)
+                    prelude.append(gast.Assign(targets=[name(n, True)],
+                                               value=_subscript(p.name, [_c(int(i)) for i in idx]),
+                                               type_comment=None))
+            elif vt is not None:
+                names = self.components(p.name, vt)
+                out += [Param(n, np.dtype(vt.dtype)) for n in names]
+            else:
+                out.append(p)
+        return out, prelude, tuple(sig)
+
+    def components(self, var, vt):
+        vt = vt.base
+        known = self.vars.get(var)
+        if known is not None and known is not vt:
+            raise self.err(f"'{var}' holds a {known.name} and cannot also hold a {vt.name}")
+        if var in self.scalars:
+            raise self.err(f"'{var}' holds a scalar and cannot also hold a {vt.name}")
+        if var not in self.comp:
+            self.comp[var] = self.b.fresh_group(var, vt.comps)
+            self.vars[var] = vt
+        return self.comp[var]
+
+    def run(self):
+        params, prelude, psig = self.params()
+        fdef = copy.deepcopy(self.pf.node)
+        for s in prelude:
+            gast.copy_location(s, fdef)
+            _locate(s, fdef)
+        body = prelude + self.block(fdef.body)
+        fdef.body = body
+        fdef.args.args = [gast.Name(id=p.name, ctx=gast.Param(), annotation=None,
+                                    type_comment=None) for p in params]
+        sig = VectorSignature(psig, tuple(self.returns or ()))
+        return replace(self.pf, node=fdef, params=params, vectors=sig)
+
+    # -- statements ------------------------------------------------------------------
+    def block(self, stmts):
+        out = []
+        for s in stmts:
+            self.line = s
+            with self.b.block() as pre:
+                try:
+                    new = self.stmt(s)
+                except VectorUseError as exc:
+                    raise self.err(str(exc), s) from None
+            for n in pre + new:
+                _locate(n, s)
+            out += pre + new
+        return out
+
+    def stmt(self, s):
+        if isinstance(s, gast.Assign):
+            return self.assign(s.targets[0], s.value, s) if len(s.targets) == 1 else [s]
+        if isinstance(s, gast.AugAssign):
+            return self.augassign(s)
+        if isinstance(s, gast.Expr):
+            return self.expr_stmt(s)
+        if isinstance(s, gast.If):
+            s.test = self.scalar(s.test, "an if condition")
+            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
+            return [s]
+        if isinstance(s, gast.For):
+            s.iter.args = [self.scalar(a, "range()") for a in s.iter.args] \
+                if isinstance(s.iter, gast.Call) else s.iter.args
+            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
+            return [s]
+        if isinstance(s, gast.While):
+            with self.b.block() as pre:
+                s.test = self.scalar(s.test, "a while condition")
+            if pre:
+                raise self.err("a vector operation in a while condition is not supported: "
+                               "compute it into a variable before the loop and at the end of "
+                               "its body", s.test)
+            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
+            return [s]
+        if isinstance(s, gast.Return) and s.value is not None:
+            return self.return_(s)
+        return [s]
+
+    def return_(self, s):
+        elts = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
+        values = [self.ev(e) for e in elts]
+        if any(isinstance(v, Multi) for v in values):
+            raise self.err("return f(...) of a func with several results: unpack them first", s)
+        kinds = [v.vt if isinstance(v, V) else None for v in values]
+        if self.returns is not None and list(self.returns) != kinds:
+            raise self.err("every return of a func must return the same vector types", s)
+        self.returns = kinds
+        flat = []
+        for v in values:
+            flat += [expr(c) for c in v.comps] if isinstance(v, V) else [v]
+        s.value = flat[0] if len(flat) == 1 else gast.Tuple(elts=flat, ctx=gast.Load())
+        return [s]
+
+    def assign(self, target, value_node, s):
+        value = self.ev(value_node)
+        if isinstance(target, gast.Name):
+            if isinstance(value, Multi):
+                if len(value.values) != 1:
+                    raise self.err("this func returns several values: unpack them "
+                                   "(a, b = f(...))", s)
+                value = value.values[0]
+            return self.bind(target.id, value, s)
+        if isinstance(target, gast.Tuple):
+            if isinstance(value, Multi):
+                if len(target.elts) != len(value.values):
+                    raise self.err(f"{len(target.elts)} names for {len(value.values)} values", s)
+                out = []
+                for t, v in zip(target.elts, value.values):
+                    if not isinstance(t, gast.Name):
+                        raise self.err("tuple assignment targets must be plain names", t)
+                    out += self.bind(t.id, v, s)
+                return out
+            if isinstance(value, V):
+                raise self.err(f"cannot unpack a {value.vt.name} into names; use its "
+                               "components (v.x, v[0])", s)
+            if isinstance(value_node, gast.Tuple):
+                raise self.err("tuple assignment (a, b = x, y) is not supported", s)
+            for t in target.elts:
+                if isinstance(t, gast.Name) and t.id in self.vars:
+                    raise self.err(f"'{t.id}' is a {self.vars[t.id].name}; it cannot be "
+                                   "assigned a scalar", t)
+            return [gast.Assign(targets=[target], value=value, type_comment=None)]
+        if isinstance(value, Multi):
+            raise self.err("this func returns several values: unpack them (a, b = f(...))", s)
+        return self.store(target, value, s)
+
+    def bind(self, var, value, s):
+        if isinstance(value, V):
+            if var in self.arrays:
+                raise self.err(f"cannot assign to the array parameter '{var}'", s)
+            names = self.components(var, value.vt)
+            comps = value.comps
+            if any(names[j] in reads(c) for i, c in enumerate(comps) for j in range(i)):
+                comps = self.b.atoms(V(value.vt, [expr(c) for c in comps]), force=True).comps
+            return [gast.Assign(targets=[name(n, True)], value=expr(c), type_comment=None)
+                    for n, c in zip(names, comps)]
+        if var in self.vars:
+            raise self.err(f"'{var}' is a {self.vars[var].name}; it cannot be assigned a "
+                           "scalar", s)
+        self.scalars.add(var)
+        return [gast.Assign(targets=[name(var, True)], value=expr(value), type_comment=None)]
+
+    def store(self, target, value, s, aug=None):
+        """``target = value`` (``aug``: ``target += value`` with that gast operator) for a
+        subscript or attribute target."""
+        ref = self.place(target)
+        if ref[0] == "array":        # an element of an array of vectors, or of floats
+            _, arr, idx, vt = ref
+            if vt is None:
+                if isinstance(value, V):
+                    raise self.err(f"cannot store a {value.vt.name} into an element of the "
+                                   f"float array '{arr}'", s)
+                return [self.assign_node(_subscript(arr, idx), value, aug)]
+            self.expect(value, vt, s)
+            return [self.assign_node(_subscript(arr, idx + [_c(int(i)) for i in np.unravel_index(
+                k, vt.shape)]), c, aug) for k, c in enumerate(value.comps)]
+        _, names, vt = ref               # components of a local vector
+        if vt is None:
+            if isinstance(value, V):
+                raise self.err(f"cannot assign a {value.vt.name} to a component", s)
+            return [self.assign_node(name(names[0]), value, aug)]
+        self.expect(value, vt, s)
+        comps = value.comps
+        if aug is None and any(names[j] in reads(c) for i, c in enumerate(comps)
+                               for j in range(i)):
+            comps = self.b.atoms(V(value.vt, comps), force=True).comps
+        return [self.assign_node(name(n), c, aug) for n, c in zip(names, comps)]
+
+    def assign_node(self, target, value, aug):
+        target = copy.deepcopy(target)
+        target.ctx = gast.Store()
+        if aug is None:
+            return gast.Assign(targets=[target], value=expr(value), type_comment=None)
+        return gast.AugAssign(target=target, op=aug, value=expr(value))
+
+    def expect(self, value, vt, s):
+        if not isinstance(value, V) or value.vt is not vt.base:
+            got = value.vt.name if isinstance(value, V) else "a scalar"
+            raise self.err(f"expected a {vt.base.name} here, got {got}", s)
+
+    def place(self, t):
+        """What an assignment target names: ("array", arr, [index atoms], vt or None) or
+        ("local", [component names], vt or None)."""
+        if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and \
+                t.value.id in self.arrays:
+            arr = t.value.id
+            idx = [self.scalar(e, "an index") for e in _indices(t)]
+            if arr in self.varrays:
+                vt, nd = self.varrays[arr]
+                if len(idx) != nd:
+                    raise self.err(f"'{arr}' is an array of {vt.name} with {nd} index "
+                                   f"dimension(s), indexed with {len(idx)}: give "
+                                   f"{nd}, then take components of the {vt.name}", t)
+                return ("array", arr, idx, vt)
+            return ("array", arr, idx, None)
+        if isinstance(t, (gast.Subscript, gast.Attribute)):
+            base = t.value
+            if not isinstance(base, gast.Name) or base.id not in self.vars:
+                raise self.err("only components of a local vector, matrix or quaternion "
+                               "(v[0], v.x, m[i, j], m[i]) can be assigned to", t)
+            vt = self.vars[base.id]
+            names = self.comp[base.id]
+            sel = self.select(V(vt, names), t)
+            if isinstance(sel, V):
+                return ("local", sel.comps, sel.vt)
+            return ("local", [sel], None)
+        raise self.err(f"cannot assign to {type(t).__name__.lower()}", t)
+
+    def augassign(self, s):
+        t = s.target
+        if isinstance(t, gast.Name):
+            if t.id in self.vars:
+                binop = gast.BinOp(left=name(t.id), op=s.op, right=s.value)
+                return self.assign(name(t.id, True), binop, s)
+            value = self.ev(s.value)
+            if isinstance(value, V):
+                raise self.err(f"'{t.id}' is a scalar; it cannot be incremented by a "
+                               f"{value.vt.name}", s)
+            s.value = value
+            return [s]
+        ref = self.place(t)
+        value = self.ev(s.value)
+        if ref[0] == "local":
+            current = V(ref[2], [name(n) for n in ref[1]]) if ref[2] else name(ref[1][0])
+            return self.store(t, self.binop(s.op, current, value, s), s)
+        return self.store(t, value, s, aug=s.op)
+
+    def expr_stmt(self, s):
+        call = s.value
+        callee = getattr(call, "callee", None)
+        if callee is None or not isinstance(call, gast.Call):
+            return [s]
+        if callee.kind == "atomic" and call.args and isinstance(call.args[0], gast.Name) \
+                and call.args[0].id in self.varrays:
+            arr = call.args[0].id
+            vt, nd = self.varrays[arr]
+            idx = [self.scalar(e, "an index") for e in call.args[1:-1]]
+            if len(idx) != nd:
+                raise self.err(f"{callee.name}({arr}, ...): '{arr}' is an array of {vt.name} "
+                               f"with {nd} index dimension(s); give {nd} indices and a "
+                               f"{vt.name}", call)
+            value = self.ev(call.args[-1])
+            self.expect(value, vt, s)
+            out = []
+            for k, c in enumerate(value.comps):
+                where = [_c(int(i)) for i in np.unravel_index(k, vt.shape)]
+                node = gast.Call(func=copy.deepcopy(call.func),
+                                 args=[name(arr)] + copy.deepcopy(idx) + where + [expr(c)],
+                                 keywords=[])
+                node.callee = callee
+                out.append(gast.Expr(value=node))
+            return out
+        if callee.kind == "print":
+            args = []
+            for a in call.args:
+                v = self.ev(a)
+                args += [expr(c) for c in v.comps] if isinstance(v, V) else [v]
+            call.args = args
+            return [s]
+        v = self.ev(call)
+        if isinstance(v, (V, Multi)):
+            return []       # a vector computed and dropped: nothing to do
+        s.value = v
+        return [s]
+
+    # -- expressions -----------------------------------------------------------------

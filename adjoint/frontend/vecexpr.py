@@ -1,0 +1,343 @@
+"""The expression half of pass scalarize (frontend/scalarize.py): what an expression
+is once its vectors are components.
+
+``Expressions.ev(e)`` gives a ``V`` (a vector's components), a ``Multi`` (a func's
+several results, for an assignment to unpack) or a scalar gast expression; the
+statements it needs first (temporaries, a func call's unpacking, the branches of
+a conditional vector) go to the ``Builder``. Builtins expand through vecops.py.
+"""
+import copy
+from dataclasses import dataclass
+
+import gast
+import numpy as np
+
+from ..runtime.vectypes import ALL, vec_of
+from . import vecops as ops
+from .builder import expr, name
+from .vecops import V, VectorUseError
+
+
+@dataclass(frozen=True)
+class VectorSignature:
+    """A func's vector parameters and results (None for a scalar): what a call needs
+    to pass components and receive them."""
+    params: tuple
+    returns: tuple
+
+    @property
+    def any(self):
+        return any(self.params) or any(self.returns)
+
+
+class Multi:
+    """Several values (a func's results), to be unpacked by an assignment."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+def _signature(callee):
+    sig = callee.target.transformed.pf.vectors
+    return sig or VectorSignature((), ())
+
+
+BINOPS = {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.MatMult: "@"}
+
+
+class Expressions:
+    """Mixin of pass scalarize's ``_Scalarize``: it provides ``b`` (a ``Builder``),
+    ``err``, ``expect``, ``vars``/``comp`` (local vectors and their component names),
+    ``arrays`` and ``varrays`` (array parameters, and those of vectors)."""
+
+    def scalar(self, e, where):
+        v = self.ev(e)
+        if isinstance(v, (V, Multi)):
+            what = v.vt.name if isinstance(v, V) else "several values"
+            raise self.err(f"{where} needs a scalar, not {what}", e)
+        return v
+
+    def ev(self, e):
+        """A ``V``, a ``Multi`` or a scalar gast expression for expression ``e``."""
+        if isinstance(e, gast.Name):
+            if e.id in self.vars:
+                return V(self.vars[e.id], [name(n) for n in self.comp[e.id]])
+            if e.id in self.varrays:
+                raise self.err(f"'{e.id}' is an array of {self.varrays[e.id][0].name}: index "
+                               f"it ({e.id}[i])", e)
+            return e
+        if isinstance(e, gast.Constant):
+            return e
+        if isinstance(e, gast.Attribute):
+            if e.attr == "shape":
+                return e
+            return self.select(self.ev(e.value), e)
+        if isinstance(e, gast.Subscript):
+            return self.subscript(e)
+        if isinstance(e, gast.Call):
+            return self.call(e)
+        if isinstance(e, gast.BinOp):
+            return self.binop(e.op, self.ev(e.left), self.ev(e.right), e)
+        if isinstance(e, gast.UnaryOp):
+            v = self.ev(e.operand)
+            if isinstance(v, V):
+                if isinstance(e.op, gast.USub):
+                    return V(v.vt, [self.b.neg(c) for c in v.comps])
+                if isinstance(e.op, gast.UAdd):
+                    return v
+                raise self.err(f"'{type(e.op).__name__}' of a {v.vt.name} is not supported", e)
+            e.operand = v
+            return e
+        if isinstance(e, gast.Compare):
+            e.left = self.scalar(e.left, "a comparison")
+            e.comparators = [self.scalar(c, "a comparison") for c in e.comparators]
+            return e
+        if isinstance(e, gast.BoolOp):
+            first = self.scalar(e.values[0], "'and'/'or'")
+            rest = []
+            for v in e.values[1:]:
+                with self.b.block() as pre:
+                    rest.append(self.scalar(v, "'and'/'or'"))
+                if pre:
+                    raise self.err("a vector operation after 'and'/'or' is not supported: "
+                                   "compute it into a variable first", v)
+            e.values = [first] + rest
+            return e
+        if isinstance(e, gast.IfExp):
+            return self.ifexp(e)
+        if isinstance(e, gast.Tuple):
+            raise self.err("tuples are only supported in assignments and returns", e)
+        return e
+
+    def ifexp(self, e):
+        test = self.scalar(e.test, "a condition")
+        with self.b.block() as body_pre:
+            body = self.ev(e.body)
+        with self.b.block() as else_pre:
+            orelse = self.ev(e.orelse)
+        if not body_pre and not else_pre and not isinstance(body, V) and \
+                not isinstance(orelse, V):
+            e.test, e.body, e.orelse = test, body, orelse
+            return e
+        if isinstance(body, V) != isinstance(orelse, V) or (
+                isinstance(body, V) and body.vt is not orelse.vt):
+            raise self.err("both sides of 'a if c else b' must have the same type", e)
+        if isinstance(body, V):
+            names = self.b.fresh_group("sel", body.vt.comps)
+            out = V(body.vt, [name(n) for n in names])
+        else:
+            names = [self.b.fresh("sel")]
+            out = name(names[0])
+        for pre, v in ((body_pre, body), (else_pre, orelse)):
+            comps = v.comps if isinstance(v, V) else [v]
+            pre += [gast.Assign(targets=[name(n, True)], value=expr(c), type_comment=None)
+                    for n, c in zip(names, comps)]
+        self.b.emit_if(test, body_pre, else_pre)
+        return out
+
+    def select(self, v, node):
+        """A component or row of ``v`` by ``node`` (``v.x``, ``v[0]``, ``m[i, j]``, ``m[i]``):
+        a component's expression, or a ``V`` (a row)."""
+        if not isinstance(v, V):
+            raise self.err("only arrays, vectors, matrices and quaternions can be indexed, "
+                           "and only vectors and quaternions have .x .y .z .w", node)
+        if isinstance(node, gast.Attribute):
+            comps = v.vt.comps if v.vt.kind in ("vec", "quat") else ()
+            if node.attr not in comps:
+                raise self.err(f"a {v.vt.name} has no component '.{node.attr}'", node)
+            return v.comps[comps.index(node.attr)]
+        idx = _indices(node)
+        ks = []
+        for i in idx:
+            if not (isinstance(i, gast.Constant) and isinstance(i.value, int) and
+                    not isinstance(i.value, bool)):
+                raise self.err(f"a {v.vt.name} is indexed with a constant integer "
+                               "(a component index known only at run time is not supported)",
+                               node)
+            ks.append(i.value)
+        shape = v.vt.shape
+        if len(ks) > len(shape) or any(not 0 <= k < n for k, n in zip(ks, shape)):
+            raise self.err(f"index {tuple(ks) if len(ks) > 1 else ks[0]} is out of range for a "
+                           f"{v.vt.name} (shape {shape})", node)
+        if len(ks) == len(shape):
+            return v.comps[int(np.ravel_multi_index(ks, shape))]
+        row = ks[0] * shape[1]
+        return V(vec_of(shape[1]), v.comps[row:row + shape[1]])
+
+    def subscript(self, e):
+        base = e.value
+        if isinstance(base, gast.Attribute) and base.attr == "shape":
+            return e
+        if isinstance(base, gast.Name) and base.id in self.arrays:
+            idx = [self.scalar(i, "an index") for i in _indices(e)]
+            if base.id not in self.varrays:
+                return _subscript(base.id, idx)
+            vt, nd = self.varrays[base.id]
+            if len(idx) != nd:
+                raise self.err(f"'{base.id}' is an array of {vt.name} with {nd} index "
+                               f"dimension(s), indexed with {len(idx)}: give {nd}, then take "
+                               f"components ({base.id}[i].x, {base.id}[i][0])", e)
+            comps = [_subscript(base.id, copy.deepcopy(idx) + [_c(int(k)) for k in
+                                                                np.unravel_index(j, vt.shape)])
+                     for j in range(vt.size)]
+            return V(vt, comps)
+        return self.select(self.ev(base), e)
+
+    def binop(self, op, left, right, node=None):
+        sym = BINOPS.get(type(op))
+        lv, rv = isinstance(left, V), isinstance(right, V)
+        if not lv and not rv:
+            if sym == "@":
+                raise self.err("operator '@' takes matrices and vectors", node)
+            return gast.BinOp(left=expr(left), op=op, right=expr(right))
+        if isinstance(left, Multi) or isinstance(right, Multi):
+            raise self.err("this func returns several values: unpack them first", node)
+        b = self.b
+        kinds = (left.vt.kind if lv else "scalar", right.vt.kind if rv else "scalar")
+        if sym in ("+", "-") and lv and rv:
+            return ops.cw(b, b.add if sym == "+" else b.sub, left, right)
+        if sym == "*" and lv != rv:
+            return ops.scale(b, left, right) if lv else ops.scale(b, right, left)
+        if sym == "/" and lv and not rv:
+            return ops.scale(b, left, right, op=b.div)
+        if sym in ("*", "@") and lv and rv:
+            if kinds[0] == "mat" and kinds[1] == "vec":
+                return ops.matvec(b, left, right)
+            if kinds[0] == "vec" and kinds[1] == "mat":
+                return ops.vecmat(b, left, right)
+            if kinds == ("mat", "mat"):
+                return ops.matmat(b, left, right)
+            if kinds == ("quat", "quat") and sym == "*":
+                return ops.quat_mul(b, left, right)
+            if kinds == ("transform", "transform") and sym == "*":
+                return ops.transform_multiply(b, left, right)
+        names = [left.vt.name if lv else "a scalar", right.vt.name if rv else "a scalar"]
+        hint = " (use ad.cw_mul for a componentwise product)" if kinds == ("vec", "vec") else ""
+        raise VectorUseError(f"operator '{sym or type(op).__name__}' of {names[0]} and "
+                             f"{names[1]} is not supported{hint}")
+
+    def call(self, e):
+        callee = getattr(e, "callee", None)
+        if callee is None:
+            return e
+        if callee.kind == "vector":
+            return self.vector_call(e, callee.name)
+        if callee.kind == "func":
+            return self.func_call(e, callee)
+        e.args = [self.scalar(a, f"{callee.name}()") for a in e.args]
+        return e
+
+    def func_call(self, e, callee):
+        sig = _signature(callee)
+        if sig.any and (callee.target.custom_grad is not None or
+                        getattr(callee.target, "custom_jvp", None) is not None):
+            raise self.err(f"'{callee.name}' takes or returns vectors and has a hand-written "
+                           "derivative (ad.func_grad / ad.func_jvp): not supported yet", e)
+        args = []
+        for k, a in enumerate(e.args):
+            v = self.ev(a)
+            want = sig.params[k] if k < len(sig.params) else None
+            if want is not None:
+                self.expect(v, want, e)
+                args += [expr(c) for c in v.comps]
+            elif isinstance(v, (V, Multi)):
+                raise self.err(f"argument {k + 1} of '{callee.name}' is a scalar, not a "
+                               f"{v.vt.name if isinstance(v, V) else 'tuple'}", a)
+            else:
+                args.append(v)
+        e.args = args
+        if not any(sig.returns):
+            return e
+        values, targets = [], []
+        for vt in sig.returns:
+            if vt is None:
+                n = self.b.fresh("ret")
+                targets.append(n)
+                values.append(name(n))
+            else:
+                names = self.b.fresh_group(callee.name, vt.comps)
+                targets += names
+                values.append(V(vt, [name(n) for n in names]))
+        self.b.emit(gast.Assign(targets=[gast.Tuple(elts=[name(n, True) for n in targets],
+                                                    ctx=gast.Store())] if len(targets) > 1
+                                else [name(targets[0], True)], value=e, type_comment=None))
+        return values[0] if len(values) == 1 else Multi(values)
+
+    def vector_call(self, e, fname):
+        b = self.b
+        kw = {k.arg: k.value for k in e.keywords}
+        args = [self.ev(a) for a in e.args]
+        if any(isinstance(a, Multi) for a in args):
+            raise self.err(f"{fname}(): a func's several results must be unpacked first", e)
+        if fname in ALL:
+            return self.construct(ALL[fname], args, kw, e)
+        if fname == "identity":
+            n = kw.get("n", e.args[0] if e.args else None)
+            if not (isinstance(n, gast.Constant) and n.value in (2, 3, 4)):
+                raise self.err("ad.identity(n=...) needs a constant n of 2, 3 or 4", e)
+            return ops.identity(b, n.value)
+        if kw and set(kw) - {"dtype"}:
+            raise self.err(f"{fname}() takes no keyword arguments but dtype", e)
+        if fname in ("quat_identity", "transform_identity"):
+            return getattr(ops, fname)(b)
+        if fname == "mul":
+            if len(args) != 2:
+                raise self.err("ad.mul() takes two arguments", e)
+            return self.binop(gast.Mult(), *args, e)
+        if fname in ("cw_mul", "cw_div"):
+            if len(args) != 2:
+                raise self.err(f"{fname}() takes two arguments", e)
+            return ops.cw(b, b.mul if fname == "cw_mul" else b.div, *args)
+        if fname == "transform_get_translation":
+            return ops.translation(ops._tf(args[0], fname))
+        if fname == "transform_get_rotation":
+            return ops.rotation(ops._tf(args[0], fname))
+        fn = getattr(ops, fname, None)
+        if fn is None:
+            raise self.err(f"ad.{fname} is not supported inside kernels yet", e)
+        try:
+            return fn(b, *args)
+        except TypeError:
+            raise self.err(f"wrong number of arguments to ad.{fname}()", e) from None
+
+    def construct(self, vt, args, kw, e):
+        if set(kw) - {"dtype"}:
+            raise self.err(f"ad.{vt.name}() takes no keyword arguments but dtype", e)
+        vt = vt.base
+        if not args:
+            return V(vt, [_c(0.0)] * vt.size)
+        if len(args) == 1 and not isinstance(args[0], V):
+            s = self.b.atom(args[0], "s")
+            return V(vt, [s] * vt.size)
+        comps = []
+        for a in args:
+            comps += a.comps if isinstance(a, V) else [a]
+        if vt.kind == "mat" and any(isinstance(a, V) for a in args):
+            raise self.err(f"ad.{vt.name}() from vectors is not supported (Warp has read them "
+                           "as columns, numpy reads rows): pass the components row by row", e)
+        if len(comps) != vt.size:
+            raise self.err(f"ad.{vt.name}() takes {vt.size} components (or one value for "
+                           f"all), got {len(comps)}", e)
+        return V(vt, comps)
+
+
+def _c(value):
+    return gast.Constant(value=value, kind=None)
+
+
+def _indices(sub):
+    return list(sub.slice.elts) if isinstance(sub.slice, gast.Tuple) else [sub.slice]
+
+
+def _subscript(arr, idx):
+    sl = idx[0] if len(idx) == 1 else gast.Tuple(elts=list(idx), ctx=gast.Load())
+    return gast.Subscript(value=name(arr), slice=sl, ctx=gast.Load())
+
+
+def _locate(node, where):
+    for n in gast.walk(node):
+        if isinstance(n, (gast.stmt, gast.expr)) and getattr(n, "lineno", None) is None:
+            n.lineno = where.lineno
+            n.col_offset = getattr(where, "col_offset", 0)
+            n.end_lineno = getattr(where, "end_lineno", where.lineno)
+            n.end_col_offset = getattr(where, "end_col_offset", 0)
