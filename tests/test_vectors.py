@@ -566,3 +566,36 @@ def k(p: ad.array(dtype=ad.vec3), x: ad.array(dtype=float)):
 """)
     with pytest.raises(ad.TransformError, match="hand-written derivative"):
         ad.source(m.k, stage="scalarize")
+
+
+SHARE = """
+@ad.kernel
+def put(v: ad.vec3, p: ad.array(dtype=ad.vec3)):
+    i = ad.tid()
+    p[i] = v * float(i)
+"""
+
+
+def test_an_array_of_vectors_can_share_numpy_and_torch_memory(kernel_module):
+    """``ad.array(p, dtype=ad.vec3, copy=False)`` is a view of the (n, 3) numpy array: a
+    kernel's store lands in ``p``; a torch tensor is shared the same way; where sharing
+    would need a copy (dtype, strides, not a numpy array) it is refused, not copied."""
+    import torch
+    p = np.zeros((4, 3))
+    a = ad.array(p, dtype=ad.vec3, copy=False, requires_grad=True)
+    assert np.shares_memory(a.numpy(), p) and a.grad.numpy().shape == (4, 3)
+    with ad.backend_scope("python"):
+        ad.launch(kernel_module(SHARE).put, 4, inputs=[ad.array([1.0, 2.0, 3.0])], outputs=[a])
+    assert p[2].tolist() == [2.0, 4.0, 6.0] and p[3].tolist() == [3.0, 6.0, 9.0]
+    t = torch.zeros(2, 4, dtype=torch.float32)
+    q = ad.array(t, dtype=ad.quatf, copy=False)
+    q.numpy()[1, 3] = 5.0
+    assert float(t[1, 3]) == 5.0
+    with pytest.raises(ValueError, match="float32, not float64"):
+        ad.array(np.zeros((4, 3), np.float32), dtype=ad.vec3, copy=False)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        ad.array(np.zeros((3, 4)).T, dtype=ad.vec3d, copy=False)
+    with pytest.raises(ValueError, match="trailing shape"):
+        ad.array(np.zeros((4, 2)), dtype=ad.vec3, copy=False)
+    with pytest.raises(ValueError, match="numpy array or a CPU tensor"):
+        ad.array([[0.0, 0.0, 0.0]], dtype=ad.vec3, copy=False)

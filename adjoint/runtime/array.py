@@ -210,11 +210,20 @@ def _flat_values(values, dtype):
     return buffers.flat(values)
 
 
-def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, shape=None):
+def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, shape=None,
+          copy=True):
     """``ad.array(dtype=float, ndim=1)`` annotates a kernel parameter;
-    ``ad.array(data, ...)`` makes an ``Array`` holding a copy of ``data``."""
+    ``ad.array(data, ...)`` makes an ``Array`` holding a copy of ``data``.
+
+    ``copy=False`` (on the CPU) shares the memory of ``data`` instead -- a C-contiguous
+    numpy array, or a CPU torch tensor, of a supported dtype: ``ad.array(p, dtype=ad.vec3,
+    copy=False)`` of a numpy ``(n, 3)`` array is an array of n vec3 whose kernels write
+    into ``p``. Where sharing is impossible (another dtype, strides, a device) it raises
+    ``ValueError`` rather than copy behind the caller's back."""
     if data is None and shape is None:
         return ArrayType(float if dtype is None else dtype, 1 if ndim is None else ndim)
+    if not copy:
+        return _shared(data, dtype, requires_grad, device)
     given = dtype
     shape, dtype = _vshape(shape, dtype)
     if data is None:
@@ -229,6 +238,31 @@ def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, sh
     elif arr.dtype.kind not in "fb":
         arr = arr.astype(np.float64)
     return Array(arr, requires_grad=requires_grad, device=device, _owned=True)
+
+
+def _shared(data, dtype, requires_grad, device):
+    """``ad.array(data, copy=False)``: an ``Array`` on ``data``'s own memory."""
+    if check_device(device) != "cpu":
+        raise ValueError("ad.array(copy=False) shares host memory: it needs device='cpu' "
+                         "(wrap a CUDA array with ad.array(device_array, device='cuda'))")
+    if hasattr(data, "detach") and hasattr(data, "numpy"):      # a CPU torch tensor
+        if getattr(getattr(data, "device", None), "type", "cpu") != "cpu":
+            raise ValueError("ad.array(copy=False) of a tensor that is not on the CPU")
+        data = data.detach().numpy()
+    if not isinstance(data, np.ndarray):
+        raise ValueError(f"ad.array(copy=False) shares the memory of a numpy array or a CPU "
+                         f"tensor, not of a {type(data).__name__}")
+    _, want = _vshape(None, dtype)
+    if want is not None and data.dtype != as_dtype(want):
+        raise ValueError(f"ad.array(copy=False): the data is {data.dtype}, not "
+                         f"{np.dtype(as_dtype(want))}; sharing it would need a copy")
+    if not data.flags.c_contiguous or data.ndim == 0:
+        raise ValueError("ad.array(copy=False) needs C-contiguous data of at least one "
+                         "dimension; sharing this one would need a copy")
+    buffers.refuse_complex(data, "ad.array")
+    _check_vector_shape(data, dtype)
+    as_dtype(data.dtype)
+    return Array(data, requires_grad=requires_grad, device="cpu", _owned=True)
 
 
 def _shape(shape):
