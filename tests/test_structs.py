@@ -180,3 +180,54 @@ def test_struct_refusals(kernel_module):
             z: str
     with pytest.raises(LaunchError, match="field 'p.x' is not set"):
         ad.launch(m.ok, 1, inputs=[m.P(n=1), ad.zeros(1)])
+
+
+VEC = '''
+@ad.struct
+class Bodies:
+    pos: ad.array(dtype=ad.vec3)
+    g: ad.vec3
+    m: float
+
+
+@ad.kernel
+def pe(b: Bodies, e: ad.array(dtype=float)):
+    i = ad.tid()
+    p = b.pos[i]
+    e[i] = b.m * ad.dot(b.g, p) + ad.length(ad.cross(b.g, p))
+'''
+
+
+def test_struct_vector_fields(backend, kernel_module):
+    """A struct's fields may be arrays of vectors and vectors: ``b.pos[i]`` loads a vec3,
+    ``b.g`` is one; values against numpy, gradients on ``b.pos`` and ``b.g`` against
+    central differences."""
+    m = kernel_module(VEC)
+    P = np.array([[0.3, -1.2, 0.8], [1.1, 0.4, -0.6], [-0.7, 0.9, 1.5]])
+    G = np.array([0.2, -9.8, 0.5])
+
+    def run(p, g, tape=None):
+        b = m.Bodies(pos=ad.array(p, dtype=ad.vec3, requires_grad=True),
+                     g=ad.array(g, requires_grad=True), m=2.0)
+        e = ad.zeros(3, requires_grad=True)
+        if tape is None:
+            ad.launch(m.pe, 3, inputs=[b], outputs=[e])
+        else:
+            with tape:
+                ad.launch(m.pe, 3, inputs=[b], outputs=[e])
+        return b, e
+
+    _, e = run(P, G)
+    want = 2.0 * P @ G + np.linalg.norm(np.cross(G, P), axis=1)
+    np.testing.assert_allclose(e.numpy(), want, rtol=1e-13)
+    w = np.array([1.0, -0.5, 2.0])
+    tape = ad.Tape()
+    b, e = run(P, G, tape)
+    tape.backward(grads={e: w})
+
+    def loss(p, g):
+        return float(w @ run(p, g)[1].numpy())
+    np.testing.assert_allclose(b.pos.grad.numpy(), central_fd(lambda p: loss(p, G), P),
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(b.g.grad.numpy(), central_fd(lambda g: loss(P, g), G),
+                               rtol=1e-6, atol=1e-8)

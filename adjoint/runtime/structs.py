@@ -6,6 +6,7 @@ class Body:
     x: ad.array(dtype=float)        # arrays (gradients flow to float ones)
     mass: float                     # scalars: float, int, ad.float32, ...
     shape: Other                    # another struct (nested)
+    g: ad.vec3                      # a vector (numpy values, or a shape-(3,) ad.array)
 
 b = Body(x=ad.array(..., requires_grad=True), mass=2.0)   # or Body(); b.x = ...
 ```
@@ -15,12 +16,14 @@ The transformer flattens a struct parameter into one parameter per leaf field
 name ``b_x``), and ``launch`` flattens the instance the same way (``flatten_args``),
 so everything between sees plain arrays and scalars. A gradient reaches the
 ``ad.Array`` held in a field: ``b.x.grad``. ``leaves`` is the one definition of
-the order and names both sides use; a vector type would be one more leaf kind.
+the order and names both sides use. A vector field is a leaf like an array: pass
+scalarize then treats ``b_g`` as any vector parameter.
 """
 import inspect
 from dataclasses import dataclass
 
 from .types import ArrayType, scalar_dtype
+from .vectypes import VectorType
 
 ATTR = "__adjoint_struct__"
 
@@ -28,7 +31,7 @@ ATTR = "__adjoint_struct__"
 @dataclass(frozen=True)
 class Layout:
     """A struct class's fields, in declaration order: ``(name, type)`` where the type
-    is an ``ArrayType``, a numpy scalar dtype or another struct class."""
+    is an ``ArrayType``, a ``VectorType``, a numpy scalar dtype or another struct class."""
     name: str
     fields: tuple
 
@@ -59,13 +62,13 @@ def flat_name(param, path):
 
 
 def _field_type(cls, fname, annotation):
-    if isinstance(annotation, ArrayType) or is_struct(annotation):
+    if isinstance(annotation, (ArrayType, VectorType)) or is_struct(annotation):
         return annotation
     dt = scalar_dtype(annotation)
     if dt is None:
         raise TypeError(f"@ad.struct {cls.__name__}: field '{fname}' has unsupported type "
                         f"{annotation!r} (use ad.array(dtype=...), float, int, ad.float32, ... "
-                        "or another @ad.struct)")
+                        "a vector type such as ad.vec3, or another @ad.struct)")
     return dt
 
 
@@ -85,7 +88,8 @@ def struct(cls):
         if len(args) > len(names):
             raise TypeError(f"{cls.__name__} takes at most {len(names)} fields")
         for f, t in fields:
-            default = None if isinstance(t, ArrayType) or is_struct(t) else t.type(0).item()
+            default = None if isinstance(t, (ArrayType, VectorType)) or is_struct(t) \
+                else t.type(0).item()
             setattr(self, f, default)
         for f, v in zip(names, args):
             setattr(self, f, v)
