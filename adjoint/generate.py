@@ -95,12 +95,34 @@ def import_source(path):
     sys.path.insert(0, os.path.dirname(path))
     try:
         spec.loader.exec_module(module)
+    except AdjointError:
+        sys.modules.pop(modname, None)
+        raise
+    except Exception as exc:        # the user's module failed: say where, keep the cause
+        sys.modules.pop(modname, None)
+        raise AdjointError(_import_failure(path, exc)) from exc
     except BaseException:
         sys.modules.pop(modname, None)
         raise
     finally:
         sys.path.remove(os.path.dirname(path))
     return module
+
+
+def _import_failure(path, exc):
+    """The message for ``path`` failing to import with ``exc``: its file and line."""
+    line = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    where = f"{path}:{line}" if line is not None else path
+    msg = f"{where}: importing the file failed: {type(exc).__name__}: {exc}"
+    if isinstance(exc, ImportError) and "relative import" in str(exc):
+        msg += (" (adjoint imports FILE.py on its own, outside its package: use absolute "
+                "imports in it, or put the kernels in a file that has them)")
+    return msg
 
 
 def defined_here(module):

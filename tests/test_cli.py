@@ -115,6 +115,21 @@ def test_show_errors(src, capsys):
         main(["show", f"{src}:energy", "--stage", "bogus"])
 
 
+def test_a_file_that_fails_to_import_is_an_error_naming_its_line(tmp_path, capsys):
+    """The user's file raising at import (here a relative import, as a file inside a
+    package has) is exit status 2 and one line naming the file, the line and the cause,
+    not a traceback through adjoint."""
+    bad = tmp_path / "kernels.py"
+    bad.write_text("import adjoint as ad\n\nfrom . import helpers\n")
+    assert main(["show", f"{bad}:k"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:3: importing the file failed: ImportError" in err
+    assert "use absolute imports" in err and "Traceback" not in err
+    bad.write_text("import adjoint as ad\nx = 1 / 0\n")
+    assert main(["generate", str(bad)]) == 2
+    assert f"{bad}:2: importing the file failed: ZeroDivisionError" in capsys.readouterr().err
+
+
 def test_check_exit_status_and_message(src, tmp_path, capsys):
     out = tmp_path / "kernels_grad.py"
     assert main(["generate", str(src), "-o", str(out)]) == 0
