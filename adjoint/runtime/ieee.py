@@ -52,7 +52,7 @@ backend computes a float32 ``math`` function in float64 and rounds, where numba
 calls the float32 C function: the two can differ in the last bit (never at the
 edges above, whose results are exact).
 
-Every such function is registered here once (``BUILTINS``): its plain-Python
+Every such function is registered here once (``BUILTINS``, builtin_table.py): its plain-Python
 meaning (the decorated function, or ``math_function``'s wrapper), its
 spelling for numba (``ieee_compiled.py``, or ``math.<name>`` itself for a
 ``math`` function, whose numba version already follows IEEE arithmetic) and
@@ -64,51 +64,16 @@ tests/test_rule_table.py checks that the two sides match.
 """
 import builtins
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import ieee_compiled
+from .builtin_table import AD, BUILTINS, builtin  # noqa: F401 - also ieee.BUILTINS
+from .builtin_table import register as _register
 
 INF, NAN = math.inf, math.nan
 INT64_MIN = -2 ** 63
 _INT_RANGE = 2.0 ** 63
-
-
-@dataclass(frozen=True)
-class Builtin:
-    """One ``rt.<name>`` function generated code calls (a rule's ``runtime`` name)."""
-    name: str
-    python: object        # the plain-Python meaning: the Python backend, CUDA's simulator
-    compiled: object      # the same for numba.njit (error_model="numpy") and numba.cuda
-    user: object = None   # what a kernel calls, exported as ad.<name> (None: an operator's)
-    device: object = None  # numba.cuda's spelling where it cannot compile ``compiled``
-
-    @property
-    def cuda(self):
-        """The function numba.cuda compiles as a device function."""
-        return self.device or self.compiled
-
-
-BUILTINS = {}
-AD = object()           # builtin(user=AD): the decorated function is also ad.<name>
-
-
-def _register(name, python, compiled, user, device=None):
-    if name in BUILTINS:
-        raise ValueError(f"duplicate runtime builtin rt.{name}")
-    BUILTINS[name] = Builtin(name, python, compiled, python if user is AD else user, device)
-    return python
-
-
-def builtin(compiled, user=None, device=None):
-    """Register the decorated function as ``rt.<its name>`` in plain Python, with
-    ``compiled`` its numba spelling (``device``: numba.cuda's, where that differs) and
-    ``user`` the function a kernel calls (``AD``: the decorated function itself, exported
-    as ``ad.<its name>``: its plain-Python meaning is what a call outside a kernel gets)."""
-    def deco(fn):
-        return _register(fn.__name__, fn, compiled, user, device)
-    return deco
 
 
 def math_function(fn, edge):

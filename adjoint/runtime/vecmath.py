@@ -15,13 +15,13 @@ They are also ``ad.length3(x, y, z)`` etc. for kernels written in scalars.
 Each function is its own numba spelling: a float32 operand stays float32
 (float32 constants, no float64 literal widening it); the plain-Python version
 rounds the square root of a float32 back to float32, as ``math_function`` does.
-Registered in ieee.py's ``BUILTINS`` (imported at its end); rules: rules/vectors.py.
+Registered in ``BUILTINS`` (builtin_table.py; ieee.py imports this module at its end); rules: rules/vectors.py.
 """
 import math
 
 import numpy as np
 
-from .ieee import AD, builtin
+from .builtin_table import AD, builtin
 
 
 def _length2(x, y):
