@@ -249,3 +249,22 @@ def test_only_a_backward_with_loop_stacks_reads_the_status(kernel_module):
     text = open(m.scatter.modules["cuda"].__file__).read()
     assert "scatter_forward, 1, status=True, bounds=scatter_bounds)" in text
     assert "scatter_backward, 1, status=True, bounds=scatter_bounds)" in text
+
+
+def test_a_numpy_value_on_a_cuda_launch_says_what_to_pass(kernel_module):
+    """A numpy array (``ad.vec3(...)`` is one) given to a launch on "cuda" is refused with
+    what to pass instead, naming the kernel and the parameter; that works."""
+    m = kernel_module('''
+@ad.kernel
+def shift(g: ad.vec3, p: ad.array(dtype=ad.vec3)):
+    i = ad.tid()
+    p[i] = g * float(i + 1)
+''')
+    p = ad.zeros(2, dtype=ad.vec3, device="cuda")
+    with pytest.raises(ad.LaunchError) as err:
+        ad.launch(m.shift, 2, inputs=[ad.vec3(1.0, 2.0, 3.0)], outputs=[p])
+    msg = str(err.value)
+    assert "kernel 'shift'" in msg and "parameter 'g'" in msg
+    assert "pass ad.array(value, device='cuda')" in msg
+    ad.launch(m.shift, 2, inputs=[ad.array(ad.vec3(1.0, 2.0, 3.0), device="cuda")], outputs=[p])
+    np.testing.assert_array_equal(p.numpy(), [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])

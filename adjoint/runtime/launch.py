@@ -77,6 +77,9 @@ def _convert(spec, param, value, device):
             data = value.data
         elif isinstance(value, np.ndarray) and device == "cpu":
             data = value
+        elif isinstance(value, np.ndarray):     # (ad.vec3(...) is one, for a vector too)
+            raise LaunchError(f"{where}: a numpy array cannot be passed to a launch on "
+                              f"{device!r}: pass ad.array(value, device={device!r})")
         else:
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(value)}")
         if data.ndim != param.ndim or data.dtype != param.np_dtype:
