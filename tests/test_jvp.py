@@ -395,6 +395,29 @@ def test_launch_refuses_bad_tangents(backend, kernel_module):
     assert set(got) == {"x", "out"}
 
 
+
+def test_launch_refuses_tangents_that_are_views_of_launch_arrays(backend, kernel_module):
+    """Distinct host arrays that own their memory skip the pairwise memory checks (every
+    JVP launch makes them); a view of another array's memory still gets them: refused
+    where it overlaps an array of the launch, accepted where it does not."""
+    if ad.backend_name() == "cuda":
+        pytest.skip("numpy views: host arrays only")
+    m = kernel_module(SIMPLE)
+    idx = ad.array(np.zeros(3, dtype=np.int32))
+    x, out = ad.array([1.0, 2.0, 3.0]), ad.zeros(3)
+
+    def launch(tangents):
+        return ad.launch(m.simple, 3, inputs=[2, idx, x], outputs=[out], tangents=tangents)
+    for tangents in ({x: x.numpy()[::1]}, {x: out.numpy()[:]}, {out: x.numpy()[::-1]}):
+        with pytest.raises(LaunchError, match=r"kernel 'simple'.*shares memory"):
+            launch(tangents)
+            pytest.fail(f"no LaunchError for a view: {tangents}")
+    both = np.zeros(6)                      # two disjoint halves of one buffer
+    both[:3] = 1.0
+    got = launch({x: both[:3], out: both[3:]})
+    np.testing.assert_allclose(got["out"], 2.0 * x.numpy() * 2.0)
+    np.testing.assert_allclose(both[3:], 2.0 * x.numpy() * 2.0)
+
 CUSTOM_GRAD = '''
 @ad.func
 def cube(x: float) -> float:

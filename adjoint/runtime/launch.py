@@ -193,8 +193,8 @@ def _tangents(spec, args, values, tangents):
                           f"parameter names to tangent arrays, not {type(tangents).__name__}")
     by_param = {}
     for key, tangent in tangents.items():
-        found = [p for p, a in zip(spec.params, args)
-                 if (p.name == key if isinstance(key, str) else a is key)]
+        found = [p for p in spec.params if p.name == key] if type(key) is str else \
+            [p for p, a in zip(spec.params, args) if a is key]
         if not found:
             raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): a tangent is given for "
                               f"{key!r}, which is not one of its parameters' names or arguments")
@@ -210,16 +210,20 @@ def _tangents(spec, args, values, tangents):
         given = by_param.get(p.name)
         if given is None:
             given = zeros_like(arg) if isinstance(arg, Array) else np.zeros_like(v)
-        data = given.data if isinstance(given, Array) else given
-        if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or \
+        data = given.data if type(given) is Array else given
+        if type(data) is np.ndarray and type(v) is np.ndarray:     # the common case
+            if data.shape != v.shape or data.dtype != v.dtype:
+                raise _bad_tangent(spec, p, v, given)
+        elif not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or \
                 data.dtype != v.dtype or _device_of(data) != _device_of(v):
-            raise LaunchError(f"kernel '{spec.name}', tangent of parameter '{p.name}' must be "
-                              f"an array of shape {tuple(v.shape)} and dtype {v.dtype} on the "
-                              f"launch's device, got {_describe(given)}")
+            raise _bad_tangent(spec, p, v, given)
         out.append((p.name, data, given))
     # A tangent never shares memory with an array, nor with another tangent unless both
     # parameters are only read (one array passed for two read parameters has one tangent).
     primals = [v for p, v in zip(spec.params, values) if p.is_array]
+    every = primals + [data for _, data, _ in out]
+    if all(_owns(b) for b in every) and len({id(b) for b in every}) == len(every):
+        return out          # distinct host arrays that own their memory: none shares any
     for k, (name, data, _) in enumerate(out):
         shared = [other for other in primals if buffers.may_alias(data, other)]
         shared += [o for j, (other_name, o, _) in enumerate(out) if j != k and
@@ -230,6 +234,12 @@ def _tangents(spec, args, values, tangents):
                               f"'{name}' shares memory with another array of the launch; "
                               "pass a separate array")
     return out
+
+
+def _bad_tangent(spec, p, v, given):
+    return LaunchError(f"kernel '{spec.name}', tangent of parameter '{p.name}' must be "
+                       f"an array of shape {tuple(v.shape)} and dtype {v.dtype} on the "
+                       f"launch's device, got {_describe(given)}")
 
 
 def _check_aliasing(spec, values):
