@@ -418,6 +418,49 @@ def test_launch_refuses_tangents_that_are_views_of_launch_arrays(backend, kernel
     np.testing.assert_allclose(got["out"], 2.0 * x.numpy() * 2.0)
     np.testing.assert_allclose(both[3:], 2.0 * x.numpy() * 2.0)
 
+
+PLANS = '''
+@ad.kernel
+def rowwise(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i] * x[i]
+
+
+@ad.kernel
+def total(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    ad.atomic_add(out, 0, x[i] * x[i])
+
+
+@ad.kernel
+def smear(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    v = x[i] * x[i]
+    out[i] += v
+    if i > 0:
+        out[i - 1] += 0.5 * v
+'''
+
+
+@pytest.mark.parametrize("kernel, mode", [("rowwise", "threads run in parallel"),
+                                          ("total", "each chunk of threads adds"),
+                                          ("smear", "even blocks run in parallel")])
+def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, kernel, mode):
+    """The JVP's grid function runs the forward's plan (its tangent arrays privatized with
+    their arrays) and hands the thread its row through ``rt.signed``, as the forward's
+    does: numba then knows the row is not negative (no wraparound, no scatter stores)."""
+    k = getattr(kernel_module(PLANS), kernel)
+    for part in ("forward", "jvp"):
+        src = ad.source(k, part)
+        grid = src[src.index(f"def {kernel}_{part}("):]
+        assert mode in " ".join(grid.split()), grid
+        assert f"{kernel}_{part}_thread(rt.signed(tid0), " in "".join(grid.split()).replace(
+            ",", ", "), grid
+    if kernel != "rowwise":
+        assert "'out', 'dot_out' may" in ad.source(k, "jvp")
+    x = np.linspace(0.5, 1.5, 6)
+    jvp_check(k, 6, [x], [np.zeros(6)], reverse=True)
+
 CUSTOM_GRAD = '''
 @ad.func
 def cube(x: float) -> float:
