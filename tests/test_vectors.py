@@ -295,8 +295,6 @@ def test_values_and_both_derivatives_match_references_float64(backend, kernels64
 
 @pytest.mark.parametrize("name", KERNELS)
 def test_float32_variants_match_float64_loosely(backend, kernels32, kernels64, name):
-    if backend == "numba" and name != "vecs":
-        pytest.skip("compile time: numba's float32 vector code is checked by the vecs kernel")
     k32, k64 = getattr(kernels32, name), getattr(kernels64, name)
     rng = np.random.default_rng(2)
     ins, shapes = _inputs(name, rng)
