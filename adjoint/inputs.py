@@ -163,8 +163,8 @@ def _describe(obj, funcs):
     if obj is _MISSING:
         return _MISSING
     if isinstance(obj, DeviceFunction):
-        funcs.append(obj)
-        return ("func", obj.name)
+        funcs.append(obj)       # (its signature as the caller sees it: struct arguments)
+        return ("func", obj.name, _signature(obj.pyfunc))
     if isinstance(obj, (bool, int, float, np.integer, np.floating)) and \
             not isinstance(obj, type):
         value = obj.item() if isinstance(obj, np.generic) else obj
@@ -179,6 +179,19 @@ def _describe(obj, funcs):
     if isinstance(obj, type):
         return ("class", obj.__module__, obj.__qualname__)
     return ("object", _typename(obj))
+
+
+def _signature(pyfunc):
+    """The parameters (name, kind, annotation, default) and the return annotation."""
+    sig = inspect.signature(pyfunc)
+    params = tuple((p.name, int(p.kind), _annotation(p.annotation),
+                    _describe(p.default, []) if p.default is not inspect.Parameter.empty
+                    else None) for p in sig.parameters.values())
+    try:                # (not read by the parser: listed all the same)
+        returns = _annotation(sig.return_annotation)
+    except Unkeyable:
+        returns = ("other", _typename(sig.return_annotation))
+    return params, returns
 
 
 def _chains(tree):
@@ -262,17 +275,10 @@ def _own(pyfunc, role, bounds_check):
     funcs = []
     names = tuple((chain, tuple(_describe(o, funcs) for o in _follow(env, chain)))
                   for chain in _chains(tree))
-    sig = inspect.signature(pyfunc)
-    params = tuple((p.name, int(p.kind), _annotation(p.annotation),
-                    _describe(p.default, []) if p.default is not inspect.Parameter.empty
-                    else None) for p in sig.parameters.values())
-    try:                # (not read by the parser: listed all the same)
-        returns = _annotation(sig.return_annotation)
-    except Unkeyable:
-        returns = ("other", _typename(sig.return_annotation))
     markers = tuple(bool(getattr(pyfunc, m, False)) for m in MARKERS)
     desc = (role, pyfunc.__name__, filename, first, _digest(lines), _digest(all_lines),
-            params, returns, names, markers, bool(bounds_check) if role == "kernel" else None)
+            _signature(pyfunc), names, markers,
+            bool(bounds_check) if role == "kernel" else None)
     return Own(desc, funcs)
 
 
