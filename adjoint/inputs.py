@@ -87,8 +87,10 @@ def _digest(parts):
 def _files_digest(folder):
     """sha256 of every .py file under ``folder`` (relative names and contents)."""
     h = hashlib.sha256()
-    for path in sorted(glob.glob(os.path.join(glob.escape(folder), "**", "*.py"),
-                                 recursive=True)):
+    paths = sorted(glob.glob(os.path.join(glob.escape(folder), "**", "*.py"), recursive=True))
+    if not paths:       # installed without sources: nothing tells two versions apart
+        raise Unkeyable(f"no source files in {folder}")
+    for path in paths:
         h.update(os.path.relpath(path, folder).encode() + b"\0")
         with open(path, "rb") as fh:
             h.update(fh.read())
@@ -104,7 +106,7 @@ def environment():
     """(key format, adjoint's source hash, gast's source hash, Python, numpy): what makes
     the transformer itself; computed once per process."""
     with _lock:
-        if "env" not in _memo:
+        if "env" not in _memo:      # (an Unkeyable here is raised again on every call)
             adjoint_dir = os.path.dirname(os.path.abspath(__file__))
             spec = importlib.util.find_spec("gast")
             gast_dir = os.path.dirname(spec.origin) if spec and spec.origin else ""
