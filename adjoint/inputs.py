@@ -26,7 +26,8 @@ emitter read, and nothing else:
 
 ``module_key`` hashes all of that. Two processes that compute one key generate
 byte-identical text, so a module stored under a key is the module the
-transformer would make now.
+transformer would make now. (adjoint's own source is hashed once per process:
+like Python, a process does not notice adjoint's files edited while it runs.)
 
 What a process already transformed is frozen (``Func.transformed``): a func
 transformed while a global read ``K = 1`` keeps that tree for the process's
