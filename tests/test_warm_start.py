@@ -421,3 +421,43 @@ def test_no_key_where_the_inputs_cannot_be_told_apart(kernel_module):
     scope = {"ad": ad}
     exec("def nosrc(x: ad.array(dtype=float)):\n    i = ad.tid()\n", scope)
     assert key(ad.kernel(scope["nosrc"])) is None
+
+
+@pytest.mark.parametrize("entry", [b"adjoint_gen_k_0000000000000000\n",     # no such module
+                                   b"adjoint_gen_other_%s\n",              # another's name
+                                   b"\xff\xfe garbage", b""])
+def test_a_damaged_index_entry_is_ignored(backend, kernel_module, tmp_path, monkeypatch, entry):
+    """An entry of keys/ that names no module, a module of another kernel, or is not
+    text: the module is generated again (right values, 2 x^2 and 4 x) and the entry
+    rewritten."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ADJOINT_CACHE_DIR", str(cache))
+    m = kernel_module('''
+        @ad.kernel
+        def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+            i = ad.tid()
+            y[i] = 2.0 * x[i] * x[i]
+        ''')
+    device = "cuda" if backend == "cuda" else "cpu"
+
+    def run():
+        x = ad.array(X, requires_grad=True, device=device)
+        y = ad.zeros(3, requires_grad=True, device=device)
+        tape = ad.Tape()
+        with tape:
+            ad.launch(m.k, 3, inputs=[x], outputs=[y])
+        tape.backward(grads={y: np.ones(3)})
+        np.testing.assert_allclose(y.numpy(), 2.0 * X * X, rtol=1e-12)
+        np.testing.assert_allclose(x.grad.numpy(), 4.0 * X, rtol=1e-12)
+
+    run()
+    (index,) = (cache / "keys").iterdir()
+    good = index.read_bytes()
+    stem = good.decode().strip()
+    index.write_bytes(entry.replace(b"%s", stem.rsplit("_", 1)[1].encode()))
+    for module in m.k.modules.values():
+        sys.modules.pop(module.__name__, None)
+    m.k.modules.clear()
+    m.k._specs.clear()
+    run()
+    assert index.read_bytes() == good
