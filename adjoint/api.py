@@ -8,8 +8,21 @@ and loads, the others wait and then share the result.
 from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
 from .errors import AdjointError, user_frames
 from .frontend.devicefunc import DeviceFunction
+from .inputs import own_inputs
 from .modules import func_closure, load_generated, module_items  # noqa: F401 - re-exported
 from .runtime.jit import cpu_backend_name
+
+
+def _transform_described(pyfunc, role, bounds_check):
+    """(inputs, transformed): ``pyfunc`` through every pass, with the description of its
+    inputs read before and after (adjoint/inputs.py), kept only when the two agree: the
+    frozen tree and its description belong together, so a module key never describes
+    inputs other than the ones its text was made from."""
+    from .pipeline import transform
+    before = own_inputs(pyfunc, role, bounds_check)
+    tr = transform(pyfunc, role, bounds_check)
+    after = own_inputs(pyfunc, role, bounds_check) if before is not None else None
+    return (before if before == after else None), tr
 
 
 class Func(DeviceFunction):
@@ -21,6 +34,7 @@ class Func(DeviceFunction):
         self.custom_grad = None
         self.custom_jvp = None
         self._tr = None
+        self._inputs = None     # inputs.Own read with _tr (None: not described)
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 
@@ -38,8 +52,7 @@ class Func(DeviceFunction):
         if self._tr is None:
             with LOCK:
                 if self._tr is None:
-                    from .pipeline import transform
-                    self._tr = transform(self.pyfunc, "func")
+                    self._inputs, self._tr = _transform_described(self.pyfunc, "func", True)
         return self._tr
 
     @property
@@ -61,6 +74,7 @@ class Kernel:
         self.loop_capacity = loop_capacity
         self.bounds_check = bounds_check
         self._tr = None
+        self._inputs = None     # inputs.Own read with _tr (None: not described)
         self._specs = {}
         self.modules = {}
         self.__doc__ = pyfunc.__doc__
@@ -81,8 +95,8 @@ class Kernel:
         if self._tr is None:
             with LOCK:
                 if self._tr is None:
-                    from .pipeline import transform
-                    self._tr = transform(self.pyfunc, "kernel", self.bounds_check)
+                    self._inputs, self._tr = _transform_described(self.pyfunc, "kernel",
+                                                                  self.bounds_check)
         return self._tr
 
     @property

@@ -2,7 +2,11 @@
 
 A kernel's first launch on a backend generates the text of its module (the
 same text for the same source, adjoint version and target), stores it in the
-cache folder under a name that holds a hash of that text, and imports it.
+cache folder under a name that holds a hash of that text, and imports it. It
+also writes ``keys/<key>``, one line naming that module, where ``key`` is the
+hash of the module's inputs (adjoint/inputs.py): a later process with the same
+inputs finds the module there (``load_indexed``) without generating its text,
+and imports it only if the file still hashes to the name it has.
 
 Expects: the module text in hand (``store`` and ``load`` never trust a file
 for what it should say).
@@ -21,12 +25,17 @@ Guarantees:
   ``*.nbc`` data) that are not whole pickles are removed, so numba compiles
   again instead of failing with ``UnpicklingError`` on every later run.
 - Modules are compiled from the verified text itself, never from a ``.pyc``
-  file that could be stale or truncated.
+  file that could be stale or truncated. A module found through ``keys/`` is
+  verified against the hash in its own name (``text_digest``); an index entry
+  that is damaged, names no module or names one that does not verify is
+  ignored, and the caller generates the text and stores it again.
 """
 import glob
+import hashlib
 import importlib.util
 import os
 import pickletools
+import re
 import sys
 import tempfile
 import threading
@@ -116,6 +125,58 @@ def load(folder, stem, text, modname):
     with LOCK:
         if modname not in sys.modules:
             store(path, text)
+        return import_path(path, modname, text)
+
+
+def text_digest(text):
+    """The hash of a module's text that its file name holds (16 hex digits)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def module_stem(name, text):
+    """The file name (without ``.py``) of the generated module ``text`` whose first
+    kernel or func is ``name``."""
+    return f"adjoint_gen_{name}_{text_digest(text)}"
+
+
+def _index_path(folder, key):
+    return os.path.join(folder, "keys", key)
+
+
+def remember(folder, key, stem):
+    """Record that the module of inputs ``key`` is ``folder/stem.py``; a folder that
+    cannot be written only costs the next process the transformer."""
+    try:
+        write_atomic(_index_path(folder, key), stem + "\n")
+    except OSError:
+        pass
+
+
+def load_indexed(folder, key, name, suffix):
+    """The module ``keys/<key>`` names, imported as ``<stem>_<suffix>``, or None: no
+    entry, a damaged one, or a module file whose text does not hash to its name."""
+    try:
+        with open(_index_path(folder, key), encoding="utf-8") as fh:
+            line = fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = re.fullmatch(rf"(adjoint_gen_{re.escape(name)}_([0-9a-f]{{16}}))\n", line)
+    if found is None:
+        return None
+    stem, digest = found.groups()
+    modname = f"{stem}_{suffix}"
+    path = os.path.join(folder, f"{stem}.py")
+    with LOCK:
+        module = sys.modules.get(modname)
+        if module is not None:
+            return module
+        try:
+            with open(path, encoding="utf-8", newline="") as fh:
+                text = fh.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+        if text_digest(text) != digest:
+            return None
         return import_path(path, modname, text)
 
 

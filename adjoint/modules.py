@@ -7,17 +7,19 @@ only their ``name``, ``pyfunc``, ``transformed``, ``custom_grad``,
 Guarantees: ``module_items`` lists every func a module needs, callees first,
 and refuses two different objects of one name; ``load_generated`` returns the
 imported module for a kernel and backend, written to or repaired in the cache
-folder first (see ``adjoint.cache``).
+folder first (see ``adjoint.cache``). A module an earlier process generated from
+the same inputs (the key of adjoint/inputs.py) is imported without transforming
+anything.
 
 The parser and the emitter are imported when a module is first made, so that
 ``import adjoint`` keeps working where gast and astor are absent (generated
 modules import adjoint).
 """
-import hashlib
 from dataclasses import replace
 
-from .cache import cache_dir, load
+from .cache import LOCK, cache_dir, load, load_indexed, module_stem, remember
 from .errors import AdjointError
+from .inputs import module_key
 
 
 def func_closure(roots):
@@ -75,20 +77,33 @@ def _where(obj):
 def load_generated(kernel, backend_name):
     """The generated module of ``kernel`` for ``backend_name``, from the cache folder
     (written or repaired there first; see ``adjoint.cache``)."""
-    return _load(kernel, module_items([kernel]), backend_name)
+    return _load(kernel, [kernel], [], backend_name)
 
 
 def load_func(func, backend_name):
     """The generated module of ``func`` (and the funcs it calls) for a CPU backend, as
     ``load_generated`` does for a kernel: how plain Python calls its derivatives."""
-    return _load(func, module_items([], [func]), backend_name)
+    return _load(func, [], [func], backend_name)
 
 
-def _load(obj, items, backend_name):
-    from .emit.module import module_source
-    source = obj.transformed.pf.source
+def _load(obj, kernels, funcs, backend_name):
+    """Found by the key of its inputs when an earlier process made it; else generated,
+    stored, and recorded under that key (unless the key changed meanwhile: a global the
+    transformer read was rebound while it ran)."""
     target = "cuda" if backend_name == "cuda" else "cpu"
-    text = module_source(items, source.display_name(), source.text(), target)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    stem = f"adjoint_gen_{obj.name}_{digest}"
-    return load(cache_dir(), stem, text, f"{stem}_{backend_name}")
+    folder = cache_dir()
+    with LOCK:
+        key = module_key(kernels, funcs, obj, target)
+        module = load_indexed(folder, key, obj.name, backend_name) if key else None
+        if module is not None:
+            return module
+        from .emit.module import module_source
+        items = module_items(kernels, funcs)
+        source = obj.transformed.pf.source
+        text = module_source(items, source.display_name(), source.text(), target)
+        stem = module_stem(obj.name, text)
+        module = load(folder, stem, text, f"{stem}_{backend_name}")
+        after = module_key(kernels, funcs, obj, target)
+        if after is not None and after == key:
+            remember(folder, after, stem)
+        return module

@@ -15,7 +15,6 @@ import ast
 import builtins
 import contextlib
 import inspect
-import linecache
 import math
 import os
 import textwrap
@@ -35,6 +34,7 @@ from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
 from ..runtime.vectypes import VectorType
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
+from .source import read_source
 from .structs import StructParams
 
 # Reserved names: the generated module uses them for its imports.
@@ -170,24 +170,6 @@ class ParsedFunction:
                               function=self.name)
 
 
-def _read_source(pyfunc):
-    """(file name, first line, the function's lines, all lines of its file or cell)."""
-    filename = pyfunc.__code__.co_filename
-    try:
-        lines, first = inspect.getsourcelines(pyfunc)
-    except (OSError, TypeError) as exc:
-        raise TransformError(
-            f"cannot read the source of '{pyfunc.__qualname__}' ({exc}): kernels and funcs "
-            "must be defined in a .py file or a notebook cell; a function made by exec() "
-            "of a string has no source to read", filename=filename,
-            lineno=pyfunc.__code__.co_firstlineno, function=pyfunc.__name__,
-            stage="parse") from None
-    all_lines = linecache.getlines(filename, pyfunc.__globals__)
-    if len(all_lines) < first - 1 + len(lines):
-        all_lines = [""] * (first - 1) + lines
-    return filename, first, lines, all_lines
-
-
 def _param_type(pf_name, pyfunc, name, annotation, role, src):
     if isinstance(annotation, (ArrayType, VectorType)):
         return annotation       # (a vector is made scalars or an array by pass scalarize)
@@ -209,7 +191,7 @@ def _param_type(pf_name, pyfunc, name, annotation, role, src):
 
 def parse(pyfunc, role):
     """Parse ``pyfunc`` (a kernel or a func) into a resolved ``ParsedFunction``."""
-    filename, first, lines, all_lines = _read_source(pyfunc)
+    filename, first, lines, all_lines = read_source(pyfunc)
     src = SourceInfo(filename, first, all_lines)
     tree = gast.parse(textwrap.dedent("".join(lines)))
     fdef = tree.body[0]

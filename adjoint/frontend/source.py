@@ -1,0 +1,30 @@
+"""Reading a kernel's or func's source text, as the parser and the module key see it.
+
+Expects: a plain Python function.
+Guarantees: ``read_source`` returns the same lines to everyone who asks in one
+process state (``inspect`` refreshes ``linecache`` from the file first), so the
+parser (frontend/parse.py) and the key of a generated module (adjoint/inputs.py)
+read the same text. Imports no gast: the key is computed without the transformer.
+"""
+import inspect
+import linecache
+
+from ..errors import TransformError
+
+
+def read_source(pyfunc):
+    """(file name, first line, the function's lines, all lines of its file or cell)."""
+    filename = pyfunc.__code__.co_filename
+    try:
+        lines, first = inspect.getsourcelines(pyfunc)
+    except (OSError, TypeError) as exc:
+        raise TransformError(
+            f"cannot read the source of '{pyfunc.__qualname__}' ({exc}): kernels and funcs "
+            "must be defined in a .py file or a notebook cell; a function made by exec() "
+            "of a string has no source to read", filename=filename,
+            lineno=pyfunc.__code__.co_firstlineno, function=pyfunc.__name__,
+            stage="parse") from None
+    all_lines = linecache.getlines(filename, pyfunc.__globals__)
+    if len(all_lines) < first - 1 + len(lines):
+        all_lines = [""] * (first - 1) + lines
+    return filename, first, lines, all_lines
