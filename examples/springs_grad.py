@@ -63,7 +63,7 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_dx += adj_t5 * scale
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     adj_t3 += rt.div(adj_scale, length)
-    adj_length -= rt.div(adj_scale * scale, length)
+    adj_length -= rt.div(adj_scale, length) * scale
     adj_stiffness += adj_t3 * t4
     adj_t4 += adj_t3 * stiffness
     adj_length += adj_t4
@@ -97,7 +97,7 @@ def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stif
     t3 = stiffness * t4
     dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
     scale = rt.div(t3, length)
-    dot_scale = rt.div(dot_t3 - dot_length * scale, length)
+    dot_scale = rt.div(dot_t3, length) - rt.div(dot_length, length) * scale
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     dot_t5 = dot_scale * dx + dot_dx * scale
