@@ -41,19 +41,19 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     t3 = stiffness * t4
     scale = rt.div(t3, length)
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_dx = 0.0
-    adj_dy = 0.0
-    adj_length = 0.0
-    adj_rest = 0.0
-    adj_scale = 0.0
-    adj_stiffness = 0.0
-    adj_t0 = 0.0
-    adj_t1 = 0.0
-    adj_t2 = 0.0
-    adj_t3 = 0.0
-    adj_t4 = 0.0
-    adj_t5 = 0.0
-    adj_t6 = 0.0
+    adj_dx = -0.0
+    adj_dy = -0.0
+    adj_length = -0.0
+    adj_rest = -0.0
+    adj_scale = -0.0
+    adj_stiffness = -0.0
+    adj_t0 = -0.0
+    adj_t1 = -0.0
+    adj_t2 = -0.0
+    adj_t3 = -0.0
+    adj_t4 = -0.0
+    adj_t5 = -0.0
+    adj_t6 = -0.0
     # springs_kernels.py:19: return scale * dx, scale * dy
     adj_t5 += adj_ret0
     adj_t6 += adj_ret1
@@ -63,7 +63,7 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_dx += adj_t5 * scale
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     adj_t3 += rt.div(adj_scale, length)
-    adj_length -= rt.div(adj_scale * scale, length)
+    adj_length -= rt.div(adj_scale, length) * scale
     adj_stiffness += adj_t3 * t4
     adj_t4 += adj_t3 * stiffness
     adj_length += adj_t4
@@ -97,7 +97,7 @@ def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stif
     t3 = stiffness * t4
     dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
     scale = rt.div(t3, length)
-    dot_scale = rt.div(dot_t3 - dot_length * scale, length)
+    dot_scale = rt.div(dot_t3, length) - rt.div(dot_length, length) * scale
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     dot_t5 = dot_scale * dx + dot_dx * scale
@@ -201,15 +201,15 @@ def spring_forces_backward_thread(
         rt.fault(rt_status, 11, j, 0, 0)
         return
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_fx = 0.0
-    adj_fy = 0.0
-    adj_t0 = 0.0
-    adj_t1 = 0.0
-    adj_t2 = 0.0
-    adj_t3 = 0.0
-    adj_t4 = 0.0
-    adj_t5 = 0.0
-    adj_t6 = 0.0
+    adj_fx = -0.0
+    adj_fy = -0.0
+    adj_t0 = -0.0
+    adj_t1 = -0.0
+    adj_t2 = -0.0
+    adj_t3 = -0.0
+    adj_t4 = -0.0
+    adj_t5 = -0.0
+    adj_t6 = -0.0
     # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
     adj_fy -= adj_f[j, 1]
     # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
@@ -452,25 +452,25 @@ def integrate_backward_thread(
             rt.fault(rt_status, 16, 1, 0, 0)
             return
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_t10 = 0.0
-    adj_t11 = 0.0
-    adj_t12 = 0.0
-    adj_t13 = 0.0
-    adj_t14 = 0.0
-    adj_t15 = 0.0
-    adj_t16 = 0.0
-    adj_t2 = 0.0
-    adj_t3 = 0.0
-    adj_t4 = 0.0
-    adj_t5 = 0.0
-    adj_t6 = 0.0
-    adj_t7 = 0.0
-    adj_t8 = 0.0
-    adj_t9 = 0.0
-    adj_vx_1 = 0.0
-    adj_vx_2 = 0.0
-    adj_vy_1 = 0.0
-    adj_vy_2 = 0.0
+    adj_t10 = -0.0
+    adj_t11 = -0.0
+    adj_t12 = -0.0
+    adj_t13 = -0.0
+    adj_t14 = -0.0
+    adj_t15 = -0.0
+    adj_t16 = -0.0
+    adj_t2 = -0.0
+    adj_t3 = -0.0
+    adj_t4 = -0.0
+    adj_t5 = -0.0
+    adj_t6 = -0.0
+    adj_t7 = -0.0
+    adj_t8 = -0.0
+    adj_t9 = -0.0
+    adj_vx_1 = -0.0
+    adj_vx_2 = -0.0
+    adj_vy_1 = -0.0
+    adj_vy_2 = -0.0
     # springs_kernels.py:58: x_new[p, 1] = x[p, 1] + dt * vy
     adj_t14 += adj_x_new[p, 1]
     adj_x_new[p, 1] = 0.0
@@ -706,15 +706,15 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     t3 = target[p, 1]
     dy = t2 - t3
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_dx = 0.0
-    adj_dy = 0.0
-    adj_t0 = 0.0
-    adj_t1 = 0.0
-    adj_t2 = 0.0
-    adj_t3 = 0.0
-    adj_t4 = 0.0
-    adj_t5 = 0.0
-    adj_t6 = 0.0
+    adj_dx = -0.0
+    adj_dy = -0.0
+    adj_t0 = -0.0
+    adj_t1 = -0.0
+    adj_t2 = -0.0
+    adj_t3 = -0.0
+    adj_t4 = -0.0
+    adj_t5 = -0.0
+    adj_t6 = -0.0
     # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
     adj_t4 += adj_loss[0]
     adj_t5 += adj_t4

@@ -33,7 +33,7 @@ def mul(z, x, y):
       runtime="div")
 def div(z, x, y):
     d_x = g / y
-    d_y = -(g * z / y)
+    d_y = -(g / y * z)      # g / y as in d_x: the compiler divides once for both
 
 
 @rule("FloorDiv", "//", domain=[(0.1, 5), (0.7, 2)], differentiable=False,

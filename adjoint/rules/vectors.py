@@ -19,25 +19,25 @@ def _float(*kinds):
 @rule("length2", "ad.length2", domain=[(-2, 2)] * 2, result_kind=_float, runtime="length2")
 def length2(z, x, y):
     if z > 0.0:
-        d_x = g * x / z
-        d_y = g * y / z
+        d_x = g / z * x
+        d_y = g / z * y
 
 
 @rule("length3", "ad.length3", domain=[(-2, 2)] * 3, result_kind=_float, runtime="length3")
 def length3(z, x, y, w):
     if z > 0.0:
-        d_x = g * x / z
-        d_y = g * y / z
-        d_w = g * w / z
+        d_x = g / z * x
+        d_y = g / z * y
+        d_w = g / z * w
 
 
 @rule("length4", "ad.length4", domain=[(-2, 2)] * 4, result_kind=_float, runtime="length4")
 def length4(z, x, y, u, w):
     if z > 0.0:
-        d_x = g * x / z
-        d_y = g * y / z
-        d_u = g * u / z
-        d_w = g * w / z
+        d_x = g / z * x
+        d_y = g / z * y
+        d_u = g / z * u
+        d_w = g / z * w
 
 
 @rule("div_or_zero", "ad.div_or_zero", domain=[(-2, 2), (0.5, 2)], result_kind=_float,
@@ -46,4 +46,4 @@ def div_or_zero(z, x, y):
     # (as ``/``'s rule: through z = x / y, so that x / x has derivative 0 exactly)
     if y != 0.0:
         d_x = g / y
-        d_y = -(g * z / y)
+        d_y = -(g / y * z)

@@ -33,6 +33,11 @@ from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, a
 from .prune import prune
 
 ADJ_ZERO = 0.0
+# an adjoint local starts (and restarts) at -0.0, the additive identity of IEEE arithmetic:
+# -0.0 + x is x for every x (also x = +0.0 and -0.0), so the compiler may fold the first
+# accumulation into an assignment; 0.0 + x is not x for x = -0.0 and must be kept. A
+# gradient array element is cleared to +0.0 (ADJ_ZERO): that is a value the user sees.
+ADJ_LOCAL_ZERO = -0.0
 
 
 @dataclass
@@ -253,7 +258,7 @@ class Reverser:
 
     def reset(self, z, s):
         if self.loop_depth > 0 or self.is_phi(s):
-            return [assign(adj(z), const(ADJ_ZERO), s.lineno)]
+            return [assign(adj(z), const(ADJ_LOCAL_ZERO), s.lineno)]
         return []
 
     def rev_stmt(self, s):
@@ -453,7 +458,7 @@ def assemble(r):
         float_params = [p.name for p in pf.differentiable() if not p.is_array]
         adj_vars = sorted(set(adj_vars) | set(float_params))
     line = pf.node.lineno
-    init = [assign(adj(v), const(ADJ_ZERO), None) for v in adj_vars]
+    init = [assign(adj(v), const(ADJ_LOCAL_ZERO), None) for v in adj_vars]
     backward = ([comment("forward replay (stores and atomics are not repeated)")] + replay +
                 [comment("reverse pass: every adjoint starts at zero, statements in reverse order")] +
                 init + rev)
