@@ -60,7 +60,7 @@ import types
 import numpy as np
 
 from .frontend.devicefunc import DeviceFunction
-from .frontend.source import read_source
+from .frontend.source import names_seen, read_source
 from .runtime import builtins as adb
 from .runtime.structs import is_struct, layout
 from .runtime.types import ArrayType
@@ -210,18 +210,6 @@ def _chains(tree):
     return sorted(out)
 
 
-def _environment_of(pyfunc):
-    """The names a function's body sees: its globals, then its closure (as the parser)."""
-    env = dict(pyfunc.__globals__)
-    if pyfunc.__closure__:
-        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
-            try:
-                env[name] = cell.cell_contents
-            except ValueError:
-                pass
-    return env
-
-
 def _follow(env, chain):
     """The objects ``chain[0]``, ``chain[0].chain[1]``, ... (``_MISSING`` where one is not
     there, and nothing after it)."""
@@ -274,7 +262,7 @@ def own_inputs(pyfunc, role, bounds_check=True):
 def _own(pyfunc, role, bounds_check):
     filename, first, lines, all_lines = read_source(pyfunc)
     tree = ast.parse(textwrap.dedent("".join(lines)))
-    env = _environment_of(pyfunc)
+    env = names_seen(pyfunc)
     funcs = []
     names = tuple((chain, tuple(_describe(o, funcs) for o in _follow(env, chain)))
                   for chain in _chains(tree))

@@ -34,7 +34,7 @@ from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
 from ..runtime.vectypes import VectorType
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
-from .source import read_source
+from .source import names_seen, read_source
 from .structs import StructParams
 
 # Reserved names: the generated module uses them for its imports.
@@ -246,23 +246,12 @@ def transforming(pyfunc):
         _in_progress().pop()
 
 
-def _closure_globals(pyfunc):
-    env = dict(pyfunc.__globals__)
-    if pyfunc.__closure__:
-        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
-            try:
-                env[name] = cell.cell_contents
-            except ValueError:
-                pass
-    return env
-
-
 class _Resolver(gast.NodeTransformer):
     """Resolve calls and free names against the function's globals."""
 
     def __init__(self, pf, pyfunc):
         self.pf = pf
-        self.env = _closure_globals(pyfunc)
+        self.env = names_seen(pyfunc)
         self.generated = getattr(pyfunc, "__adjoint_generated__", False)
         self.locals = {p.name for p in pf.params}
         stores = {}         # each local's first assignment, where a reserved name is reported

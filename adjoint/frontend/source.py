@@ -4,7 +4,8 @@ Expects: a plain Python function.
 Guarantees: ``read_source`` returns the same lines to everyone who asks in one
 process state (``inspect`` refreshes ``linecache`` from the file first), so the
 parser (frontend/parse.py) and the key of a generated module (adjoint/inputs.py)
-read the same text. Imports no gast: the key is computed without the transformer.
+read the same text; ``names_seen`` gives both the same names a body sees.
+Imports no gast: the key is computed without the transformer.
 """
 import inspect
 import linecache
@@ -28,3 +29,16 @@ def read_source(pyfunc):
     if len(all_lines) < first - 1 + len(lines):
         all_lines = [""] * (first - 1) + lines
     return filename, first, lines, all_lines
+
+
+def names_seen(pyfunc):
+    """The names ``pyfunc``'s body sees: its globals, then its closure's cells (an empty
+    cell is left out)."""
+    env = dict(pyfunc.__globals__)
+    if pyfunc.__closure__:
+        for name, cell in zip(pyfunc.__code__.co_freevars, pyfunc.__closure__):
+            try:
+                env[name] = cell.cell_contents
+            except ValueError:
+                pass
+    return env
