@@ -16,14 +16,13 @@ import gast
 
 from .. import __version__
 from . import bounds, cuda, ieee, precision, stacks
+from .grid import DECORATOR, grid, small
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import assign, const, name, rt_call
-from ..transform.reverse import comment
+from ..transform.ir import name
 
-DECORATOR = "@rt.jit"
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
 
@@ -136,10 +135,10 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                  cuda.KERNEL)]
     fns = [(thread, tids + params, *_thread_body(body, tids + params, tr))]
     if plan.mode != "serial":
-        fns.append((f"{k}_{part}_small", dims + params, _small(thread, tids, dims, params),
+        fns.append((f"{k}_{part}_small", dims + params, small(thread, tids, dims, params),
                     "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
-                   *_grid(thread, tids, dims, params, plan, backward=backward))]
+                   *grid(thread, tids, dims, params, plan, backward=backward))]
 
 
 def _declared(body, names, tr, target):
@@ -157,110 +156,6 @@ def _thread_body(body, params, tr):
     if not ok:
         return body, DECORATOR
     return decls + body, INLINE
-
-
-def _small(thread_fn, tids, dims, args):
-    """Body of ``<kernel>_<part>_small`` (``@rt.jit_small``): every thread of a small launch,
-    one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads).
-    A function of its own, compiled on its first call: a process that makes only small launches (or only
-    large ones) compiles only the serial loop (or only the parallel one)."""
-    loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
-             for t, d in zip(tids, dims)]
-    note = comment("a small launch runs serially: starting threads would cost more")
-    return [note] + _nest(loops, thread_fn, [name(a) for a in tids + args])
-
-
-def _grid(thread_fn, tids, dims, args, plan, backward):
-    """Body and decorator of a grid function running ``thread_fn`` for every thread
-    (a parallel plan's small launches run ``_small`` instead)."""
-    taken = set(args) | set(tids) | set(dims)
-
-    def fresh(base):
-        while base in taken:
-            base = "_" + base
-        taken.add(base)
-        return base
-
-    call_args = [name(a) for a in tids + args]
-    # parallel loops hand the thread code the row index through rt.signed: prange's index
-    # is unsigned, and a row from range(chunk_start(...), ...) is not known to be >= 0
-    # (numba then wraps every index it meets; see backend_numba.signed)
-    parallel_args = [rt_call("signed", a) if a.id == tids[0] else a for a in call_args]
-    if plan.mode == "serial":
-        note = comment(f"threads run one after another{' in reverse order' if backward else ''}: "
-                       f"{plan.reason}")
-        loops = []
-        for t, d in zip(tids, dims):
-            rng = [gast.BinOp(left=name(d), op=gast.Sub(), right=const(1)), const(-1), const(-1)] \
-                if backward else [name(d)]
-            loops.append((t, gast.Call(func=name("range"), args=rng, keywords=[])))
-        return [note] + _nest(loops, thread_fn, call_args), DECORATOR
-    if plan.mode == "parallel":
-        note = comment("each thread writes only its own elements: threads run in parallel "
-                       "(rt.signed: numba's prange index is unsigned)")
-        loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
-            (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
-            for t, d in zip(tids[1:], dims[1:])]
-        return [note] + _nest(loops, thread_fn, parallel_args), "@rt.jit_grid"
-    if plan.mode == "color":
-        return _colored(thread_fn, tids, dims, parallel_args, plan, fresh), "@rt.jit_grid"
-    n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
-    copies = {a: fresh(f"{a}_chunks") for a in plan.private}
-    what = ", ".join(repr(a) for a in plan.private)
-    body = [comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
-                    "into its own zeroed copy, and the copies are summed at the end (no races)"),
-            assign(n_chunks, rt_call("chunk_count", name(dims[0])), None)]
-    body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
-             for a, c in copies.items()]
-    call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
-                 if isinstance(a, gast.Name) and a.id in copies else a for a in parallel_args]
-    start = rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
-    stop = rt_call("chunk_start", name(dims[0]), name(n_chunks),
-                    gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
-    loops = [(chunk, rt_call("prange", name(n_chunks))),
-             (tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
-        (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
-        for t, d in zip(tids[1:], dims[1:])]
-    body += _nest(loops, thread_fn, call_args)
-    body += [gast.Expr(value=rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
-    return body, "@rt.jit_grid"
-
-
-def _colored(thread_fn, tids, dims, call_args, plan, fresh):
-    """Two parallel phases over blocks of rows (see transform/parallel.py, mode color)."""
-    n_blocks, phase, pair, block = fresh("n_blocks"), fresh("phase"), fresh("pair"), fresh("block")
-    what = ", ".join(repr(a) for a in plan.private)
-    note = comment(f"{what} may be updated by several threads, but only at rows within "
-                   f"{plan.radius} of the thread's own: rows are split into blocks at least "
-                   f"{2 * plan.radius} high; even blocks run in parallel, then odd blocks (no races)")
-    count = assign(n_blocks, rt_call("block_count", name(dims[0]), const(plan.radius)), None)
-    first = gast.BinOp(left=gast.BinOp(left=const(2), op=gast.Mult(), right=name(pair)),
-                       op=gast.Add(), right=name(phase))
-    pairs = gast.BinOp(left=gast.BinOp(left=name(n_blocks), op=gast.Add(),
-                                       right=gast.BinOp(left=const(1), op=gast.Sub(),
-                                                        right=name(phase))),
-                       op=gast.FloorDiv(), right=const(2))
-    start = rt_call("chunk_start", name(dims[0]), name(n_blocks), name(block))
-    stop = rt_call("chunk_start", name(dims[0]), name(n_blocks),
-                    gast.BinOp(left=name(block), op=gast.Add(), right=const(1)))
-    rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
-        (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
-        for t, d in zip(tids[1:], dims[1:])]
-    inner = [assign(block, first, None)] + _nest(rows, thread_fn, call_args)
-    pair_loop = gast.For(target=name(pair, store=True), iter=rt_call("prange", pairs), body=inner,
-                         orelse=[], type_comment=None)
-    phase_loop = gast.For(target=name(phase, store=True),
-                          iter=gast.Call(func=name("range"), args=[const(2)], keywords=[]),
-                          body=[pair_loop], orelse=[], type_comment=None)
-    return [note, count, phase_loop]
-
-
-def _nest(loops, thread_fn, call_args):
-    body = [gast.Expr(value=gast.Call(func=name(thread_fn), args=call_args, keywords=[]))]
-    for target, it in reversed(loops):
-        body = [gast.For(target=name(target, store=True), iter=it, body=body, orelse=[],
-                         type_comment=None)]
-    return body
 
 
 def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_jvp=None):
