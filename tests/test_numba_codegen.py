@@ -45,13 +45,10 @@ def _own_ir(dispatcher):
     return body[:body.index("\n}\n")]
 
 
-def test_the_serial_loop_of_a_small_launch_takes_no_reference_counts(kernel_module,
-                                                                     monkeypatch, tmp_path):
-    """numba's plain pipeline left an atomic increment and decrement of three arrays'
-    reference counts at every thread of the serial loop, where a bounds check returns
-    early (2x the loop's time); ``rt.jit_small`` compiles it without them."""
-    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
-    m = kernel_module(SPRINGS)
+def _springs_module(m):
+    """Run the springs kernel ``m.spring`` forward and backward on numba (compiled in this
+    test: the IR is there to inspect), check its energy and gradient against numpy, and
+    return its generated module."""
     n = 9
     a = np.arange(n, dtype=np.int32)
     b = (a + 1) % n
@@ -62,15 +59,25 @@ def test_the_serial_loop_of_a_small_launch_takes_no_reference_counts(kernel_modu
         with ad.Tape() as tape:
             ad.launch(m.spring, n, inputs=[ad.array(a), ad.array(b), pos], outputs=[energy])
         tape.backward(grads={energy: np.array([1.0])})
-        (gen,) = m.spring.modules.values()
-        for fn in (gen.spring_forward_small, gen.spring_backward_small):
-            assert "@NRT_incref(" not in _own_ir(fn)
     d = x0 - x0[b]
     np.testing.assert_allclose(energy.numpy(), [np.sum(d * d)], rtol=1e-12)
     want = np.zeros(n)
     np.add.at(want, a, 2 * d)
     np.add.at(want, b, -2 * d)
-    np.testing.assert_allclose(pos.grad.numpy(), want, rtol=1e-12)
+    np.testing.assert_array_equal(pos.grad.numpy(), want)
+    (gen,) = m.spring.modules.values()
+    return gen
+
+
+def test_the_serial_loop_of_a_small_launch_takes_no_reference_counts(kernel_module,
+                                                                     monkeypatch, tmp_path):
+    """numba's plain pipeline left an atomic increment and decrement of three arrays'
+    reference counts at every thread of the serial loop, where a bounds check returns
+    early (2x the loop's time); ``rt.jit_small`` compiles it without them."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
+    gen = _springs_module(kernel_module(SPRINGS))
+    for fn in (gen.spring_forward_small, gen.spring_backward_small):
+        assert "@NRT_incref(" not in _own_ir(fn)
 
 
 def test_an_adjoint_local_starts_at_minus_zero_so_its_first_sum_folds(kernel_module,
@@ -78,29 +85,13 @@ def test_an_adjoint_local_starts_at_minus_zero_so_its_first_sum_folds(kernel_mod
     """An adjoint local starts at -0.0, the additive identity (``-0.0 + x`` is ``x`` for
     every ``x``, -0.0 included), so LLVM folds its first ``+=`` into a move. Started at
     +0.0 it may not (``0.0 + -0.0`` is ``+0.0``): the springs backward kept three
-    ``fadd %x, 0.0`` per thread, about 10% of its time. Gradients are unchanged: a
-    gradient array starts at +0.0, and ``+0.0 + -0.0`` is ``+0.0``."""
+    ``fadd %x, 0.0`` per thread, about 10% of its time. Gradients are unchanged (checked
+    exactly): a gradient array starts at +0.0, and ``+0.0 + -0.0`` is ``+0.0``."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
-    m = kernel_module(SPRINGS)
-    n = 9
-    a = np.arange(n, dtype=np.int32)
-    b = (a + 1) % n
-    x0 = np.linspace(0.0, 2.0, n) ** 2
-    with ad.backend_scope("numba"):
-        pos = ad.array(x0, requires_grad=True)
-        energy = ad.zeros(1, requires_grad=True)
-        with ad.Tape() as tape:
-            ad.launch(m.spring, n, inputs=[ad.array(a), ad.array(b), pos], outputs=[energy])
-        tape.backward(grads={energy: np.array([1.0])})
-        (gen,) = m.spring.modules.values()
-        adds = [ln.strip() for ln in _own_ir(gen.spring_backward_small).splitlines()
-                if re.search(r"= fadd \w+ .*\b0\.000000e\+00\b", ln)]
-        assert adds == [], adds
-    d = x0 - x0[b]
-    want = np.zeros(n)
-    np.add.at(want, a, 2 * d)
-    np.add.at(want, b, -2 * d)
-    np.testing.assert_array_equal(pos.grad.numpy(), want)
+    gen = _springs_module(kernel_module(SPRINGS))
+    adds = [ln.strip() for ln in _own_ir(gen.spring_backward_small).splitlines()
+            if re.search(r"= fadd \w+ .*\b0\.000000e\+00\b", ln)]
+    assert adds == [], adds
 
 
 QUOTIENTS = '''
