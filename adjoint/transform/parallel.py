@@ -19,7 +19,7 @@ elements. Otherwise threads may collide.
   then odd blocks, so two threads running at once never touch one element.
   No private copies are needed. A row index wrapped around a ring of ``N =
   X.shape[0]`` rows (``ip = i + 1; if ip == N: ip = 0``, ``im = i - 1; if im <
-  0: im = N - 1``, ``(i + c) % N``: see ``_ring_offsets``) is within the radius
+  0: im = N - 1``, ``(i + c) % N``: see ``ring_wraps``) is within the radius
   of the thread's row *on the ring*; the number of blocks is even (or one), so
   the first and the last block, the two that meet across the seam, never run
   at once. This needs ``dim0 <= N``, which holds because every thread reads
@@ -130,8 +130,16 @@ def is_exclusive(owner, dims, sl):
 
 
 def _row_offsets(ssa, owner):
-    """Names equal to thread index 0 plus a constant on every path: {name: offset}."""
-    rows = {n for n, d in owner.items() if d == 0}
+    """Names equal to thread index 0 plus a constant, or wrapped around a ring (their
+    distance from the row on it), on every path: {name: offset}."""
+    linear = index_offsets(ssa, owner, 0)
+    wraps = ring_wraps(ssa, owner, linear, 0)
+    return {**{n: w.distance for n, w in wraps.items()}, **linear}
+
+
+def index_offsets(ssa, owner, d):
+    """Names equal to thread index ``d`` plus a constant on every path: {name: offset}."""
+    rows = {n for n, k in owner.items() if k == d}
 
     def fact(v, known):
         def off(e):
@@ -148,33 +156,50 @@ def _row_offsets(ssa, owner):
                 return off(b) + _int_const(a)
         return None
     defs = {n: vs for n, vs in _definitions(ssa).items() if n not in rows}
-    linear = {**_agreed(defs, fact), **{n: 0 for n in rows}}
-    return {**_ring_offsets(ssa, owner, linear), **linear}
+    return {**_agreed(defs, fact), **{n: 0 for n in rows}}
 
 
-def _ring_offsets(ssa, owner, linear):
-    """{name: d} for the names that hold the thread's row wrapped around a ring of
-    ``N`` rows, ``d`` bounding their distance from the thread's row on that ring (the
-    color plan uses it as an offset's size). ``linear``: the names equal to the row
-    plus a constant (``_row_offsets``). Recognized, with ``a = i + c`` in ``linear``:
+@dataclass(frozen=True)
+class Wrap:
+    """A thread index ``t`` plus ``offset`` wrapped around a ring of ``size`` (a name
+    ``N = X.shape[k]``) by one of the ``kind`` patterns of ``ring_wraps``; ``const`` is
+    the ``m`` of that pattern (0 where it has none), ``distance`` a bound on how far
+    the value is from ``t`` on the ring."""
+    offset: int
+    kind: str           # mod, eq, ge_sub, ge_const, lt_add, lt_const
+    size: str
+    const: int = 0
 
-    - ``w = a % N``: distance ``|c|``;
-    - ``w = a; if a == N: w = m`` (c > 0; only thread ``N - c`` wraps): ``c + m``;
-    - ``w = a; if a >= N: w = a - N`` or ``w = m`` (c > 0): ``c`` or ``c + m``;
-    - ``w = a; if a < 0: w = a + N`` or ``w = N - m`` (c < 0, m >= 1; threads
-      ``0 .. |c| - 1`` wrap): ``|c|`` or ``|c| - 1 + m``;
+    @property
+    def distance(self):
+        c, m = self.offset, self.const
+        return {"mod": abs(c), "eq": c + m, "ge_sub": c, "ge_const": c + m, "lt_add": -c,
+                "lt_const": -c - 1 + m}[self.kind]
+
+
+def ring_wraps(ssa, owner, linear, d):
+    """{name: Wrap} for the names that hold thread index ``d`` plus a constant wrapped
+    around a ring of ``N`` values. ``linear``: the names equal to the index plus a
+    constant (``index_offsets``). Recognized, with ``a = t + c`` in ``linear``:
+
+    - ``w = a % N`` (kind mod): distance ``|c|``;
+    - ``w = a; if a == N: w = m`` (c > 0; only thread ``N - c`` wraps; eq): ``c + m``;
+    - ``w = a; if a >= N: w = a - N`` (ge_sub) or ``w = m`` (ge_const) (c > 0): ``c``
+      or ``c + m``;
+    - ``w = a; if a < 0: w = a + N`` (lt_add) or ``w = N - m`` (lt_const; c < 0, m >= 1;
+      threads ``0 .. |c| - 1`` wrap): ``|c|`` or ``|c| - 1 + m``;
 
     (``m`` a non-negative integer constant), and plain copies of such names. ``N`` must
-    be ``X.shape[0]`` of an array ``X`` that every thread reads or stores at ``X[i,
-    ...]`` (a top-level access of a kernel without ``return``): then the launch has
-    checked ``dim0 <= N`` before any thread ran, which the even/odd argument needs:
-    every thread that wraps, and every row it reaches, is within the radius of row 0
-    or of row ``dim0 - 1``, so only the first and the last block (different phases)
-    can meet there."""
+    be ``X.shape[k]`` of an array ``X`` that every thread reads or stores at an index
+    whose component ``k`` is thread index ``d`` (a top-level access of a kernel without
+    ``return``): then the launch has checked ``dim_d <= N`` before any thread ran, which
+    the even/odd argument needs: every thread that wraps, and every row it reaches, is
+    within the radius of row 0 or of row ``dim0 - 1``, so only the first and the last
+    block (different phases) can meet there."""
     defs = _definitions(ssa)
     if any(isinstance(s, gast.Return) for s in walk_stmts(ssa.body)):
         return {}
-    rings = _ring_sizes(ssa, owner, defs)
+    rings = _ring_sizes(ssa, owner, defs, d)
     if not rings:
         return {}
 
@@ -201,7 +226,7 @@ def _ring_offsets(ssa, owner, linear):
         v = vs[0] if len(vs) == 1 else None
         if isinstance(v, gast.BinOp) and isinstance(v.op, gast.Mod) and \
                 isinstance(v.left, gast.Name) and v.left.id in linear and is_ring(v.right):
-            out[n] = abs(linear[v.left.id])
+            out[n] = Wrap(linear[v.left.id], "mod", v.right.id)
     for st in walk_stmts(ssa.body):
         if not (isinstance(st, gast.If) and isinstance(st.test, gast.Name)):
             continue
@@ -215,22 +240,23 @@ def _ring_offsets(ssa, owner, linear):
             if not (isinstance(kept, gast.Name) and kept.id == a):
                 continue
             w = resolve(wrapped)
-            d = None
+            wrap = None
             if c > 0 and is_ring(rhs) and isinstance(op, (gast.Eq, gast.GtE)):
                 m = is_const(w)
                 if m is not None:
-                    d = c + m
+                    wrap = Wrap(c, "eq" if isinstance(op, gast.Eq) else "ge_const", rhs.id, m)
                 elif isinstance(op, gast.GtE) and _is_binop(w, gast.Sub, a, rhs.id):
-                    d = c
+                    wrap = Wrap(c, "ge_sub", rhs.id)
             elif c < 0 and _int_const(rhs) == 0 and isinstance(op, gast.Lt):
-                if _is_binop(w, gast.Add, a, None, rings) or \
-                        _is_binop(w, gast.Add, None, a, rings):
-                    d = -c
+                if _is_binop(w, gast.Add, a, None, rings):
+                    wrap = Wrap(c, "lt_add", w.right.id)
+                elif _is_binop(w, gast.Add, None, a, rings):
+                    wrap = Wrap(c, "lt_add", w.left.id)
                 elif isinstance(w, gast.BinOp) and isinstance(w.op, gast.Sub) and \
                         is_ring(w.left) and is_const(w.right, 1) is not None:
-                    d = -c - 1 + is_const(w.right, 1)
-            if d is not None:
-                out[n] = d
+                    wrap = Wrap(c, "lt_const", w.left.id, is_const(w.right, 1))
+            if wrap is not None:
+                out[n] = wrap
     changed = True
     while changed:                   # plain copies of ring names
         changed = False
@@ -263,10 +289,10 @@ def _merges(st, defs):
     return [(n, body[n], other[n]) for n in body if n in other and len(defs.get(n, [])) == 2]
 
 
-def _ring_sizes(ssa, owner, defs):
-    """Names ``N = X.shape[0]`` (defined once) of arrays ``X`` that every thread reads or
-    stores at ``X[i, ...]`` with ``i`` thread index 0 (a top-level statement of the
-    kernel: the launch checks ``dim0 <= X.shape[0]`` before any thread runs)."""
+def _ring_sizes(ssa, owner, defs, d=0):
+    """Names ``N = X.shape[k]`` (defined once) of arrays ``X`` that every thread reads or
+    stores at an index whose component ``k`` is thread index ``d`` (a top-level statement
+    of the kernel: the launch checks ``dim_d <= X.shape[k]`` before any thread runs)."""
     read_by_all = set()
     for s in ssa.body:
         if not isinstance(s, gast.Assign):
@@ -274,15 +300,16 @@ def _ring_sizes(ssa, owner, defs):
         for sub in (s.value, s.targets[0]):      # a load or a store every thread makes
             if isinstance(sub, gast.Subscript) and isinstance(sub.value, gast.Name):
                 sl = sub.slice
-                first = sl.elts[0] if isinstance(sl, gast.Tuple) else sl
-                if isinstance(first, gast.Name) and owner.get(first.id) == 0:
-                    read_by_all.add(sub.value.id)
+                for k, e in enumerate(sl.elts if isinstance(sl, gast.Tuple) else [sl]):
+                    if isinstance(e, gast.Name) and owner.get(e.id) == d:
+                        read_by_all.add((sub.value.id, k))
     sizes = set()
     for n, vs in defs.items():
         v = vs[0] if len(vs) == 1 else None
-        if isinstance(v, gast.Subscript) and _int_const(v.slice) == 0 and \
+        if isinstance(v, gast.Subscript) and _int_const(v.slice) is not None and \
                 isinstance(v.value, gast.Attribute) and v.value.attr == "shape" and \
-                isinstance(v.value.value, gast.Name) and v.value.value.id in read_by_all:
+                isinstance(v.value.value, gast.Name) and \
+                (v.value.value.id, _int_const(v.slice)) in read_by_all:
             sizes.add(n)
     return sizes
 
