@@ -3,9 +3,9 @@
 Expects: the thread function's name, the thread-index and dimension names, the other
 arguments, and a ``Plan`` (transform/parallel.py). Guarantees: ``grid`` gives the body
 (and decorator) running the thread function for every thread -- serially, in parallel
-(``prange``), in per-chunk private copies summed at the end, or in two colored phases of
-row blocks -- and ``small`` the serial body of a small launch; the same input always
-gives the same tree.
+(``prange``), in per-chunk private copies summed at the end, in two colored phases of
+row blocks, or (``gathered``) as receivers gathering sums -- and ``small`` the serial
+body of a small launch; the same input always gives the same tree.
 """
 import gast
 
@@ -109,6 +109,69 @@ def colored(thread_fn, tids, dims, call_args, plan, fresh):
                           iter=gast.Call(func=name("range"), args=[const(2)], keywords=[]),
                           body=[pair_loop], orelse=[], type_comment=None)
     return [note, count, phase_loop]
+
+
+def gathered(receivers, rest, tids, dims, params):
+    """Body and decorator of the grid function of a backward that pass gather rewrote:
+    for each ``(thread function, array, element names)`` of ``receivers``, every element
+    of that array in parallel (each writes only its own element; those outside the
+    launch's grid, of an array larger than it, after the others, serially), then ``rest``
+    (None: nothing left to run) for every thread in parallel."""
+    taken = set(params) | set(tids) | set(dims)
+    what = ", ".join(repr(a) for _, a, _ in receivers)
+    body = [comment(f"each element of {what} gathers the sum of what the threads add to it "
+                    "(transform/gather.py): one parallel pass over its rows"
+                    + (", then the rest of each thread's backward (its own elements only)"
+                       if rest else ""))]
+    for fn, array, elements in receivers:
+        taken |= set(elements)
+        shape = [gast.Subscript(value=gast.Attribute(value=name(array), attr="shape",
+                                                     ctx=gast.Load()),
+                                slice=const(k), ctx=gast.Load()) for k in range(len(elements))]
+        inner = [_fresh(f"in{k}", taken) for k in range(len(elements))]
+        body += [assign(b, gast.Call(func=name("min"), args=[name(d), s], keywords=[]), None)
+                 for b, d, s in zip(inner, dims, shape)]
+
+        def call(in_grid, signed):
+            first = rt_call("signed", name(elements[0])) if signed else name(elements[0])
+            return [first] + [name(e) for e in elements[1:]] + [const(in_grid)] + \
+                [name(a) for a in dims + params]
+        loops = [(elements[0], rt_call("prange", name(inner[0])))] + [
+            (e, _range(name(b))) for e, b in zip(elements[1:], inner[1:])]
+        body += nest(loops, fn, call(True, True))
+        body.append(comment(f"then the elements of {array!r} outside the launch's grid (an "
+                            "array larger than the grid), serially"))
+        # the outer components range over the whole array; the last one starts at the
+        # grid's edge unless an outer one is already outside it
+        if len(elements) == 1:
+            start = name(inner[0])
+        else:
+            outer = [gast.Compare(left=name(e), ops=[gast.GtE()], comparators=[name(b)])
+                     for e, b in zip(elements[:-1], inner[:-1])]
+            start = gast.IfExp(test=outer[0] if len(outer) == 1 else
+                               gast.BoolOp(op=gast.Or(), values=outer),
+                               body=const(0), orelse=name(inner[-1]))
+        loops = [(e, _range(s)) for e, s in zip(elements[:-1], shape[:-1])] + \
+            [(elements[-1], _range(start, shape[-1]))]
+        inner_body = nest(loops, fn, call(False, False))
+        body += inner_body
+    if rest is not None:
+        loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
+            (t, _range(name(d))) for t, d in zip(tids[1:], dims[1:])]
+        args = [rt_call("signed", name(tids[0]))] + [name(a) for a in tids[1:] + params]
+        body += nest(loops, rest, args)
+    return body, "@rt.jit_grid"
+
+
+def _range(*args):
+    return gast.Call(func=name("range"), args=list(args), keywords=[])
+
+
+def _fresh(base, taken):
+    while base in taken:
+        base = "_" + base
+    taken.add(base)
+    return base
 
 
 def nest(loops, thread_fn, call_args):

@@ -16,12 +16,12 @@ import gast
 
 from .. import __version__
 from . import bounds, cuda, ieee, precision, stacks
-from .grid import DECORATOR, grid, small
+from .grid import DECORATOR, gathered, grid, small
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import name
+from ..transform.ir import Comment, name
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
@@ -104,9 +104,12 @@ def _kernel_functions(tr, target, custom_grads):
     if tr.rev.backward is None:
         return out
     backward = _lower(tr.rev.backward)
-    out += _pair(tr, target, custom_grads, "backward", backward,
-                 params + adj_params + (cuda_status or status(backward)), tr.plans[1],
-                 backward=True)
+    bparams = params + adj_params + (cuda_status or status(backward))
+    if tr.gather is not None and target == "cpu":
+        out += _gathered(tr, backward, bparams)
+    else:
+        out += _pair(tr, target, custom_grads, "backward", backward, bparams, tr.plans[1],
+                     backward=True)
     if tr.saved is not None:
         saved = [p for p, _, _ in tr.saved.params]
         forward, backward = _lower(tr.saved.forward), _lower(tr.saved.backward)
@@ -139,6 +142,30 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                     "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
                    *grid(thread, tids, dims, params, plan, backward=backward))]
+
+
+def _gathered(tr, body, params):
+    """A backward that pass gather rewrote (transform/gather.py): the thread function and
+    the serial loop of small launches, as ``_pair`` makes them; a receiver thread function
+    per gathered array (``<kernel>_backward_gather_<array>_thread``), the rest
+    (``<kernel>_backward_rest_thread``) and the grid function running them."""
+    k = tr.pf.name
+    tids = [f"tid{d}" for d in range(tr.dims)]
+    dims = [f"dim{d}" for d in range(tr.dims)]
+    fns = _pair(tr, "cpu", (), "backward", body, params, tr.plans[1], backward=True)[:2]
+    receivers = []
+    for r in tr.gather.receivers:
+        fname = f"{k}_backward_gather_{r.array[len('adj_'):]}_thread"
+        rparams = r.elements + [r.in_grid] + dims + params
+        fns.append((fname, rparams, *_thread_body(_lower(r.body), rparams, tr)))
+        receivers.append((fname, r.array, r.elements))
+    rest = None
+    if any(not isinstance(s, Comment) for s in tr.gather.rest):
+        rest = f"{k}_backward_rest_thread"
+        fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest), tids + params,
+                                                      tr)))
+    return fns + [(f"{k}_backward", dims + params,
+                   *gathered(receivers, rest, tids, dims, params))]
 
 
 def _declared(body, names, tr, target):
@@ -210,7 +237,8 @@ def function_sources(tr, stage, target="cpu"):
     if tr.pf.role == "kernel":
         fns = kernel_functions(tr, _known_target(target), custom)
         picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_small",
-                                              f"{n}_{stage}_thread")]
+                                              f"{n}_{stage}_thread", f"{n}_{stage}_rest_thread")
+                  or f[0].startswith(f"{n}_{stage}_gather_")]
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
         part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}[stage]
