@@ -111,67 +111,42 @@ def colored(thread_fn, tids, dims, call_args, plan, fresh):
     return [note, count, phase_loop]
 
 
-def gathered(receivers, rest, tids, dims, params):
-    """Body and decorator of the grid function of a backward that pass gather rewrote:
-    for each ``(thread function, array, element names)`` of ``receivers``, every element
-    of that array in parallel (each writes only its own element; those outside the
-    launch's grid, of an array larger than it, after the others, serially), then ``rest``
-    (None: nothing left to run) for every thread in parallel."""
-    taken = set(params) | set(tids) | set(dims)
-    what = ", ".join(repr(a) for _, a, _ in receivers)
-    body = [comment(f"each element of {what} gathers the sum of what the threads add to it "
-                    "(transform/gather.py): one parallel pass over its rows"
-                    + (", then the rest of each thread's backward (its own elements only)"
-                       if rest else ""))]
-    for fn, array, elements in receivers:
-        taken |= set(elements)
-        shape = [gast.Subscript(value=gast.Attribute(value=name(array), attr="shape",
-                                                     ctx=gast.Load()),
-                                slice=const(k), ctx=gast.Load()) for k in range(len(elements))]
-        inner = [_fresh(f"in{k}", taken) for k in range(len(elements))]
-        body += [assign(b, gast.Call(func=name("min"), args=[name(d), s], keywords=[]), None)
-                 for b, d, s in zip(inner, dims, shape)]
-
-        def call(in_grid, signed):
-            first = rt_call("signed", name(elements[0])) if signed else name(elements[0])
-            return [first] + [name(e) for e in elements[1:]] + [const(in_grid)] + \
-                [name(a) for a in dims + params]
-        loops = [(elements[0], rt_call("prange", name(inner[0])))] + [
-            (e, _range(name(b))) for e, b in zip(elements[1:], inner[1:])]
-        body += nest(loops, fn, call(True, True))
-        body.append(comment(f"then the elements of {array!r} outside the launch's grid (an "
-                            "array larger than the grid), serially"))
-        # the outer components range over the whole array; the last one starts at the
-        # grid's edge unless an outer one is already outside it
-        if len(elements) == 1:
-            start = name(inner[0])
-        else:
-            outer = [gast.Compare(left=name(e), ops=[gast.GtE()], comparators=[name(b)])
-                     for e, b in zip(elements[:-1], inner[:-1])]
-            start = gast.IfExp(test=outer[0] if len(outer) == 1 else
-                               gast.BoolOp(op=gast.Or(), values=outer),
-                               body=const(0), orelse=name(inner[-1]))
-        loops = [(e, _range(s)) for e, s in zip(elements[:-1], shape[:-1])] + \
-            [(elements[-1], _range(start, shape[-1]))]
-        inner_body = nest(loops, fn, call(False, False))
-        body += inner_body
+def gathered(receivers, rest, tids, dims, params, planned):
+    """Body of the grid function of a backward that pass gather rewrote: for each
+    ``(thread function, array, element names, their dimensions, tests)`` of ``receivers``, every
+    element of that array in parallel (each writes only its own element), then ``rest``
+    (None: nothing left to run) for every thread in parallel -- when each array's shape
+    is the launch's grid and the tests hold; else ``planned``, the body of the plan's grid
+    function."""
+    what = ", ".join(repr(a) for _, a, _, _, _ in receivers)
+    body, same = [], []
+    for fn, array, elements, along, requires in receivers:
+        same += requires
+        same += [gast.Compare(left=gast.Subscript(
+            value=gast.Attribute(value=name(array), attr="shape", ctx=gast.Load()),
+            slice=const(k), ctx=gast.Load()), ops=[gast.Eq()], comparators=[name(d)])
+            for k, d in enumerate(along)]
+        loops = [(elements[0], rt_call("prange", name(along[0])))] + [
+            (e, _range(name(d))) for e, d in zip(elements[1:], along[1:])]
+        args = [rt_call("signed", name(elements[0]))] + [name(e) for e in elements[1:]] + \
+            [name(a) for a in dims + params]
+        body += nest(loops, fn, args)
     if rest is not None:
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
             (t, _range(name(d))) for t, d in zip(tids[1:], dims[1:])]
         args = [rt_call("signed", name(tids[0]))] + [name(a) for a in tids[1:] + params]
         body += nest(loops, rest, args)
-    return body, "@rt.jit_grid"
+    note = comment(f"each element of {what} gathers the sum of what the threads add to it "
+                   "(transform/gather.py): one parallel pass over its rows"
+                   + (", then the rest of each thread's backward (its own elements only)"
+                      if rest else "") + "; a launch whose grid is not the array's shape (or "
+                   "a ring too small) runs the plan below")
+    test = same[0] if len(same) == 1 else gast.BoolOp(op=gast.And(), values=same)
+    return [note, gast.If(test=test, body=body, orelse=planned)]
 
 
 def _range(*args):
     return gast.Call(func=name("range"), args=list(args), keywords=[])
-
-
-def _fresh(base, taken):
-    while base in taken:
-        base = "_" + base
-    taken.add(base)
-    return base
 
 
 def nest(loops, thread_fn, call_args):

@@ -148,24 +148,28 @@ def _gathered(tr, body, params):
     """A backward that pass gather rewrote (transform/gather.py): the thread function and
     the serial loop of small launches, as ``_pair`` makes them; a receiver thread function
     per gathered array (``<kernel>_backward_gather_<array>_thread``), the rest
-    (``<kernel>_backward_rest_thread``) and the grid function running them."""
+    (``<kernel>_backward_rest_thread``), and the grid function running them (or, for a
+    launch whose grid is not the gathered arrays' shape, the plan's grid)."""
     k = tr.pf.name
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
-    fns = _pair(tr, "cpu", (), "backward", body, params, tr.plans[1], backward=True)[:2]
+    fns = _pair(tr, "cpu", (), "backward", body, params, tr.plans[1], backward=True)
+    thread, planned = fns[0][0], fns[-1]
+    fns = fns[:-1]
     receivers = []
     for r in tr.gather.receivers:
         fname = f"{k}_backward_gather_{r.array[len('adj_'):]}_thread"
-        rparams = r.elements + [r.in_grid] + dims + params
+        rparams = r.elements + dims + params
         fns.append((fname, rparams, *_thread_body(_lower(r.body), rparams, tr)))
-        receivers.append((fname, r.array, r.elements))
+        receivers.append((fname, r.array, r.elements, [dims[d] for d in r.dims],
+                          _lower(r.requires)))
     rest = None
     if any(not isinstance(s, Comment) for s in tr.gather.rest):
         rest = f"{k}_backward_rest_thread"
         fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest), tids + params,
                                                       tr)))
     return fns + [(f"{k}_backward", dims + params,
-                   *gathered(receivers, rest, tids, dims, params))]
+                   gathered(receivers, rest, tids, dims, params, planned[2]), planned[3])]
 
 
 def _declared(body, names, tr, target):

@@ -39,7 +39,7 @@ stacks and latches), ``return``.
 """
 import copy
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gast
 
@@ -50,17 +50,18 @@ from .ir import AtomicMinMax, Comment, const, name, names_read, walk_stmts
 @dataclass
 class Receiver:
     """The receiver of one gathered gradient array ``array`` (an adjoint parameter):
-    ``elements`` name its index components and ``in_grid`` a flag (thread function
-    parameters, before the launch's dimensions and the backward's parameters), ``body``
-    is the thread function's body, ``total`` the name of the sum it adds. ``in_grid``
-    true promises that every component is below the launch's dimension along its
-    thread index (``e_k < dim_d``): the tests that this implies are then skipped (the
-    grid passes the constant, and the compiler drops them)."""
+    ``elements`` name its index components (thread function parameters, before the
+    launch's dimensions and the backward's parameters), component ``k`` running along
+    thread index ``dims[k]``; ``body`` is the thread function's body, ``total`` the name
+    of the sum it adds. It runs only where ``array.shape[k]`` equals the launch's
+    dimension ``dims[k]`` for every ``k`` (the grid function checks): a thread ``e - c``
+    with ``c >= 0`` is then within the launch, unchecked."""
     array: str
     elements: list
-    in_grid: str
+    dims: list
     body: list
     total: str
+    requires: list      # more tests the grid makes before running it (rings: _requires)
 
 
 @dataclass
@@ -72,13 +73,15 @@ class Gather:
 @dataclass(frozen=True)
 class _Candidate:
     """One component of a sender: ``expr`` (of the receiver's element), ``offset`` when it
-    is ``element - offset`` (provably distinct from another such with another offset),
-    ``cond`` a test of the element it is only needed under (None: always)."""
+    is ``element - offset``, or that modulo the ring ``ring`` (provably distinct from
+    another such with another offset, on a ring larger than their distance: the grid
+    checks it), ``cond`` a test of the element it is only needed under (None: always)."""
     key: str
     expr: object
     offset: int = None
     cond: object = None
     nonnegative: bool = False
+    ring: str = None        # ``(e - offset) mod N`` on the ring of size ``ring`` (a name)
 
 
 def gather(backward, ssa, dims, owner, plan, dim_names):
@@ -186,7 +189,8 @@ def _layout(accs, dims, lin, wraps):
         ds, spec = [], []
         for e in idx:
             found = [(d, ("lin", lin[d][e.id])) for d in range(dims) if e.id in lin[d]] + \
-                [(d, ("wrap", wraps[d][e.id])) for d in range(dims) if e.id in wraps[d]]
+                [(d, ("ring" if _modular(wraps[d][e.id]) else "wrap", wraps[d][e.id]))
+                 for d in range(dims) if e.id in wraps[d]]
             if len(found) != 1:
                 return None
             ds.append(found[0][0])
@@ -199,11 +203,33 @@ def _layout(accs, dims, lin, wraps):
     return perm, specs
 
 
+def _modular(w):
+    """Whether the wrap ``w`` is ``(t + c) mod N`` on a ring larger than ``|c|``."""
+    c, m = w.offset, w.const
+    return w.kind in ("mod", "ge_sub", "lt_add") or (w.kind in ("eq", "ge_const") and
+                                                      (c, m) == (1, 0)) or \
+        (w.kind == "lt_const" and (c, m) == (-1, 1))
+
+
+def _requires(perm, specs, sizes, dim_names):
+    """The tests under which ring offsets are told apart statically: every ring of a
+    component is the launch's dimension along it and larger than the distance between
+    any two of the component's offsets (0 included)."""
+    out = []
+    for k, d in enumerate(perm):
+        offs = {0} | {sp[k][1] if sp[k][0] == "lin" else sp[k][1].offset for _s, sp in specs}
+        spread = max(offs) - min(offs)
+        for size in sorted({sp[k][1].size for _s, sp in specs if sp[k][0] == "ring"}):
+            n = sizes[size]
+            out += [_cmp(copy.deepcopy(n), gast.Eq(), name(dim_names[d])),
+                    _cmp(copy.deepcopy(n), gast.Gt(), const(spread))]
+    return out
+
+
 # -- the receiver ------------------------------------------------------------------------
 def _receiver(body, array, layout, dims, arrays, sizes, taken, dim_names):
     perm, specs = layout
     elements = [_fresh(f"e{k}", taken) for k in range(dims)]
-    in_grid = _fresh("in_grid", taken)
     total = _fresh(f"{array}_sum", taken)
     by_dim = {d: k for k, d in enumerate(perm)}
     senders = []
@@ -218,19 +244,29 @@ def _receiver(body, array, layout, dims, arrays, sizes, taken, dim_names):
             if all(tuple(c.key for c in vec) != tuple(c.key for c in v) for v in senders):
                 senders.append(vec)
     senders.sort(key=lambda vec: any(c.offset is None for c in vec))     # (stable)
+    named, lets = {}, []        # a wrapped candidate is computed once, into a local
+    for vec in senders:
+        for d, c in enumerate(vec):
+            if (c.offset is None or c.ring) and not isinstance(c.expr, (gast.Constant, gast.Name)) \
+                    and c.key not in named:
+                named[c.key] = _fresh(f"{elements[perm.index(d)]}_w{len(named) + 1}", taken)
+                lets.append(gast.Assign(targets=[name(named[c.key], store=True)], value=c.expr,
+                                        type_comment=None))
+    senders = [tuple(replace(c, expr=name(named[c.key])) if c.key in named else c for c in vec)
+               for vec in senders]
     out = [Comment(text=f"{array}[{', '.join(elements)}] gathers what every thread adds to it: "
                         "each thread that may add there replays its backward, keeping only "
                         "that addition (transform/gather.py)"),
            gast.Assign(targets=[name(total, store=True)], value=const(-0.0), type_comment=None)]
+    if lets:
+        out += [Comment(text="the threads whose wrapped index may reach this element")] + lets
     for n, vec in enumerate(senders):
         tests = []
         for d, c in enumerate(vec):
             if not c.nonnegative:
                 tests.append(_cmp(copy.deepcopy(c.expr), gast.GtE(), const(0)))
-            below = _cmp(copy.deepcopy(c.expr), gast.Lt(), name(dim_names[d]))
-            if c.offset is not None and c.offset >= 0:      # e - c < dim when e < dim
-                below = gast.BoolOp(op=gast.Or(), values=[name(in_grid), below])
-            tests.append(below)
+            if c.ring is None and (c.offset is None or c.offset < 0):  # (e - c < dim: c >= 0)
+                tests.append(_cmp(copy.deepcopy(c.expr), gast.Lt(), name(dim_names[d])))
         tests += [copy.deepcopy(c.cond) for c in vec if c.cond is not None]
         for prev in senders[:n]:
             if any(a.offset is not None and b.offset is not None and a.offset != b.offset
@@ -244,45 +280,75 @@ def _receiver(body, array, layout, dims, arrays, sizes, taken, dim_names):
         section = [_sender_copy(s, vec, perm, elements, array, arrays, total, specs)
                    for s in body]
         section = prune([s for s in section if s is not None], {total})
-        out.append(Comment(text=f"the thread at ({where}), if there is one"))
-        out.append(gast.If(test=_and(tests), body=section, orelse=[]))
+        if tests:
+            out.append(Comment(text=f"the thread at ({where}), if there is one"))
+            out.append(gast.If(test=_and(tests), body=section, orelse=[]))
+        else:
+            out.append(Comment(text=f"the thread at ({where})"))
+            out += section
     out.append(gast.AugAssign(target=_element(array, elements), op=gast.Add(),
                               value=name(total)))
-    return Receiver(array, elements, in_grid, out, total)
+    return Receiver(array, elements, list(perm), out, total,
+                    _requires(perm, specs, sizes, dim_names))
 
 
 def _candidates(spec, e, sizes):
     """The ``_Candidate`` thread indices that may add at element ``e`` through one index
-    component ``spec``, or None."""
+    component ``spec``, or None. Where at most one of the unwrapped thread ``e - c`` and
+    the threads that wrap onto ``e`` can exist (every usual ring: ``ip = i + 1; if ip ==
+    n0: ip = 0``...), the two are one candidate choosing between them."""
     kind, v = spec
     if kind == "lin":
         return [_linear(e, v)]
-    c, size = v.offset, sizes.get(v.size)
+    c, m, size = v.offset, v.const, sizes.get(v.size)
     if size is None:
         return None
-    n = copy.deepcopy(size)
-    ns = _size_src(size)
+    if kind == "ring":         # (e - c) mod N, one wrap at most (the grid checks N > |c|)
+        key = f"({_src(e)} - {c}) mod {_size_src(size)}"
+        if c == 0:
+            expr = copy.deepcopy(e)
+        elif c > 0:
+            expr = gast.IfExp(test=_cmp(copy.deepcopy(e), gast.GtE(), const(c)), body=_plus(e, -c),
+                              orelse=gast.BinOp(left=_plus(e, -c), op=gast.Add(),
+                                                right=copy.deepcopy(size)))
+        else:
+            expr = gast.IfExp(test=_cmp(_plus(e, -c), gast.Lt(), copy.deepcopy(size)),
+                              body=_plus(e, -c),
+                              orelse=gast.BinOp(left=_plus(e, -c), op=gast.Sub(),
+                                                right=copy.deepcopy(size)))
+        return [_Candidate(key, expr, offset=c, nonnegative=True, ring=v.size)]
+    ns, es = _size_src(size), _src(e)
+
+    def n():
+        return copy.deepcopy(size)
+
+    def choose(key, test, then, other):
+        return _Candidate(key, gast.IfExp(test=test, body=then, orelse=other))
     if v.kind == "mod":
-        return [_Candidate(f"({_src(e)} - {c}) % {ns}",
-                           gast.BinOp(left=_plus(e, -c), op=gast.Mod(), right=n),
-                           nonnegative=True)]
+        return [_Candidate(f"({es} - {c}) % {ns}", gast.BinOp(left=_plus(e, -c), op=gast.Mod(),
+                                                            right=n()), nonnegative=True)]
+    if v.kind == "ge_sub":     # e - c when e >= c, else the thread that wrapped: e - c + N
+        return [choose(f"({es} - {c}) mod {ns}", _cmp(copy.deepcopy(e), gast.GtE(), const(c)),
+                       _plus(e, -c), gast.BinOp(left=_plus(e, -c), op=gast.Add(), right=n()))]
+    if v.kind == "lt_add":     # e + |c| when below N, else the thread that wrapped
+        return [choose(f"({es} + {-c}) mod {ns}", _cmp(_plus(e, -c), gast.Lt(), n()),
+                       _plus(e, -c), gast.BinOp(left=_plus(e, -c), op=gast.Sub(), right=n()))]
     first = _linear(e, c)
-    if v.kind == "eq":       # the thread N - c wraps to m
-        return [first, _Candidate(f"{ns} - {c}", _plus(n, -c), cond=_cmp(e, gast.Eq(),
-                                                                       const(v.const)))]
-    if v.kind == "ge_sub":
-        return [first, _Candidate(f"{_src(e)} - {c} + {ns}",
-                                  gast.BinOp(left=_plus(e, -c), op=gast.Add(), right=n))]
-    if v.kind == "ge_const":  # threads N - c .. N - 1 wrap to m
-        return [first] + [_Candidate(f"{ns} - {c - t}", _plus(copy.deepcopy(size), t - c),
-                                     cond=_cmp(e, gast.Eq(), const(v.const)))
-                          for t in range(c)]
-    if v.kind == "lt_add":
-        return [first, _Candidate(f"{_src(e)} + {-c} - {ns}",
-                                  gast.BinOp(left=_plus(e, -c), op=gast.Sub(), right=n))]
+    if v.kind in ("eq", "ge_const"):         # threads N - c .. wrap to m (eq: only N - c)
+        at = _cmp(copy.deepcopy(e), gast.Eq(), const(m))
+        if m < c and (v.kind == "eq" or c == 1):     # then e - c < 0: no unwrapped thread
+            return [choose(f"{ns} - {c} if {es} == {m} else {first.key}", at,
+                           _plus(n(), -c), first.expr)]
+        count = 1 if v.kind == "eq" else c
+        return [first] + [_Candidate(f"{ns} - {c - t}", _plus(n(), t - c),
+                                     cond=copy.deepcopy(at)) for t in range(count)]
     if v.kind == "lt_const":  # threads 0 .. |c| - 1 wrap to N - m
-        at = gast.BinOp(left=copy.deepcopy(size), op=gast.Sub(), right=const(v.const))
-        return [first] + [_Candidate(str(t), const(t), cond=_cmp(e, gast.Eq(), at),
+        at = _cmp(copy.deepcopy(e), gast.Eq(),
+                  gast.BinOp(left=n(), op=gast.Sub(), right=const(m)))
+        if c == -1 and m == 1:                # then e + 1 = N: no unwrapped thread
+            return [choose(f"0 if {es} == {ns} - 1 else {first.key}", at, const(0),
+                           first.expr)]
+        return [first] + [_Candidate(str(t), const(t), cond=copy.deepcopy(at),
                                      nonnegative=True) for t in range(-c)]
     return None
 
@@ -309,10 +375,14 @@ def _sender_copy(s, vec, perm, elements, array, arrays, total, specs):
         tests = []
         for k, sp in enumerate(spec):
             c = vec[perm[k]]
-            if sp[0] == "lin" and c.offset is not None:
-                if sp[1] != c.offset:
+            off = sp[1] if sp[0] == "lin" else sp[1].offset if sp[0] == "ring" else None
+            if off is not None and c.offset is not None and (sp[0] == "lin") == (c.ring is None)\
+                    or sp[0] == "ring" and c.offset is not None and c.ring is None:
+                if off != c.offset:
                     return None              # provably another element
-                continue
+                continue                     # provably this one
+            if off is not None and c.offset is not None and off != c.offset:
+                return None                  # (a ring larger than the offsets' distance)
             idx = s.target.slice.elts[k] if isinstance(s.target.slice, gast.Tuple) \
                 else s.target.slice
             tests.append(_cmp(copy.deepcopy(idx), gast.Eq(), name(elements[k])))
