@@ -121,6 +121,13 @@ def shifted(a: DT, u: ad.array(dtype=DT), v: ad.array(dtype=DT)):
     v[i] = u[i + 1] * u[i] + a * u[i + 1]
 
 @ad.kernel
+def dead_load(a: DT, u: ad.array(dtype=DT), w: ad.array(dtype=DT), v: ad.array(dtype=DT)):
+    i = ad.tid()
+    b = w[(i + 1) % w.shape[0]]
+    b = a * u[(i + 1) % u.shape[0]]
+    v[i] = b * u[i]
+
+@ad.kernel
 def with_loss(a: DT, u: ad.array(dtype=DT), loss: ad.array(dtype=DT)):
     i = ad.tid()
     if i > 0:
@@ -306,6 +313,19 @@ def test_tiny_grids_and_rings(modules, name, size):
                 return _loss(kernel, shapes[0])(xs)
             np.testing.assert_allclose(grads[k], central_fd(loss, arrays[k]), rtol=1e-6,
                                        atol=1e-8)
+
+
+def test_a_gathered_load_that_reaches_no_output(backend, modules):
+    """``w[i + 1]``'s value is overwritten unused (fuzz seed 6): no gradient to gather
+    for it; ``u``'s still gathers."""
+    m = _module(modules, KERNELS, F64)
+    assert "gather_u_thread" in ad.source(m.dead_load, "backward")
+    n = 3000 if backend == "numba" else 9
+    arrays = _inputs("dead_load", [(n,), (n,)], seed=9)
+    _check_directions(m.dead_load, m.dead_load, arrays, (n,), 1e-6)
+    if backend == "python":
+        with racecheck():
+            _check_directions(m.dead_load, m.dead_load, arrays, (n,), 1e-6)
 
 
 def test_a_neighbour_whose_index_is_checked(backend, modules):

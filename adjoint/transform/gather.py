@@ -101,13 +101,18 @@ def gather(backward, ssa, dims, owner, plan, dim_names):
         {f"adj_{p.name}" for p in ssa.norm.pf.params}
     receivers = []
     for array in sorted(arrays):
-        layout = _layout([s for s in accs if s.target.value.id == array], dims, lin, wraps)
+        mine = [s for s in accs if s.target.value.id == array]
+        if not mine:
+            continue                # (its loads do not reach an output: nothing to gather)
+        layout = _layout(mine, dims, lin, wraps)
         if layout is None:
             return None
         r = _receiver(backward, array, layout, dims, arrays, sizes, taken, dim_names)
         if r is None:
             return None
         receivers.append(r)
+    if not receivers:
+        return None
     rest = prune([x for x in (_without(s, arrays) for s in backward) if x is not None], set())
     return Gather(receivers, rest)
 
