@@ -7,6 +7,8 @@ arguments, and a ``Plan`` (transform/parallel.py). Guarantees: ``grid`` gives th
 row blocks, or (``gathered``) as receivers gathering sums -- and ``small`` the serial
 body of a small launch; the same input always gives the same tree.
 """
+import copy
+
 import gast
 
 from ..transform.ir import assign, const, name, rt_call
@@ -111,21 +113,17 @@ def colored(thread_fn, tids, dims, call_args, plan, fresh):
     return [note, count, phase_loop]
 
 
-def gathered(receivers, rest, tids, dims, params, planned):
+def gathered(receivers, rest, tids, dims, params):
     """Body of the grid function of a backward that pass gather rewrote: for each
-    ``(thread function, array, element names, their dimensions, tests)`` of ``receivers``, every
-    element of that array in parallel (each writes only its own element), then ``rest``
-    (None: nothing left to run) for every thread in parallel -- when each array's shape
-    is the launch's grid and the tests hold; else ``planned``, the body of the plan's grid
-    function."""
+    ``(thread function, array, element names, their dimensions, tests)`` of
+    ``receivers``, every element of that array in parallel (each writes only its own
+    element), then ``rest`` (None: nothing left to run) for every thread in parallel."""
     what = ", ".join(repr(a) for _, a, _, _, _ in receivers)
-    body, same = [], []
-    for fn, array, elements, along, requires in receivers:
-        same += requires
-        same += [gast.Compare(left=gast.Subscript(
-            value=gast.Attribute(value=name(array), attr="shape", ctx=gast.Load()),
-            slice=const(k), ctx=gast.Load()), ops=[gast.Eq()], comparators=[name(d)])
-            for k, d in enumerate(along)]
+    body = [comment(f"each element of {what} gathers the sum of what the threads add to it "
+                    "(transform/gather.py): one parallel pass over its rows"
+                    + (", then the rest of each thread's backward (its own elements only)"
+                       if rest else ""))]
+    for fn, array, elements, along, _ in receivers:
         loops = [(elements[0], rt_call("prange", name(along[0])))] + [
             (e, _range(name(d))) for e, d in zip(elements[1:], along[1:])]
         args = [rt_call("signed", name(elements[0]))] + [name(e) for e in elements[1:]] + \
@@ -136,13 +134,27 @@ def gathered(receivers, rest, tids, dims, params, planned):
             (t, _range(name(d))) for t, d in zip(tids[1:], dims[1:])]
         args = [rt_call("signed", name(tids[0]))] + [name(a) for a in tids[1:] + params]
         body += nest(loops, rest, args)
-    note = comment(f"each element of {what} gathers the sum of what the threads add to it "
-                   "(transform/gather.py): one parallel pass over its rows"
-                   + (", then the rest of each thread's backward (its own elements only)"
-                      if rest else "") + "; a launch whose grid is not the array's shape (or "
-                   "a ring too small) runs the plan below")
+    return body
+
+
+def choose(receivers, gathered_fn, planned_fn, dims, params):
+    """Body of the (plain Python) function a gathered backward is launched through: the
+    gathered grid when each array's shape is the launch's grid and the receivers' tests
+    hold, else the plan's grid (each compiled on its first call)."""
+    same = []
+    for _, array, elements, along, requires in receivers:
+        same += [gast.Compare(left=gast.Subscript(
+            value=gast.Attribute(value=name(array), attr="shape", ctx=gast.Load()),
+            slice=const(k), ctx=gast.Load()), ops=[gast.Eq()], comparators=[name(d)])
+            for k, d in enumerate(along)] + requires
+    args = [name(a) for a in dims + params]
+    note = comment("the gathered grid where each gathered array's shape is the launch's grid "
+                   "(and a ring is larger than the stencil), else the plan's grid; each is "
+                   "compiled on its first call")
     test = same[0] if len(same) == 1 else gast.BoolOp(op=gast.And(), values=same)
-    return [note, gast.If(test=test, body=body, orelse=planned)]
+    return [note, gast.If(test=test, body=[gast.Expr(value=gast.Call(
+        func=name(gathered_fn), args=args, keywords=[]))], orelse=[gast.Expr(
+            value=gast.Call(func=name(planned_fn), args=copy.deepcopy(args), keywords=[]))])]
 
 
 def _range(*args):

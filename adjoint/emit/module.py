@@ -16,7 +16,7 @@ import gast
 
 from .. import __version__
 from . import bounds, cuda, ieee, precision, stacks
-from .grid import DECORATOR, gathered, grid, small
+from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
@@ -148,8 +148,9 @@ def _gathered(tr, body, params):
     """A backward that pass gather rewrote (transform/gather.py): the thread function and
     the serial loop of small launches, as ``_pair`` makes them; a receiver thread function
     per gathered array (``<kernel>_backward_gather_<array>_thread``), the rest
-    (``<kernel>_backward_rest_thread``), and the grid function running them (or, for a
-    launch whose grid is not the gathered arrays' shape, the plan's grid)."""
+    (``<kernel>_backward_rest_thread``), the grid function running them
+    (``<kernel>_backward_gathered``), the plan's (``<kernel>_backward_planned``), and
+    ``<kernel>_backward``, plain Python, choosing one by the launch's shape."""
     k = tr.pf.name
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
@@ -168,8 +169,12 @@ def _gathered(tr, body, params):
         rest = f"{k}_backward_rest_thread"
         fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest), tids + params,
                                                       tr)))
-    return fns + [(f"{k}_backward", dims + params,
-                   gathered(receivers, rest, tids, dims, params, planned[2]), planned[3])]
+    gathered_fn, planned_fn = f"{k}_backward_gathered", f"{k}_backward_planned"
+    return fns + [(gathered_fn, dims + params, gathered(receivers, rest, tids, dims, params),
+                   "@rt.jit_grid"),
+                  (planned_fn, dims + params, planned[2], planned[3]),
+                  (f"{k}_backward", dims + params,
+                   choose(receivers, gathered_fn, planned_fn, dims, params), None)]
 
 
 def _declared(body, names, tr, target):
@@ -241,8 +246,9 @@ def function_sources(tr, stage, target="cpu"):
     if tr.pf.role == "kernel":
         fns = kernel_functions(tr, _known_target(target), custom)
         picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_small",
-                                              f"{n}_{stage}_thread", f"{n}_{stage}_rest_thread")
-                  or f[0].startswith(f"{n}_{stage}_gather_")]
+                                              f"{n}_{stage}_thread", f"{n}_{stage}_rest_thread",
+                                              f"{n}_{stage}_planned")
+                  or f[0].startswith(f"{n}_{stage}_gather")]
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
         part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}[stage]
