@@ -155,7 +155,7 @@ def _gathered(tr, body, params):
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
     fns = _pair(tr, "cpu", (), "backward", body, params, tr.plans[1], backward=True)
-    thread, planned = fns[0][0], fns[-1]
+    planned = fns[-1]
     fns = fns[:-1]
     receivers = []
     for r in tr.gather.receivers:
