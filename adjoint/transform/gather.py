@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 import gast
 
 from . import parallel
+from .prune import prune
 from .ir import AtomicMinMax, Comment, const, name, names_read, walk_stmts
 
 
@@ -415,81 +416,6 @@ def _without(s, arrays):
     if any(a in arrays for a in _written_arrays(s)):
         return None
     return copy.deepcopy(s)
-
-
-# -- dead code --------------------------------------------------------------------------
-def prune(body, roots):
-    """``body`` without the statements whose values nothing needed reads. Needed: every
-    array write and every statement that is not an assignment (a check, a call); an
-    assignment to a name in ``roots`` or read by a needed statement (flow-insensitive,
-    so a superset); an ``if`` holding a needed statement. Comments stay where the
-    statement after them does."""
-    live = set(roots)
-    while True:
-        before = len(live)
-        _mark(body, live)
-        if len(live) == before:
-            break
-    return _keep(body, live)
-
-
-def _needed(s, live):
-    if isinstance(s, Comment):
-        return False
-    if isinstance(s, gast.If):
-        return any(_needed(x, live) for x in s.body + s.orelse)
-    if isinstance(s, gast.Assign):
-        return bool(_stored(s.targets[0]) & live) or isinstance(s.targets[0], gast.Subscript)
-    if isinstance(s, gast.AugAssign):
-        return isinstance(s.target, gast.Subscript) or s.target.id in live
-    return True
-
-
-def _stored(t):
-    if isinstance(t, gast.Name):
-        return {t.id}
-    if isinstance(t, gast.Tuple):
-        return {e.id for e in t.elts if isinstance(e, gast.Name)}
-    return set()
-
-
-def _mark(body, live):
-    for s in body:
-        if not _needed(s, live):
-            continue
-        if isinstance(s, gast.If):
-            live |= names_read(s.test)
-            _mark(s.body, live)
-            _mark(s.orelse, live)
-        elif isinstance(s, gast.Assign):
-            t = s.targets[0]
-            live |= names_read(s.value) | (names_read(t) if isinstance(t, gast.Subscript)
-                                            else set())
-        elif isinstance(s, gast.AugAssign):
-            live |= names_read(s.value) | names_read(s.target) | \
-                ({s.target.id} if isinstance(s.target, gast.Name) else set())
-        else:
-            live |= _names_in(s)
-
-
-def _keep(body, live):
-    out = []
-    for k, s in enumerate(body):
-        if isinstance(s, Comment):
-            nxt = next((x for x in body[k + 1:] if not isinstance(x, Comment)), None)
-            if nxt is not None and _needed(nxt, live):
-                out.append(s)
-            continue
-        if not _needed(s, live):
-            continue
-        if isinstance(s, gast.If):
-            then = _keep(s.body, live)
-            other = _keep(s.orelse, live)
-            if not then:
-                then = [gast.Pass()]
-            s = gast.If(test=s.test, body=then, orelse=other)
-        out.append(s)
-    return out
 
 
 # -- small builders ---------------------------------------------------------------------
