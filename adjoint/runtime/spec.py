@@ -74,6 +74,11 @@ class KernelSpec:
         return tuple(k for k, p in enumerate(self.params)
                      if p.has_adjoint and p.name in self.writes)
 
+    @functools.cached_property
+    def quieted(self):
+        """{part: what runs it}, filled by runtime/verify.py (decided once per part)."""
+        return {}
+
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"
 
