@@ -101,7 +101,7 @@ class Array:
                                       hasattr(data, "__cuda_array_interface__")):
             self._data = data if _is_device_array(data) else _wrap_cuda_interface(data)
             self._owner = data          # keeps the wrapped memory alive
-            self._foreign = True        # others may write it: never known to be clean
+            self._foreign = not _owned  # wrapped memory others may write: never clean
             as_dtype(self._data.dtype)
         else:
             arr = buffers.refuse_complex(np.asarray(data), "ad.Array")
