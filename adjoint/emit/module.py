@@ -115,6 +115,16 @@ def _kernel_functions(tr, target, custom_grads):
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
                      params + saved + adj_params + (cuda_status or status(backward)),
                      tr.plans[1], backward=True)
+    if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
+        backward = _lower(tr.once.backward)
+        out += _pair(tr, target, custom_grads, "backward_clean", backward,
+                     params + adj_params + (cuda_status or status(backward)), tr.plans[1],
+                     backward=True)
+        if tr.saved is not None:
+            backward = _lower(tr.once.backward_saved)
+            out += _pair(tr, target, custom_grads, "backward_saved_clean", backward,
+                         params + saved + adj_params + (cuda_status or status(backward)),
+                         tr.plans[1], backward=True)
     return out
 
 
@@ -312,6 +322,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    backward={backward},",
              *_spec_entry("jvp", jvp),
              *_saved_lines(tr, target, fns),
+             *_clean_lines(tr, target, fns),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -333,6 +344,20 @@ def _saved_lines(tr, target, fns):
     return [f"    saved=({saved},),",
             f"    forward_save={_launcher(tr, target, fns, 'forward_save')},",
             f"    backward_saved={_launcher(tr, target, fns, 'backward_saved')},"]
+
+
+def _clean_lines(tr, target, fns):
+    """The ``KernelSpec`` entries of pass once: the array parameters whose adjoint the
+    backward adds into at most once per element, and the backwards storing into them
+    instead (run when all their gradient buffers are clean); none when there are none."""
+    if tr.once is None or tr.rev.backward is None:
+        return []
+    arrays = tuple(a[len("adj_"):] for a in tr.once.arrays)
+    lines = [f"    clean_arrays={arrays!r},",
+             f"    backward_clean={_launcher(tr, target, fns, 'backward_clean')},"]
+    if tr.saved is not None:
+        lines.append(f"    backward_saved_clean={_launcher(tr, target, fns, 'backward_saved_clean')},")
+    return lines
 
 
 def _spec_entry(key, value):
