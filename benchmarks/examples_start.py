@@ -176,6 +176,7 @@ def child(path):
         total = end - T0
         rest = total - sum(times.values()) - load.total - compiled
         print(json.dumps({"example": os.path.basename(path), "first": kind,
+                          "adjoint": os.path.dirname(ad.__file__),
                           "child_s": total, **times, "load": load.total,
                           "transform": load.total - found.total, "compile": compiled,
                           "compile_outer": outer, "compile_self": own, "other": rest}),
@@ -253,7 +254,7 @@ def cold_warm(name, timeout=900):
         env = dict(os.environ, ADJOINT_CACHE_DIR=os.path.join(cache, "adjoint"),
                    NUMBA_CACHE_DIR=os.path.join(cache, "numba"), MPLBACKEND="Agg")
         env["PYTHONPATH"] = os.pathsep.join(
-            [ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []) + [ROOT])
         return {"cold": run_one(name, env, timeout), "warm": run_one(name, env, timeout)}
 
 
@@ -288,6 +289,9 @@ def main(argv=None):
     print(f"{'example':24s} {'cold s':>8s} {'warm s':>8s}   first derivative")
     for name in args.names:
         runs = [cold_warm(name) for _ in range(args.runs)]
+        if "adjoint" in runs[0]["cold"] and not out.get("adjoint"):
+            out["adjoint"] = runs[0]["cold"]["adjoint"]
+            print(f"adjoint from {out['adjoint']}")
         out["examples"][name] = runs
         cold = statistics.median(r["cold"]["wall_s"] for r in runs)
         warm = statistics.median(r["warm"]["wall_s"] for r in runs)
