@@ -11,7 +11,9 @@ the end of the first ``Tape.backward``, of the first ``launch(..., adjoint=True)
 or ``launch(..., tangents=...)``, or of the first call of a function that
 ``ad.grad``, ``ad.value_and_grad``, ``ad.jvp`` or ``ad.hessian`` made. The time
 reported is the parent's wall clock from starting the child to its exit, so the
-interpreter's start and every import are in it.
+interpreter's start and every import are in it, and the child's CPU seconds (user
+and system, all its threads: on a shared machine the steadier number; on an idle
+one the wall time is about the CPU time, a first gradient runs on one core).
 
 ``floor`` is not an example: one hand-written ``numba.njit(cache=True)`` function
 called once, what any numba program pays in a fresh process (its cold run compiles
@@ -51,6 +53,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import re  # noqa: E402
+import resource  # noqa: E402
 import runpy  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
@@ -221,17 +224,21 @@ def child(path):
 
 def run_one(name, env, timeout):
     path = os.path.join(ROOT, "examples", f"{name}.py")
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-P", "-X", "importtime", os.path.abspath(__file__),
                            "--child", path],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (used.ru_utime + used.ru_stime)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{name}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n"
                            f"{proc.stderr[-4000:]}")
     info = json.loads(lines[-1])
     info["wall_s"] = wall
+    info["cpu_s"] = cpu
     info["python"] = wall - info["child_s"]
     info["imports"] = import_seconds(proc.stderr)
     return info
@@ -286,16 +293,18 @@ def main(argv=None):
     args = p.parse_args(argv)
     out = {"load_average_start": _load_average(), "examples": {}}
     print(f"load average at start: {out['load_average_start']:.2f} on {os.cpu_count()} cores")
-    print(f"{'example':24s} {'cold s':>8s} {'warm s':>8s}   first derivative")
+    print(f"{'example':24s} {'cold s':>8s} {'warm s':>8s} {'cold CPU':>9s} {'warm CPU':>9s}"
+          "   first derivative")
     for name in args.names:
         runs = [cold_warm(name) for _ in range(args.runs)]
         if "adjoint" in runs[0]["cold"] and not out.get("adjoint"):
             out["adjoint"] = runs[0]["cold"]["adjoint"]
             print(f"adjoint from {out['adjoint']}")
         out["examples"][name] = runs
-        cold = statistics.median(r["cold"]["wall_s"] for r in runs)
-        warm = statistics.median(r["warm"]["wall_s"] for r in runs)
-        print(f"{name:24s} {cold:8.2f} {warm:8.2f}   {runs[0]['cold']['first']}"
+        med = {f"{k}_{m}": statistics.median(r[k][m] for r in runs)
+               for k in ("cold", "warm") for m in ("wall_s", "cpu_s")}
+        print(f"{name:24s} {med['cold_wall_s']:8.2f} {med['warm_wall_s']:8.2f} "
+              f"{med['cold_cpu_s']:9.2f} {med['warm_cpu_s']:9.2f}   {runs[0]['cold']['first']}"
               f"   (load {_load_average():.2f})")
         print("    cold: " + summary(runs[-1]["cold"]))
         print("    warm: " + summary(runs[-1]["warm"]))
