@@ -128,3 +128,28 @@ def _loss_fd_reference(n, w):
             total += y + w[n % 3]
         return total
     return f
+
+
+def test_examples_start_times_the_first_derivative(tmp_path):
+    """benchmarks/examples_start.py (the cold/warm table of the examples) on the quickest
+    example: the cold run compiles the JVP it launches first, the warm one nothing, and
+    the breakdown adds up to the child's time."""
+    out = tmp_path / "start.json"
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "examples_start.py"),
+                        "jacobian", "--json", str(out)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run,) = json.loads(out.read_text())["examples"]["jacobian"]
+    cold, warm = run["cold"], run["warm"]
+    assert cold["first"] == warm["first"] == "launch(tangents=...)"
+    assert cold["adjoint"] == os.path.join(ROOT, "adjoint")
+    assert "mix_jvp_small" in cold["compile_outer"] and warm["compile_outer"] == {}
+    assert cold["transform"] > 0.01 > warm["transform"]       # warm: no transformer
+    for info in (cold, warm):
+        parts = (info["import_numpy"] + info["import_numba"] + info["import_adjoint"]
+                 + info["load"] + info["compile"] + info["other"])
+        assert abs(parts - info["child_s"]) < 1e-6
+        assert 0.0 < info["child_s"] < info["wall_s"] and info["cpu_s"] > 0.0
+        assert "numba" in info["imports"]
+        assert not {"torch", "jax", "warp", "scipy.optimize"} & set(info["imports"])
