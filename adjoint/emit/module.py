@@ -9,7 +9,6 @@ deterministic namer, functions are emitted in a fixed order, and no path, time
 or random value is written (only the source's relative name and its content
 hash).
 """
-import copy
 import hashlib
 
 import gast
@@ -21,7 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import name
+from ..transform.ir import copy_tree, name
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
@@ -54,7 +53,7 @@ class _Lower(gast.NodeTransformer):
 
 
 def _lower(stmts):
-    return [_Lower().visit(copy.deepcopy(s)) for s in stmts]
+    return [_Lower().visit(copy_tree(s)) for s in stmts]
 
 
 def kernel_functions(tr, target="cpu", custom_grads=()):

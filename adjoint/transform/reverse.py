@@ -28,7 +28,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, copy_tree, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .prune import prune
 
@@ -99,11 +99,11 @@ class Reverser:
             if isinstance(s, gast.AugAssign) or (
                     isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)):
                 if keep_stores:
-                    out.append(copy.deepcopy(s))
+                    out.append(copy_tree(s))
                 continue
             if isinstance(s, (gast.Return, Print)):      # (a replay prints nothing)
                 if keep_stores:
-                    out.append(copy.deepcopy(s))
+                    out.append(copy_tree(s))
                 continue
             if isinstance(s, gast.If):
                 node = if_(s.test, self.plain(s.body, keep_stores) or [at(gast.Pass(), s.lineno)],
@@ -118,7 +118,7 @@ class Reverser:
                 self.plain_depth -= 1
                 out.append(self.loop_node(s, body))
             else:
-                out.append(copy.deepcopy(s))
+                out.append(copy_tree(s))
         return out
 
     def aug(self, stmts):
