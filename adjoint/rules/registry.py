@@ -10,7 +10,8 @@ result. The body is parsed once into a gast template, and
 - reverse mode (``Rule.reverse``) is the transpose: ``d_x = e`` becomes
   ``adj_x += e[g := adj_z]`` (``adj_x -= e'`` when ``e`` is ``-e'``);
 - forward mode (``Rule.forward``) is the JVP: ``dot_z`` is the sum over the
-  operands of ``e[g := dot_x]``.
+  operands of ``e[g := dot_x]``, terms over one denominator summed before it
+  divides once (``(dot_x - dot_y * z) / y`` for ``/``).
 
 Statements of an operand with no derivative (a constant, an integer, an
 inactive value) are dropped, inside branches too. Every rule also says how the
