@@ -97,7 +97,7 @@ def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stif
     t3 = stiffness * t4
     dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
     scale = rt.div(t3, length)
-    dot_scale = rt.div(dot_t3, length) - rt.div(dot_length, length) * scale
+    dot_scale = rt.div(dot_t3 - dot_length * scale, length)
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     dot_t5 = dot_scale * dx + dot_dx * scale
