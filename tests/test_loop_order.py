@@ -59,6 +59,35 @@ def added(n: int, w: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
         ad.atomic_add(out, k, w[i, k] * x[i] * x[k])
 
 
+@ad.func
+def soft(v: float) -> float:
+    if v > 0.0:
+        return v * v
+    return ad.sin(v)
+
+
+@ad.kernel
+def through_func(n: int, w: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+                 out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(n):
+        s += soft(w[i, k] + x[k]) * x[i]
+    out[i] = s
+
+
+@ad.kernel
+def skips(n: int, w: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+          out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(n):
+        if k == i:
+            continue
+        s += w[i, k] * x[k]
+    out[i] = s * x[i]
+
+
 @ad.kernel
 def product(n: int, w: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
             out: ad.array(dtype=float)):
@@ -135,7 +164,8 @@ N = 6
 WALKS = {"dot": ["forward"], "two_sums": ["forward"], "nested": ["forward", "forward"],
          "added": ["forward"], "product": ["backward"], "grows": ["backward"],
          "subtracted_from": ["backward"], "stores": ["backward"], "breaks": ["backward"],
-         "branchy": ["backward"], "maxed": ["backward"]}
+         "branchy": ["backward"], "maxed": ["backward"], "through_func": ["forward"],
+         "skips": ["backward"]}
 
 
 @pytest.fixture(scope="module")
