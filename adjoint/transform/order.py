@@ -66,6 +66,8 @@ def _statements(stmts):
 
 
 def _arrays_independent(body, arrays):
+    """Whether the statements ``body`` store into no array, have no atomic min/max, read
+    no array they add into, and pass no array of ``arrays`` to a func."""
     added, read = set(), set()
     for s in body:
         if isinstance(s, AtomicMinMax):

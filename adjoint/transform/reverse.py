@@ -19,6 +19,9 @@ followed by the adjoint of every statement in reverse order:
   restore the carried values of iteration ``k``, recompute its body (which
   records any inner loop), then reverse it. Values a later iteration
   overwrote are therefore exact, never the loop's final or initial ones.
+  A loop whose iterations' adjoints do not depend on each other (a sum, no
+  stores: transform/order.py) is reversed iteration by iteration in forward
+  order instead, which walks memory forward.
 """
 import copy
 import dataclasses
