@@ -1,7 +1,8 @@
 """The ordered list of passes, and a way to show the code after any of them.
 
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
-bounds -> reverse (-> gather, for a stencil's backward),
+bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
+-> gather (a stencil's backward),
 and jvp (forward mode) from the same checked SSA.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
@@ -14,8 +15,8 @@ from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
-from .transform import (activity, bounds, gather, hazards, inline, jvp, normalize, parallel,
-                        reverse, ssa, store, types)
+from .transform import (activity, bounds, gather, hazards, inline, jvp, normalize, once,
+                        parallel, reverse, ssa, store, types)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -40,6 +41,7 @@ class Transformed:
     loop_capacity: int = 256  # kernels: the CUDA loop stacks' size (@ad.kernel(loop_capacity))
     threads: dict = None    # {name: d}: the names holding thread index d (parallel)
     saved: object = None    # kernels: the store policy's forward and backward (pass store)
+    once: object = None     # kernels: the backwards storing into clean gradients (pass once)
     gather: object = None   # kernels: the backward as receivers gathering sums (pass gather)
 
 
@@ -68,15 +70,16 @@ def _transform(pyfunc, role, bounds_check):
     tangent = jvp.jvp(checked.ssa, act)
     saved = store.saving(checked.ssa, act, rev, dims)
     reads, writes = hazards.arrays_used(s)
-    plans = None
+    plans = stores = None
     if role == "kernel":
+        stores = once.once(rev, saved, dims)
         adj_arrays = {p.name for p in pf.differentiable()}
         plans = parallel.plan(s, dims, threads, adj_arrays)
         plans += (parallel.tangent_plan(plans[0], tangent.names),)
     gathered = gather.gather(rev.backward, checked.ssa, dims, threads, plans[1],
                              [f"dim{d}" for d in range(dims)]) if plans else None
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
-                       plans, checked.sites, tangent, threads=threads, saved=saved,
+                       plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
                        gather=gathered)
 
 

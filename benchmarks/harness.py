@@ -107,6 +107,12 @@ def now():
     return time.perf_counter()
 
 
+# JAX's CPU thread pool keeps spinning for tens of milliseconds after a call returns:
+# the next system timed (always the same one, as the order only rotates) lost a core to it
+# (n-body's forward measured 40 ms after JAX, 22 ms alone). A JAX call is followed by a pause.
+SETTLE_AFTER_S = {"jax": 0.1}
+
+
 def timed(fn, *args, sync=None):
     """Seconds ``fn(*args)`` takes; ``sync()`` (a GPU system's) waits for the device."""
     t0 = time.perf_counter()
@@ -114,6 +120,13 @@ def timed(fn, *args, sync=None):
     if sync is not None:
         sync()
     return time.perf_counter() - t0
+
+
+def settle(system):
+    """Let ``system``'s worker threads go idle before anything else is timed."""
+    pause = SETTLE_AFTER_S.get(getattr(system, "requires", None), 0.0)
+    if pause:
+        time.sleep(pause)
 
 
 def rel_errors(got, ref):
@@ -320,6 +333,7 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
             else:
                 res.fb.append(timed(s.fwd_bwd, problem.seed, sync=sync))
                 res.bwd.append(res.fb[-1] - res.fwd[-1])
+            settle(s)
     with_jvp = [n for n in names if jvp and hasattr(built[n], "jvp")]
     for r in range(repeat if with_jvp else 0):
         for name in with_jvp[r % len(with_jvp):] + with_jvp[:r % len(with_jvp)]:
@@ -327,6 +341,7 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
             sync = getattr(s, "sync", None)
             results[name].jvp_fwd.append(timed(s.forward, sync=sync))
             results[name].jvp.append(timed(s.jvp, sync=sync))
+            settle(s)
     return results
 
 

@@ -97,7 +97,7 @@ def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stif
     t3 = stiffness * t4
     dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
     scale = rt.div(t3, length)
-    dot_scale = rt.div(dot_t3, length) - rt.div(dot_length, length) * scale
+    dot_scale = rt.div(dot_t3 - dot_length * scale, length)
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     dot_t5 = dot_scale * dx + dot_dx * scale
@@ -254,6 +254,99 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
             spring_forces_backward_thread(
+                    rt.signed(tid0), x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest,
+                    adj_f, rt_status)
+    rt.add_chunks(adj_x, adj_x_chunks)
+
+
+@rt.jit_inline
+def spring_forces_backward_clean_thread(
+        tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # forward replay (stores and atomics are not repeated)
+    # springs_kernels.py:29: s = ad.tid()
+    s = tid0
+    # springs_kernels.py:30: i = ends[s, 0]
+    i = ends[s, 0]
+    # springs_kernels.py:31: j = ends[s, 1]
+    j = ends[s, 1]
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
+    if j < 0 or j >= x.shape[0]:
+        rt.fault(rt_status, 9, j, 0, 0)
+        return
+    t1 = x[j, 0]
+    if i < 0 or i >= x.shape[0]:
+        rt.fault(rt_status, 9, i, 0, 0)
+        return
+    t2 = x[i, 0]
+    t0 = t1 - t2
+    t4 = x[j, 1]
+    t5 = x[i, 1]
+    t3 = t4 - t5
+    t6 = rest[s]
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    if i < 0 or i >= f.shape[0]:
+        rt.fault(rt_status, 10, i, 0, 0)
+        return
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    if j < 0 or j >= f.shape[0]:
+        rt.fault(rt_status, 11, j, 0, 0)
+        return
+    # reverse pass: every adjoint starts at zero, statements in reverse order
+    adj_fx = -0.0
+    adj_fy = -0.0
+    adj_t0 = -0.0
+    adj_t1 = -0.0
+    adj_t2 = -0.0
+    adj_t3 = -0.0
+    adj_t4 = -0.0
+    adj_t5 = -0.0
+    adj_t6 = -0.0
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
+    adj_fy -= adj_f[j, 1]
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    adj_fx -= adj_f[j, 0]
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
+    adj_fy += adj_f[i, 1]
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    adj_fx += adj_f[i, 0]
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
+    d_spring_force = spring_force_adjoint(t0, t3, t6, stiffness, adj_fx, adj_fy)
+    adj_t0 += d_spring_force[0]
+    adj_t3 += d_spring_force[1]
+    adj_t6 += d_spring_force[2]
+    adj_rest[s] = 0.0 + adj_t6
+    adj_t4 += adj_t3
+    adj_t5 -= adj_t3
+    adj_x[i, 1] += adj_t5
+    adj_x[j, 1] += adj_t4
+    adj_t1 += adj_t0
+    adj_t2 -= adj_t0
+    adj_x[i, 0] += adj_t2
+    adj_x[j, 0] += adj_t1
+
+
+@rt.jit_small
+def spring_forces_backward_clean_small(
+        dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        spring_forces_backward_clean_thread(
+                tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status)
+
+
+@rt.jit_grid
+def spring_forces_backward_clean(
+        dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # 'adj_x' may be accumulated by several threads: each chunk of threads adds into its own
+    # zeroed copy, and the copies are summed at the end (no races)
+    n_chunks = rt.chunk_count(dim0)
+    adj_x_chunks = rt.private_copies(adj_x, n_chunks)
+    for chunk in rt.prange(n_chunks):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+            spring_forces_backward_clean_thread(
                     rt.signed(tid0), x, ends, rest, stiffness, f, adj_x_chunks[chunk], adj_rest,
                     adj_f, rt_status)
     rt.add_chunks(adj_x, adj_x_chunks)
@@ -853,6 +946,10 @@ spring_forces = adjoint.runtime.KernelSpec(
     jvp=rt.checked(
             rt.by_size(spring_forces_jvp_small, spring_forces_jvp, 1), spring_forces_bounds,
             status=True),
+    clean_arrays=('rest',),
+    backward_clean=rt.checked(
+            rt.by_size(spring_forces_backward_clean_small, spring_forces_backward_clean, 1),
+            spring_forces_bounds, status=True),
     origin='springs_kernels.py:23',
     bounds=spring_forces_bounds,
 )

@@ -324,11 +324,12 @@ def test_adjoint_jit_0_matches_the_compiled_run(project):
 def test_pdb_stops_in_the_generated_backward(project, tmp_path):
     """The documented recipe: ADJOINT_JIT=0, a breakpoint at a line of the
     generated file, pdb stops there and can print adjoints. (A tape runs the kernel's
-    saving pair: its loop is stored, see tests/test_store.py.)"""
+    saving pair: its loop is stored, see tests/test_store.py; its backward stores into
+    x's gradient, which is clean: tests/test_clean_gradients.py.)"""
     _, out = project
     lines = out.read_text().splitlines()
     start = lines.index(next(s for s in lines
-                             if s.startswith("def energy_backward_saved_thread(")))
+                             if s.startswith("def energy_backward_saved_clean_thread(")))
     stop = next(k for k in range(start, len(lines)) if "adj_out[i] = 0.0" in lines[k]) + 1
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(RUN_GRAD.format(out=str(out))))
@@ -337,7 +338,7 @@ def test_pdb_stops_in_the_generated_backward(project, tmp_path):
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, "-m", "pdb", str(script)], input=commands,
                        capture_output=True, text=True, env=env, timeout=300)
-    assert f"{out}({stop})energy_backward_saved_thread()" in r.stdout, r.stdout + r.stderr
+    assert f"{out}({stop})energy_backward_saved_clean_thread()" in r.stdout, r.stdout + r.stderr
     assert "('ADJ', 1.0, 0)" in r.stdout, r.stdout
 
 

@@ -18,6 +18,7 @@ Then the launch API's refusals, the refusal of a func with ``@ad.func_grad``,
 byte-identical generated modules.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -27,6 +28,7 @@ import pytest
 import adjoint as ad
 from adjoint.errors import LaunchError, TransformError
 from test_control_flow import BRANCHES, FUNCS, LOOP_BRANCH_ON_CARRIED, RANGE_LOOP
+from test_numba_codegen import _own_ir
 
 EPS = 1e-6
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -460,6 +462,42 @@ def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, ker
         assert "'out', 'dot_out' may" in ad.source(k, "jvp")
     x = np.linspace(0.5, 1.5, 6)
     jvp_check(k, 6, [x], [np.zeros(6)], reverse=True)
+
+QUOTIENTS = '''
+@ad.kernel
+def quotient(x: ad.array(dtype=float), y: ad.array(dtype=float), v: ad.array(dtype=ad.vec3),
+             out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i] / y[i] + ad.length(v[i])
+'''
+
+
+def test_the_jvp_of_a_quotient_and_a_length_divides_once_each(backend, kernel_module,
+                                                              monkeypatch, tmp_path):
+    """The tangent of ``x / y`` is ``(dot_x - dot_y * z) / y`` and that of a vec3 length
+    ``(dot_x * x + dot_y * y + dot_z * z) / |v|``: one division each, where each
+    operand's term divided on its own before (n-body's JVP divided 4 times a pair, not 3:
+    2.5x its forward, one thread). The tangents match central differences on every
+    backend; on numba the JVP's IR divides 3 times a thread (the quotient and the two
+    tangents; the length is a sqrt), not 6."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
+    m = kernel_module(QUOTIENTS)
+    rng = np.random.default_rng(1)
+    n = 5
+    x, y = rng.uniform(-2, 2, n), rng.uniform(0.5, 2, n)
+    v = rng.uniform(-2, 2, (n, 3))
+    jvp_check(m.quotient, n, [x, y, v], [np.zeros(n)], reverse=True)
+    src = ad.source(m.quotient, "jvp")
+    assert src.count("rt.div(") == 3, src      # x / y and one per tangent
+    if backend == "numba":
+        (gen,) = m.quotient.modules.values()
+        ir = _own_ir(gen.quotient_jvp_small)
+        # LLVM may unroll the thread loop: per copy of the thread (one sqrt: |v|)
+        # three divisions: x / y, the quotient's tangent, the length's tangent
+        copies = len(re.findall(r"call double @llvm\.sqrt\.f64", ir))
+        divisions = len(re.findall(r"= fdiv double", ir))
+        assert copies >= 1 and divisions == 3 * copies, (divisions, copies)
+
 
 CUSTOM_GRAD = '''
 @ad.func

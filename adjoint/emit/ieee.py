@@ -17,12 +17,10 @@ Expects: function bodies as emitted, after the float32 pass (emit/precision.py,
 which reads ``/`` and ``**`` as operators). Guarantees: new statements; its
 ``Float32`` conversions printed ``rt.float32(value)``; no other node changes.
 """
-import copy
-
 import gast
 
 from ..rules import RULES
-from ..transform.ir import Float32, rt_call
+from ..transform.ir import Float32, copy_tree, rt_call
 
 NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)"
 _RUNTIME = {key: r.runtime for key, r in RULES.items() if r.runtime}
@@ -31,7 +29,7 @@ _DIVISIONS = ("Div", "FloorDiv", "Mod")
 
 def spell(body):
     """``body`` (a list of statements) with ``/ // % **`` spelled as runtime calls."""
-    return [_Spell().visit(copy.deepcopy(s)) for s in body]
+    return [_Spell().visit(copy_tree(s)) for s in body]
 
 
 class _Spell(gast.NodeTransformer):

@@ -9,7 +9,6 @@ deterministic namer, functions are emitted in a fixed order, and no path, time
 or random value is written (only the source's relative name and its content
 hash).
 """
-import copy
 import hashlib
 
 import gast
@@ -21,7 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
-from ..transform.ir import Comment, name
+from ..transform.ir import Comment, copy_tree, name
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
@@ -54,7 +53,7 @@ class _Lower(gast.NodeTransformer):
 
 
 def _lower(stmts):
-    return [_Lower().visit(copy.deepcopy(s)) for s in stmts]
+    return [_Lower().visit(copy_tree(s)) for s in stmts]
 
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
@@ -118,6 +117,16 @@ def _kernel_functions(tr, target, custom_grads):
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
                      params + saved + adj_params + (cuda_status or status(backward)),
                      tr.plans[1], backward=True)
+    if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
+        backward = _lower(tr.once.backward)
+        out += _pair(tr, target, custom_grads, "backward_clean", backward,
+                     params + adj_params + (cuda_status or status(backward)), tr.plans[1],
+                     backward=True)
+        if tr.saved is not None:
+            backward = _lower(tr.once.backward_saved)
+            out += _pair(tr, target, custom_grads, "backward_saved_clean", backward,
+                         params + saved + adj_params + (cuda_status or status(backward)),
+                         tr.plans[1], backward=True)
     return out
 
 
@@ -350,6 +359,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    backward={backward},",
              *_spec_entry("jvp", jvp),
              *_saved_lines(tr, target, fns),
+             *_clean_lines(tr, target, fns),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -371,6 +381,20 @@ def _saved_lines(tr, target, fns):
     return [f"    saved=({saved},),",
             f"    forward_save={_launcher(tr, target, fns, 'forward_save')},",
             f"    backward_saved={_launcher(tr, target, fns, 'backward_saved')},"]
+
+
+def _clean_lines(tr, target, fns):
+    """The ``KernelSpec`` entries of pass once: the array parameters whose adjoint the
+    backward adds into at most once per element, and the backwards storing into them
+    instead (run when all their gradient buffers are clean); none when there are none."""
+    if tr.once is None or tr.rev.backward is None:
+        return []
+    arrays = tuple(a[len("adj_"):] for a in tr.once.arrays)
+    lines = [f"    clean_arrays={arrays!r},",
+             f"    backward_clean={_launcher(tr, target, fns, 'backward_clean')},"]
+    if tr.saved is not None:
+        lines.append(f"    backward_saved_clean={_launcher(tr, target, fns, 'backward_saved_clean')},")
+    return lines
 
 
 def _spec_entry(key, value):

@@ -13,17 +13,15 @@ Expects: function bodies as emitted, after emit/cuda.py and the float32 pass
 (which turns a float stack's kind into "float32"). Guarantees: new statements
 with no stack node left; no other node changes.
 """
-import copy
-
 import gast
 
 from ..rules.types import of
-from ..transform.ir import name, rt_call
+from ..transform.ir import copy_tree, name, rt_call
 
 
 def spell(body, target):
     """``body`` with its stack nodes printed for ``target`` ("cpu" or "cuda")."""
-    return [_Spell(target).visit(copy.deepcopy(s)) for s in body]
+    return [_Spell(target).visit(copy_tree(s)) for s in body]
 
 
 class _Spell(gast.NodeTransformer):

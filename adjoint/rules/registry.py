@@ -10,7 +10,8 @@ result. The body is parsed once into a gast template, and
 - reverse mode (``Rule.reverse``) is the transpose: ``d_x = e`` becomes
   ``adj_x += e[g := adj_z]`` (``adj_x -= e'`` when ``e`` is ``-e'``);
 - forward mode (``Rule.forward``) is the JVP: ``dot_z`` is the sum over the
-  operands of ``e[g := dot_x]``.
+  operands of ``e[g := dot_x]``, terms over one denominator summed before it
+  divides once (``(dot_x - dot_y * z) / y`` for ``/``).
 
 Statements of an operand with no derivative (a constant, an integer, an
 inactive value) are dropped, inside branches too. Every rule also says how the
@@ -122,20 +123,7 @@ class Rule:
             terms = [_signed(seeded(_partial_of(s), s.value)) for s in kept]
             body = [_assign(dot_z, _sum(terms) if terms else _const(0.0))]
         else:
-            first = []
-            if _partial_of(kept[0]):
-                sign, term = _signed(seeded(_partial_of(kept[0]), kept[0].value))
-                first = [_assign(dot_z, term if sign > 0 else
-                                 gast.UnaryOp(op=gast.USub(), operand=term))]
-                kept = kept[1:]
-            else:
-                first = [_assign(dot_z, _const(0.0))]
-
-            def update(p, expr):
-                sign, term = _signed(seeded(p, expr))
-                return gast.AugAssign(target=_name(dot_z, store=True),
-                                      op=gast.Sub() if sign < 0 else gast.Add(), value=term)
-            body = first + _map_partials(kept, update)
+            body = _tangent_updates(kept, seeded, dot_z, first=True)
         return [_Substitute(mapping).visit(s) for s in body]
 
 
@@ -167,14 +155,68 @@ def _signed(expr):
     return 1, expr
 
 
+def _tangent_updates(stmts, seeded, dot_z, first=False):
+    """The JVP of a template with branches: ``dot_z = ...`` for a leading partial (``first``;
+    ``dot_z = 0.0`` when the template starts with a branch), then ``dot_z += ...`` /
+    ``dot_z -= ...`` per partial, inside the template's branches. Consecutive partials
+    of one block over one denominator (``ad.length3``'s ``g / z * x``, ``g / z * y``, ...)
+    are one update, their sum dividing once (``_sum``)."""
+    out = []
+    if first and not _partial_of(stmts[0]):
+        out.append(_assign(dot_z, _const(0.0)))
+    k = 0
+    while k < len(stmts):
+        s = stmts[k]
+        if isinstance(s, gast.If):
+            out.append(gast.If(test=s.test, body=_tangent_updates(s.body, seeded, dot_z),
+                               orelse=_tangent_updates(s.orelse, seeded, dot_z)))
+            k += 1
+            continue
+        run = [s]
+        while k + len(run) < len(stmts) and _partial_of(stmts[k + len(run)]):
+            run.append(stmts[k + len(run)])
+        terms = [_signed(seeded(_partial_of(r), r.value)) for r in run]
+        if len(terms) > 1 and _shared_denominator(terms) is None:
+            run, terms = run[:1], terms[:1]         # each partial its own update
+        k += len(run)
+        total = _sum(terms)
+        if first and not out:
+            out.append(_assign(dot_z, total))
+            continue
+        sign, term = _signed(total)
+        out.append(gast.AugAssign(target=_name(dot_z, store=True),
+                                  op=gast.Sub() if sign < 0 else gast.Add(), value=term))
+    return out
+
+
+def _over(term):
+    """``(numerator, d)`` of a term ``a / d`` (``a``) or ``a / d * c`` (``a * c``), else None."""
+    if isinstance(term, gast.BinOp) and isinstance(term.op, gast.Div):
+        return term.left, term.right
+    if isinstance(term, gast.BinOp) and isinstance(term.op, gast.Mult) and \
+            isinstance(term.left, gast.BinOp) and isinstance(term.left.op, gast.Div):
+        return gast.BinOp(left=term.left.left, op=gast.Mult(), right=term.right), \
+            term.left.right
+    return None
+
+
+def _shared_denominator(terms):
+    """The one denominator ``d`` every term is over (``_over``), or None."""
+    overs = [_over(t) for _, t in terms]
+    if None in overs or len({ast.dump(gast.gast_to_ast(copy.deepcopy(d)))
+                             for _, d in overs}) != 1:
+        return None
+    return overs[0][1]
+
+
 def _sum(terms):
-    """The expression ``sum(sign * term)``; terms sharing one denominator (``a / d``,
-    ``b / d``: the partials of ``/`` and ``atan2``) share one division, ``(a - b) / d``."""
-    dens = [t.right for _, t in terms if isinstance(t, gast.BinOp) and isinstance(t.op, gast.Div)]
-    if len(terms) > 1 and len(dens) == len(terms) and \
-            len({ast.dump(gast.gast_to_ast(d)) for d in dens}) == 1:
-        return gast.BinOp(left=_sum([(sign, t.left) for sign, t in terms]), op=gast.Div(),
-                          right=dens[0])
+    """The expression ``sum(sign * term)``; terms over one denominator (``a / d``,
+    ``b / d * c``: the partials of ``/``, ``atan2``, ``ad.length3``) share one division,
+    ``(a - b * c) / d``: a JVP divides once where its operands' terms would divide each."""
+    d = _shared_denominator(terms) if len(terms) > 1 else None
+    if d is not None:
+        return gast.BinOp(left=_sum([(sign, _over(t)[0]) for sign, t in terms]),
+                          op=gast.Div(), right=d)
     total = None
     for sign, term in terms:
         if total is None:

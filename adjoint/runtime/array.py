@@ -101,6 +101,7 @@ class Array:
                                       hasattr(data, "__cuda_array_interface__")):
             self._data = data if _is_device_array(data) else _wrap_cuda_interface(data)
             self._owner = data          # keeps the wrapped memory alive
+            self._foreign = not _owned  # wrapped memory others may write: never clean
             as_dtype(self._data.dtype)
         else:
             arr = buffers.refuse_complex(np.asarray(data), "ad.Array")
@@ -110,6 +111,7 @@ class Array:
                 arr = arr.reshape(1)
             as_dtype(arr.dtype)
             self._data = _to_device(np.ascontiguousarray(arr), self.device)
+            self._foreign = False
         self.grad = None
         self.requires_grad = requires_grad
 
@@ -124,15 +126,20 @@ class Array:
             if np.dtype(self.dtype).kind != "f":
                 raise TypeError(f"only float arrays can require gradients, not {self.dtype}")
             self.grad = Array(self.zeros_buffer(), device=self.device, _owned=True)
+            watch.mark_clean(self.grad._data)
 
     @property
     def data(self):
-        """The buffer kernels receive: a numpy array (cpu) or a device array (cuda)."""
+        """The buffer kernels receive: a numpy array (cpu) or a device array (cuda). Once
+        handed out, adjoint no longer knows it holds zeros (``watch.is_clean``)."""
+        watch.mark_dirty(self._data)
         return self._data
 
     def numpy(self):
-        """The values as a numpy array: the buffer itself on cpu, a copy on cuda."""
+        """The values as a numpy array: the buffer itself on cpu (writable: adjoint no
+        longer knows it holds zeros, ``watch.is_clean``), a copy on cuda."""
         if self.device == "cpu":
+            watch.mark_dirty(self._data)
             return self._data
         return self._data.copy_to_host()
 
@@ -169,12 +176,17 @@ class Array:
         return self
 
     def zero_(self):
+        """Zero the array; nothing to do when adjoint knows it holds zeros (``is_clean``)."""
+        if watch.is_clean(self._data):
+            return self
         return self.fill_(0)
 
     def fill_(self, value):
         buffers.refuse_complex(value, "fill_")
         watch.before_write(self._data, f"fill_({value})")
         buffers.fill(self._data, value)
+        if value == 0 and not self._foreign:
+            watch.mark_clean(self._data)    # a backward may store into it (transform/once.py)
         return self
 
     # -- device-neutral pieces the tape and copies use ---------------------------------
@@ -262,7 +274,9 @@ def _shared(data, dtype, requires_grad, device):
     buffers.refuse_complex(data, "ad.array")
     _check_vector_shape(data, dtype)
     as_dtype(data.dtype)
-    return Array(data, requires_grad=requires_grad, device="cpu", _owned=True)
+    shared = Array(data, requires_grad=requires_grad, device="cpu", _owned=True)
+    shared._foreign = True      # the caller writes its memory too: never known to be clean
+    return shared
 
 
 def _shape(shape):
@@ -290,7 +304,9 @@ def _check_vector_shape(arr, dtype):
 
 def zeros(shape, dtype=float, requires_grad=False, device=None):
     shape, dtype = _vshape(shape, dtype)
-    return Array(np.zeros(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
+    out = Array(np.zeros(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
+    watch.mark_clean(out._data)
+    return out
 
 
 def ones(shape, dtype=float, requires_grad=False, device=None):

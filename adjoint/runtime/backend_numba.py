@@ -12,13 +12,14 @@ a hash of the runtime's source: a changed runtime compiles again.
 import glob
 import hashlib
 import os
-
+import types
 import warnings
 
 import numba
 import numpy as np
 from numba.core.caching import FunctionCache
 from numba.core.errors import NumbaPerformanceWarning
+from numba.extending import overload
 
 from . import helpers
 from .bounds import checked  # noqa: F401
@@ -74,6 +75,31 @@ def jit(fn):
     return njit()(fn)
 
 
+def jit_helper(fn):
+    """A runtime helper only generated code calls (``rt.fault``, ``rt.trip_count``,
+    ``rt.stack_push``, ...): compiled into each function that calls it, typed on the plain
+    types of its arguments, without a CPython wrapper.
+
+    A numba dispatcher called from compiled code is compiled again for every integer
+    *literal* it is passed: ``rt.fault(rt_status, 9, i, 0, 0)`` and
+    ``rt.fault(rt_status, 10, i, 0, 0)`` were two compilations (one per bounds-check
+    site: eight of ``fault`` for the springs example's first gradient, 0.6 s cold), and
+    each built a CPython wrapper nobody called (half of a small function's compile
+    time). A numba ``overload`` is typed on non-literal types first and has no wrapper.
+    The returned function is a copy of ``fn`` (plain Python when called from Python; the
+    overload is registered on the copy, for the CPU target only, so ``fn`` itself stays
+    free for the CUDA backend). A function that calls it is cached as a whole, helper
+    included (``njit``: keyed by ``RUNTIME_FINGERPRINT`` too)."""
+    stub = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    stub.__doc__, stub.__qualname__ = fn.__doc__, fn.__qualname__
+
+    def typer(*args, **kwargs):
+        return fn
+    overload(stub, strict=False, target="cpu")(typer)
+    return stub
+
+
 def jit_inline(fn):
     """Thread functions: inlined into their grid loop at numba-IR level."""
     return njit(inline="always")(fn)
@@ -107,19 +133,19 @@ warnings.filterwarnings(
 MAX_CHUNKS = numba.config.NUMBA_NUM_THREADS   # a constant, so grid functions stay cacheable
 
 
-@njit()
-def chunk_count(n):
+def _chunk_count(n):
     return max(1, min(MAX_CHUNKS, n))
 
 
-trip_count = jit(helpers.trip_count)
-stack_new_float = jit(helpers.stack_new_float)
-stack_new_float32 = jit(helpers.stack_new_float32)
+chunk_count = jit_helper(_chunk_count)
+trip_count = jit_helper(helpers.trip_count)
+stack_new_float = jit_helper(helpers.stack_new_float)
+stack_new_float32 = jit_helper(helpers.stack_new_float32)
 float32 = helpers.float32
-stack_new_int = jit(helpers.stack_new_int)
-stack_new_bool = jit(helpers.stack_new_bool)
-stack_push = jit(helpers.stack_push)
-chunk_start = jit(helpers.chunk_start)
+stack_new_int = jit_helper(helpers.stack_new_int)
+stack_new_bool = jit_helper(helpers.stack_new_bool)
+stack_push = jit_helper(helpers.stack_push)
+chunk_start = jit_helper(helpers.chunk_start)
 
 
 NON_NEGATIVE = np.int64(0x7FFF_FFFF_FFFF_FFFF)
@@ -137,10 +163,10 @@ def signed(i):
     return np.int64(i) & NON_NEGATIVE
 
 
-private_copies = jit(helpers.private_copies)
-range_outside = jit(helpers.range_outside)
-index_outside_loop = jit(helpers.index_outside_loop)
-fault = jit(helpers.fault)
+private_copies = jit_helper(helpers.private_copies)
+range_outside = jit_helper(helpers.range_outside)
+index_outside_loop = jit_helper(helpers.index_outside_loop)
+fault = jit_helper(helpers.fault)
 
 
 SERIAL_ADD_MAX = 16384   # elements: adding fewer in parallel costs more than it saves
@@ -165,7 +191,26 @@ def add_chunks(arr, copies):
         for c in range(parts.shape[0]):
             total += parts[c, e]
         flat[e] = total
-block_count = jit(helpers.block_count)
+block_count = jit_helper(helpers.block_count)
+
+def jit_builtin(fn):
+    """rt.div, rt.sin, ...: for generated code, a numba overload of ``fn`` compiled with
+    ``jit_ieee``'s options into each function that calls it (as ``jit_helper``: no
+    compile per integer literal, no CPython wrapper: about half of the 40-60 ms each
+    builtin took to compile cold); called from Python, ``fn`` compiled by ``jit_ieee``
+    (so the tests compare numba's arithmetic with Python's, bit for bit)."""
+    compiled = jit_ieee(fn)
+
+    def call(*args):
+        return compiled(*args)
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = fn.__doc__
+
+    def typer(*args, **kwargs):
+        return fn
+    overload(call, jit_options={"error_model": "numpy"}, strict=False, target="cpu")(typer)
+    return call
+
 
 # rt.div, rt.sin, rt.clamp, ...: every runtime builtin, compiled (runtime/ieee.py)
-globals().update({name: jit_ieee(b.compiled) for name, b in BUILTINS.items()})
+globals().update({name: jit_builtin(b.compiled) for name, b in BUILTINS.items()})

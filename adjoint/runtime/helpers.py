@@ -14,9 +14,16 @@ def trip_count(start, stop, step):
     return n if n > 0 else 0
 
 
+# The stacks are made with np.empty and filled, and grown by copying element by element:
+# numba compiles np.full in about twice the time, and an array-to-slice assignment
+# (``grown[:n] = stack[:n]``) with its shape-mismatch error message (string formatting) in
+# 2-5 s, which every process's first loop stack paid (numba's cold start).
+
 def stack_new_float(capacity, value):
     """A per-thread stack of float64 for one carried value, sized for ``capacity`` iterations."""
-    return np.full(capacity if capacity > 1 else 1, value, np.float64)
+    stack = np.empty(capacity if capacity > 1 else 1, np.float64)
+    stack[:] = value
+    return stack
 
 
 float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/precision.py)
@@ -24,22 +31,29 @@ float32 = np.float32      # rt.float32(c): a float32 kernel's literals (emit/pre
 
 def stack_new_float32(capacity, value):
     """The same in float32: a float32 kernel's carried values (see emit/precision.py)."""
-    return np.full(capacity if capacity > 1 else 1, value, np.float32)
+    stack = np.empty(capacity if capacity > 1 else 1, np.float32)
+    stack[:] = value
+    return stack
 
 
 def stack_new_int(capacity, value):
-    return np.full(capacity if capacity > 1 else 1, value, np.int64)
+    stack = np.empty(capacity if capacity > 1 else 1, np.int64)
+    stack[:] = value
+    return stack
 
 
 def stack_new_bool(capacity, value):
-    return np.full(capacity if capacity > 1 else 1, value, np.bool_)
+    stack = np.empty(capacity if capacity > 1 else 1, np.bool_)
+    stack[:] = value
+    return stack
 
 
 def stack_push(stack, n, value):
     """Store ``value`` as entry ``n``, growing the stack when it is full."""
     if n >= stack.shape[0]:
         grown = np.empty(2 * stack.shape[0], stack.dtype)
-        grown[:n] = stack[:n]
+        for k in range(n):
+            grown[k] = stack[k]
         stack = grown
     stack[n] = value
     return stack

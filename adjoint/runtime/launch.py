@@ -64,7 +64,7 @@ _PLAIN_SCALARS = {float: "f", int: "iuf"}   # a Python float for a float, an int
 
 def _convert(spec, param, value, device):
     if type(value) is Array and param.is_array and value.device == device:   # common case
-        data = value.data
+        data = value._data
         if data.ndim == param.ndim and data.dtype == param.np_dtype:
             return data
     elif param.np_dtype.kind in _PLAIN_SCALARS.get(type(value), "") and not param.is_array:
@@ -74,7 +74,7 @@ def _convert(spec, param, value, device):
         if isinstance(value, Array):
             if value.device != device:
                 raise LaunchError(f"{where}: array is on {value.device!r}, launch is on {device!r}")
-            data = value.data
+            data = value._data
         elif isinstance(value, np.ndarray) and device == "cpu":
             data = value
         elif isinstance(value, np.ndarray):     # (ad.vec3(...) is one, for a vector too)
@@ -166,6 +166,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         _propagate_requires_grad(spec, args)
     saved = ()
     if dots is not None:
+        for _, data, _ in dots:
+            watch.mark_dirty(data)          # (a tangent is written: never a clean gradient)
         verify.run(spec, "jvp", dims, values, [d for _, d, _ in dots])
     elif tape is not None and getattr(spec, "saved", ()) and spec.backward is not None:
         # the store policy (transform/store.py): the forward keeps, per thread, what the
@@ -302,12 +304,15 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
         if a is None:
             adjs.append(buffers.zeros(v.shape, v.dtype, _device_of(v)))   # scratch: unwatched
             continue
-        data = a.data if isinstance(a, Array) else a
+        data = a._data if isinstance(a, Array) else a
         if not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or data.dtype != v.dtype:
             raise LaunchError(f"kernel '{spec.name}', adjoint of parameter '{p.name}' must be an "
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
-        written.append(data)
-    for data in written:
-        watch.before_write(data, f"adjoint launch of kernel '{spec.name}' ({spec.origin})")
-    verify.run(spec, "backward", dims, values, adjs)
+        written.append(len(adjs) - 1)
+    # the storing backward (transform/once.py) where the buffers it stores into hold zeros
+    clean = bool(spec.clean_adjoints) and all(k not in written or watch.is_clean(adjs[k])
+                                              for k in spec.clean_adjoints)
+    for k in written:
+        watch.before_write(adjs[k], f"adjoint launch of kernel '{spec.name}' ({spec.origin})")
+    verify.run(spec, "backward_clean" if clean else "backward", dims, values, adjs)

@@ -50,6 +50,10 @@ class KernelSpec:
     saved: tuple = ()       # ((parameter, dtype), ...): what forward_save keeps per thread
     forward_save: object = None     # the forward, also saving ``saved`` (a tape's launch)
     backward_saved: object = None   # the backward, reading ``saved`` instead of replaying loops
+    clean_arrays: tuple = ()        # parameters whose adjoint the backward adds into at most
+                                    # once per element (transform/once.py), and the backwards
+    backward_clean: object = None   # storing into them: run when all those buffers are clean
+    backward_saved_clean: object = None
 
     @property
     def spec(self):
@@ -73,6 +77,18 @@ class KernelSpec:
     def written_floats(self):
         return tuple(k for k, p in enumerate(self.params)
                      if p.has_adjoint and p.name in self.writes)
+
+    @functools.cached_property
+    def quieted(self):
+        """{part: what runs it}, filled by runtime/verify.py (decided once per part)."""
+        return {}
+
+    @functools.cached_property
+    def clean_adjoints(self):
+        """Positions, among the adjoint arguments (one per float array parameter), of
+        the ``clean_arrays``: the buffers that must be clean to run a ``_clean`` backward."""
+        adjoints = [p.name for p in self.params if p.has_adjoint]
+        return tuple(k for k, n in enumerate(adjoints) if n in self.clean_arrays)
 
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"

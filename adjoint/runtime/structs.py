@@ -20,6 +20,7 @@ the order and names both sides use. A vector field is a leaf like an array: pass
 scalarize then treats ``b_g`` as any vector parameter.
 """
 import inspect
+import weakref
 from dataclasses import dataclass
 
 from .types import ArrayType, scalar_dtype
@@ -108,10 +109,24 @@ def struct(cls):
     return cls
 
 
+_SIGNATURES = weakref.WeakKeyDictionary()    # pyfunc -> (struct_params, parameter names)
+
+
+def _signature(pyfunc):
+    """``(struct_params(pyfunc), parameter names)``, read once per function: ``launch``
+    asks on every call, and ``inspect.signature`` was 40% of a small launch's cost."""
+    got = _SIGNATURES.get(pyfunc)
+    if got is None:
+        params = inspect.signature(pyfunc).parameters.values()
+        got = (tuple((k, p.annotation if is_struct(p.annotation) else None)
+                     for k, p in enumerate(params)), tuple(p.name for p in params))
+        _SIGNATURES[pyfunc] = got
+    return got
+
+
 def struct_params(pyfunc):
-    """``[(parameter position, struct class or None)]`` of a kernel's signature."""
-    return [(k, p.annotation if is_struct(p.annotation) else None)
-            for k, p in enumerate(inspect.signature(pyfunc).parameters.values())]
+    """``((parameter position, struct class or None), ...)`` of a kernel's signature."""
+    return _signature(pyfunc)[0]
 
 
 def _values(kernel_name, pname, cls, value, path=()):
@@ -143,10 +158,11 @@ def flatten_args(kernel, inputs, outputs, adj_inputs=None, adj_outputs=None):
     ``None`` per leaf; a list left out stays ``None``). Unchanged for a kernel without
     struct parameters (or one that is only a generated spec)."""
     pyfunc = getattr(kernel, "pyfunc", None)
-    kinds = struct_params(pyfunc) if pyfunc is not None else []
+    if pyfunc is None:
+        return inputs, outputs, adj_inputs, adj_outputs
+    kinds, names = _signature(pyfunc)
     if not any(cls for _, cls in kinds):
         return inputs, outputs, adj_inputs, adj_outputs
-    names = list(inspect.signature(pyfunc).parameters)
 
     def flat(lst, start):
         if lst is None:

@@ -68,14 +68,10 @@ class LaunchStep:
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
-        writer = f"the backward of {self.label}"
-        adjs = [adjoint_buffer(a, writer) for p, a in zip(self.kernel.params, self.args)
-                if p.has_adjoint]
-        if self.saved:
-            verify.run(self.kernel, "backward_saved", self.dims,
-                       [*self.values, *self.saved], adjs)
-        else:
-            verify.run(self.kernel, "backward", self.dims, self.values, adjs)
+        adjs, clean = adjoint_buffers(self.kernel, self.args, f"the backward of {self.label}")
+        part = "backward_saved" if self.saved else "backward"
+        verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
+                   [*self.values, *self.saved], adjs)
 
 
 @dataclass
@@ -153,15 +149,29 @@ def _overwrite_message(readers, writer, verb="overwrites"):
             "ad.Tape(overwrite='copy') (the default), which keeps a copy of the values read")
 
 
-def adjoint_buffer(a, writer):
-    """The buffer ``writer``, a backward pass, accumulates into for ``a``: its gradient
-    (announced to ``watch``), or scratch when it has none."""
-    if hasattr(a, "grad") and a.grad is not None:
-        watch.before_write(a.grad.data, writer)
-        return a.grad.data
-    if hasattr(a, "_snapshot"):
-        return a.zeros_buffer()
-    return np.zeros_like(np.asarray(a))
+def adjoint_buffers(kernel, args, writer):
+    """(buffers, clean) for the backward of ``kernel`` on ``args``, which ``writer`` runs:
+    a buffer per float array parameter to accumulate into -- its argument's gradient, or
+    zeroed scratch when it has none -- and whether the ``_clean`` backward may run (the
+    buffers of ``kernel.clean_arrays`` all hold zeros: transform/once.py). Each gradient
+    is announced to ``watch`` (after it was asked whether it is clean: it no longer is)."""
+    adjs, grads = [], []
+    for p, a in zip(kernel.params, args):
+        if not p.has_adjoint:
+            continue
+        grad = getattr(a, "grad", None)
+        if grad is not None:
+            grads.append(len(adjs))
+            adjs.append(grad._data)
+        elif hasattr(a, "_snapshot"):
+            adjs.append(a.zeros_buffer())
+        else:
+            adjs.append(np.zeros_like(np.asarray(a)))
+    clean = bool(kernel.clean_adjoints) and all(
+        k not in grads or watch.is_clean(adjs[k]) for k in kernel.clean_adjoints)
+    for k in grads:
+        watch.before_write(adjs[k], writer)
+    return adjs, clean
 
 
 @dataclass

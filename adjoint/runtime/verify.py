@@ -27,10 +27,13 @@ def run(spec, part, dims, values, adjoints=()):
     "forward_save" and "backward_saved") on ``(*dims, *values, *adjoints)``: ``values``
     one per parameter (then, for the last two, the saved arrays), ``adjoints`` (or
     tangents, for "jvp") one per parameter that has an adjoint (a float array), in order."""
+    run_part = spec.quieted.get(part)
+    if run_part is None:
+        run_part = spec.quieted[part] = _quiet(getattr(spec, part))
     if part == "jvp":                   # (launch refuses aliasing tangent buffers)
-        _quiet(spec.jvp)(*dims, *values, *adjoints)
+        run_part(*dims, *values, *adjoints)
     else:
-        buffers.call_unaliased(_quiet(getattr(spec, part)), (*dims, *values), adjoints)
+        buffers.call_unaliased(run_part, (*dims, *values), adjoints)
     if config.verify_fp:
         check(spec, part.split("_")[0], values, adjoints)
 

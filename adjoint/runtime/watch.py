@@ -18,6 +18,13 @@ Tapes are held weakly: a tape that is garbage collected stops watching. One
 lock serializes watching and announcing, so tapes on several threads stay
 consistent.
 
+Clean memory: ``mark_clean(buf, owner)`` notes that an allocation adjoint zeroed (a new
+gradient, ``zero_()``) holds only zeros; ``before_write`` (every write adjoint
+performs) and ``mark_dirty`` (memory handed to the user: ``Array.numpy()``, ``.data``)
+forget it, and ``is_clean`` asks. A backward adds into a clean gradient by storing
+(transform/once.py). An entry lives as long as the object holding the
+allocation, so that freed memory reused by another allocation is never clean.
+
 ``observe_writes(fn)`` also tells ``fn(buf, writer)`` about every write made on the
 calling thread, watched or not, while it is in effect: a checkpointed segment uses it
 to keep the values its writes replace (``adjoint/checkpoint.py``).
@@ -98,6 +105,8 @@ def before_write(buf, writer, by=None):
     for observe in observers:
         observe(buf, writer)
     key = memory_key(buf)
+    if _clean:
+        _forget_clean(key, buf)
     if key not in _watchers:                  # the common case: nobody read this memory
         return
     if callable(writer):
@@ -107,6 +116,76 @@ def before_write(buf, writer, by=None):
             watcher = ref()
             if watcher is not None:
                 watcher.before_write(key, writer, by)
+
+
+_clean = {}         # memory key -> weakref.ref(the object holding that allocation)
+_spans = {}         # device memory key in _clean -> (first byte, end byte)
+
+
+def mark_clean(buf):
+    """Note that ``buf``, the whole of an allocation that nothing outside adjoint shares,
+    holds only zeros (adjoint just zeroed it). A view of part of an allocation is not
+    noted: the rest of it may hold anything."""
+    owner = _whole(buf)
+    if owner is None:
+        return
+    key = memory_key(buf)
+
+    def forget(ref):
+        if _clean.get(key) is ref:
+            del _clean[key]
+            _spans.pop(key, None)
+    try:
+        _clean[key] = weakref.ref(owner, forget)
+    except TypeError:                         # not weakly referenceable: never clean
+        return
+    if key[0] == "device":
+        _spans[key] = _device_span(buf)
+
+
+def mark_dirty(buf):
+    """Forget that ``buf``'s allocation is clean (its memory is handed out, or written)."""
+    if _clean:
+        _forget_clean(memory_key(buf), buf)
+
+
+def _forget_clean(key, buf):
+    """``buf`` (named ``key``) is written or handed out. A real device array is named by
+    its first byte, so a view of part of a clean one has another name: every clean
+    device allocation it overlaps is forgotten too."""
+    _clean.pop(key, None)
+    if key[0] == "device" and _spans:
+        start, end = _device_span(buf)
+        for k in [k for k, (s, e) in _spans.items() if s < end and start < e or k == key]:
+            _clean.pop(k, None)
+            del _spans[k]
+
+
+def _device_span(buf):
+    start = buf.__cuda_array_interface__["data"][0]
+    return start, start + int(np.prod(buf.shape)) * np.dtype(buf.dtype).itemsize
+
+
+def is_clean(buf):
+    """Whether ``buf`` lies in an allocation that holds only zeros (``mark_clean``) and
+    that nothing has written, or been handed to the user, since."""
+    ref = _clean.get(memory_key(buf))
+    return ref is not None and ref() is not None
+
+
+def _whole(buf):
+    """The object holding ``buf``'s allocation when ``buf`` spans all of it and it is not
+    memory from outside numpy (a torch tensor's, a ctypes buffer: written behind adjoint's
+    back); else None. A device array is its own holder."""
+    host = getattr(buf, "_ary", buf)          # numba's simulator: device memory is a numpy array
+    if not isinstance(host, np.ndarray):
+        return buf
+    root = host
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    whole = root.base is None and root.nbytes == host.nbytes and \
+        root.__array_interface__["data"][0] == host.__array_interface__["data"][0]
+    return root if whole else None
 
 
 def watched():

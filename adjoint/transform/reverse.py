@@ -19,6 +19,9 @@ followed by the adjoint of every statement in reverse order:
   restore the carried values of iteration ``k``, recompute its body (which
   records any inner loop), then reverse it. Values a later iteration
   overwrote are therefore exact, never the loop's final or initial ones.
+  A loop whose iterations' adjoints do not depend on each other (a sum, no
+  stores: transform/order.py) is reversed iteration by iteration in forward
+  order instead, which walks memory forward.
 """
 import copy
 import dataclasses
@@ -28,8 +31,9 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, if_, name, operation, rt_attr,
+from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, copy_tree, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
+from .order import forward_order
 from .prune import prune
 
 ADJ_ZERO = 0.0
@@ -99,11 +103,11 @@ class Reverser:
             if isinstance(s, gast.AugAssign) or (
                     isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Subscript)):
                 if keep_stores:
-                    out.append(copy.deepcopy(s))
+                    out.append(copy_tree(s))
                 continue
             if isinstance(s, (gast.Return, Print)):      # (a replay prints nothing)
                 if keep_stores:
-                    out.append(copy.deepcopy(s))
+                    out.append(copy_tree(s))
                 continue
             if isinstance(s, gast.If):
                 node = if_(s.test, self.plain(s.body, keep_stores) or [at(gast.Pass(), s.lineno)],
@@ -118,7 +122,7 @@ class Reverser:
                 self.plain_depth -= 1
                 out.append(self.loop_node(s, body))
             else:
-                out.append(copy.deepcopy(s))
+                out.append(copy_tree(s))
         return out
 
     def aug(self, stmts):
@@ -394,7 +398,10 @@ class Reverser:
         names = self.loop_names(s)
         line = s.lineno
         it = names["it"]
-        body = [comment(f"iteration {it} of the loop on line {line}, in reverse", line)]
+        forward = forward_order(s, self.active, {p.name for p in self.pf.params if p.is_array})
+        body = [comment(f"iteration {it} of the loop on line {line}, in reverse" if not forward
+                        else f"iteration {it} of the loop on line {line}, in forward order: "
+                        "no iteration's adjoints depend on another's (transform/order.py)", line)]
         for v, stack in names["stacks"].items():
             body.append(assign(v, StackRead(name(stack), name(it)), line))
         if isinstance(s, gast.For):
@@ -407,9 +414,10 @@ class Reverser:
         self.loop_depth -= 1
         rev, rev_latch = self.reversed[s.loop.uid]
         body += copy.deepcopy(rev_latch) + copy.deepcopy(rev)
-        rng = gast.Call(func=name("range"), args=[
-            gast.BinOp(left=name(names["count"]), op=gast.Sub(), right=const(1)), const(-1), const(-1)],
-            keywords=[])
+        bounds = [const(0), name(names["count"]), const(1)] if forward else \
+            [gast.BinOp(left=name(names["count"]), op=gast.Sub(), right=const(1)), const(-1),
+             const(-1)]
+        rng = gast.Call(func=name("range"), args=bounds, keywords=[])
         node = gast.For(target=name(it, store=True), iter=rng, body=body, orelse=[], type_comment=None)
         return [at(node, line)]
 
