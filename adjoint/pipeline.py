@@ -3,7 +3,8 @@
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
 -> gather (a stencil's backward),
-and jvp (forward mode) from the same checked SSA.
+and jvp (forward mode) from the same checked SSA, then reciprocal (its divisions by a root
+share one inverse).
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
 from dataclasses import dataclass, replace
@@ -16,7 +17,7 @@ from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
 from .transform import (activity, bounds, gather, hazards, inline, jvp, normalize, once,
-                        parallel, reverse, ssa, store, types)
+                        parallel, reciprocal, reverse, ssa, store, types)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -67,7 +68,7 @@ def _transform(pyfunc, role, bounds_check):
     act = activity.active(s)
     checked = bounds.bound(s, dims, threads, enabled=bounds_check and role == "kernel")
     rev = reverse.reverse(checked.ssa, act, forward_only)
-    tangent = jvp.jvp(checked.ssa, act)
+    tangent = _inverses(jvp.jvp(checked.ssa, act), checked.ssa.kinds)
     saved = store.saving(checked.ssa, act, rev, dims)
     reads, writes = hazards.arrays_used(s)
     plans = stores = None
@@ -81,6 +82,13 @@ def _transform(pyfunc, role, bounds_check):
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
                        gather=gathered)
+
+
+def _inverses(tangent, kinds):
+    """``tangent`` with its divisions by a root multiplying by its inverse (pass
+    reciprocal)."""
+    body, new = reciprocal.sharing(tangent.body, set(tangent.names.values()), kinds)
+    return replace(tangent, body=body, kinds={**tangent.kinds, **new})
 
 
 def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):

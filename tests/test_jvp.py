@@ -499,6 +499,82 @@ def test_the_jvp_of_a_quotient_and_a_length_divides_once_each(backend, kernel_mo
         assert copies >= 1 and divisions == 3 * copies, (divisions, copies)
 
 
+
+ROOTS = """
+@ad.kernel
+def potential(n: int, m: ad.array(dtype=float), p: ad.array(dtype=float),
+              out: ad.array(dtype=float)):
+    i = ad.tid()
+    e = 0.0
+    for j in range(n):
+        d = p[j] - p[i]
+        e += m[j] / ad.sqrt(d * d + 0.25)
+    out[i] = e
+
+
+@ad.kernel
+def not_a_root(x: ad.array(dtype=float), y: ad.array(dtype=float),
+               out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = ad.exp(y[i])
+    out[i] = x[i] / s
+
+
+@ad.func
+def over_root(m: float, x: float) -> float:
+    return m / ad.sqrt(x)
+"""
+
+
+def test_the_jvp_divides_by_a_root_through_its_inverse(backend, kernel_module,
+                                                       monkeypatch, tmp_path):
+    """Pass reciprocal: in ``m / sqrt(r2)`` the tangents of the root (``dot * 0.5 / s``)
+    and of the quotient (``(dot_m - dot_s * q) / s``) both divide by ``s``; they
+    multiply by one inverse instead (n-body's JVP: a root and three divisions a pair
+    before, a root and two after). The primal ``m / s`` keeps its division (the JVP's
+    values are the forward's, bit for bit: jvp_check). A divisor that may be
+    subnormal (``exp``) keeps its divisions. Tangents against central differences and
+    the dot-product test with reverse mode, on every backend."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
+    m = kernel_module(ROOTS)
+    rng = np.random.default_rng(2)
+    n = 6
+    mass, p = rng.uniform(0.5, 1.5, n), rng.uniform(-2, 2, n)
+    jvp_check(m.potential, n, [n, mass, p], [np.zeros(n)], reverse=True)
+    src = ad.source(m.potential, "jvp")
+    assert src.count("rt.div(") == 2 and "_inv" in src, src     # m / s, and 1 / s
+    x, y = rng.uniform(-2, 2, n), rng.uniform(-1, 1, n)
+    jvp_check(m.not_a_root, n, [x, y], [np.zeros(n)], reverse=True)
+    assert "_inv" not in ad.source(m.not_a_root, "jvp")
+    if backend == "numba":
+        (gen,) = m.potential.modules.values()
+        ir = _own_ir(gen.potential_jvp_small)
+        copies = len(re.findall(r"call double @llvm\.sqrt\.f64", ir))
+        divisions = len(re.findall(r"= fdiv double", ir))
+        assert copies >= 1 and divisions == 2 * copies, (divisions, copies)
+
+
+@pytest.mark.parametrize("x", [0.0, np.inf, 1e-300, 4e-324])
+def test_a_shared_inverse_of_a_root_keeps_the_quotients_values(backend, kernel_module, x):
+    """Where the root is 0 or inf (``X / 0`` and ``X * inf``, ``X / inf`` and ``X * 0``
+    agree) and where it is tiny (the root of a subnormal is a normal number: its
+    inverse does not overflow), the tangent of ``m / sqrt(x)`` with the inverse is
+    that of the quotient rule divided out in float64 numpy, to rounding."""
+    m = kernel_module(ROOTS)
+    mass, dm, dx = 1.5, 0.5, -2.0
+    with np.errstate(all="ignore"):
+        s = np.sqrt(np.float64(x))
+        q = mass / s
+        ds = dx * 0.5 / s
+        expected = (dm - ds * q) / s
+    value, tangent = ad.jvp(m.over_root, (mass, x), (dm, dx))
+    assert value == q or (np.isnan(value) and np.isnan(q))
+    if np.isfinite(expected):
+        assert tangent == pytest.approx(expected, rel=1e-15)
+    else:
+        assert np.isnan(expected) and np.isnan(tangent) or tangent == expected
+
+
 CUSTOM_GRAD = '''
 @ad.func
 def cube(x: float) -> float:

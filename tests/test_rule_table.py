@@ -215,6 +215,26 @@ EXPM1 = '''
 '''
 
 
+
+@pytest.mark.parametrize("key", sorted(k for k, r in RULES.items() if r.safe_reciprocal))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_rule_with_a_safe_reciprocal_never_returns_a_subnormal(key, dtype):
+    """``Rule.safe_reciprocal`` (pass reciprocal multiplies by ``1 / z``): over the whole
+    positive range of the dtype -- the smallest subnormal, the smallest normal, 1, the
+    largest finite number, and random points between -- the rule's runtime function
+    returns a value whose reciprocal is a normal number."""
+    info = np.finfo(dtype)
+    rng = np.random.default_rng(0)
+    xs = np.concatenate([[info.smallest_subnormal, info.tiny, 1.0, info.max],
+                         np.exp2(rng.uniform(np.log2(info.smallest_subnormal),
+                                             np.log2(info.max), 200))]).astype(dtype)
+    fn = getattr(backend_python, RULES[key].runtime)
+    for x in xs:
+        z = dtype(fn(x))
+        inv = dtype(1) / z
+        assert np.isfinite(inv) and abs(inv) >= info.tiny, (key, x, z, inv)
+
+
 def test_expm1_reverse_and_forward_match_differences_on_every_backend(backend, kernel_module):
     """``math.expm1`` and ``ad.expm1`` in a kernel: the gradient (tape) and the JVP
     (``tangents=``) against central differences, on python, numba and CUDA."""

@@ -15,12 +15,13 @@ def _int(*kinds):
     return INT
 
 
-def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=()):
+def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=(),
+              safe_reciprocal=False):
     """The rule of ``math.<name>`` (also ``ad.<name>``, the same function); generated code
     calls ``rt.<name>``, registered in adjoint/runtime/ieee.py. Adding a math function
     is a rule here plus that runtime builtin: tests/test_rule_table.py checks both."""
     return rule(name, f"math.{name}", domain, result_kind, differentiable, runtime=name,
-                aliases=aliases)
+                aliases=aliases, safe_reciprocal=safe_reciprocal)
 
 
 @math_rule("sin", domain=[(-3, 3)])
@@ -94,7 +95,10 @@ def log1p(z, x):
     d_x = g / (1.0 + x)
 
 
-@math_rule("sqrt", domain=[(0.1, 3)])
+# sqrt of the smallest subnormal is about 2**-75 (float32), 2**-537 (float64), and of the
+# largest finite number about 2**64 (2**512): 1 / sqrt(x) is a normal number for every
+# positive finite x
+@math_rule("sqrt", domain=[(0.1, 3)], safe_reciprocal=True)
 def sqrt(z, x):
     d_x = g * 0.5 / z
 

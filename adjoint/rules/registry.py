@@ -55,6 +55,10 @@ class Rule:
     differentiable: bool
     runtime: str = None      # generated code calls rt.<runtime> (None: written as symbol)
     aliases: tuple = ()      # other callables meaning the same: 'math.fabs' for abs
+    # every result z is 0, +-inf, nan or a number whose reciprocal 1 / z is a normal
+    # number (sqrt: never subnormal), so X / z and X * (1 / z) differ by rounding only
+    # (pass reciprocal)
+    safe_reciprocal: bool = False
 
     @property
     def is_call(self):
@@ -304,18 +308,19 @@ def _template(fn):
 
 
 def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None,
-         aliases=()):
+         aliases=(), safe_reciprocal=False):
     """Register the decorated partials template as the rule for ``key``.
 
     ``runtime``: the name of the ``rt.<name>`` function generated code calls (a runtime
     builtin of adjoint/runtime/ieee.py); ``aliases``: other Python callables a kernel
-    may call for it, spelled as ``symbol`` is (``math.fabs``, ``pow``)."""
+    may call for it, spelled as ``symbol`` is (``math.fabs``, ``pow``);
+    ``safe_reciprocal``: see ``Rule.safe_reciprocal``."""
     def deco(fn):
         params, body = _template(fn)
         if key in RULES:
             raise ValueError(f"duplicate adjoint rule for {key}")
         RULES[key] = Rule(key, symbol, params, body, result_kind, tuple(domain), differentiable,
-                          runtime, tuple(aliases))
+                          runtime, tuple(aliases), safe_reciprocal)
         return fn
     return deco
 
