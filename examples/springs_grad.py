@@ -90,14 +90,15 @@ def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stif
     t0 = t1 + t2
     dot_t0 = dot_t1 + dot_t2
     length = rt.sqrt(t0)
-    dot_length = rt.div(dot_t0 * 0.5, length)
+    length_inv = rt.div(1.0, length)
+    dot_length = dot_t0 * 0.5 * length_inv
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     dot_t4 = dot_length - dot_rest
     t3 = stiffness * t4
     dot_t3 = dot_stiffness * t4 + dot_t4 * stiffness
     scale = rt.div(t3, length)
-    dot_scale = rt.div(dot_t3 - dot_length * scale, length)
+    dot_scale = (dot_t3 - dot_length * scale) * length_inv
     # springs_kernels.py:19: return scale * dx, scale * dy
     t5 = scale * dx
     dot_t5 = dot_scale * dx + dot_dx * scale
