@@ -3,8 +3,8 @@
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
 -> gather (a stencil's backward),
-and jvp (forward mode) from the same checked SSA, then reciprocal (its divisions by a root
-share one inverse).
+and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
+the derivatives' divisions by one root share its inverse.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
 from dataclasses import dataclass, replace
@@ -70,6 +70,7 @@ def _transform(pyfunc, role, bounds_check):
     rev = reverse.reverse(checked.ssa, act, forward_only)
     tangent = _inverses(jvp.jvp(checked.ssa, act), checked.ssa.kinds)
     saved = store.saving(checked.ssa, act, rev, dims)
+    rev, saved = _backward_inverses(rev, saved, checked.ssa.kinds)
     reads, writes = hazards.arrays_used(s)
     plans = stores = None
     if role == "kernel":
@@ -89,6 +90,19 @@ def _inverses(tangent, kinds):
     reciprocal)."""
     body, new = reciprocal.sharing(tangent.body, set(tangent.names.values()), kinds)
     return replace(tangent, body=body, kinds={**tangent.kinds, **new})
+
+
+def _backward_inverses(rev, saved, kinds):
+    """``rev`` and ``saved`` (the store policy's, or None) with their backwards' divisions
+    by a root multiplying by its inverse (pass reciprocal)."""
+    if rev.backward is None:
+        return rev, saved
+    derived = set(rev.kinds)
+    backward, new = reciprocal.sharing(rev.backward, derived, kinds)
+    if saved is not None:
+        body, more = reciprocal.sharing(saved.backward, derived, kinds)
+        saved, new = replace(saved, backward=body), {**new, **more}
+    return replace(rev, backward=backward, kinds={**rev.kinds, **new}), saved
 
 
 def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):
