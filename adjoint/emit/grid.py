@@ -105,10 +105,11 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=()):
                             "at the end (no races)"))
     if sums:
         what = ", ".join(_spelled(s) for s in sums)
-        body.append(comment(f"{what} may be accumulated by several threads, and nothing else of "
-                            f"{'its array' if len(summed) == 1 else 'their arrays'} is: each "
-                            "chunk of threads sums into a local (a register), stored once per "
-                            "chunk, and the chunks' sums are added at the end (no races)"))
+        arrays = ", ".join(repr(a) for a in sorted(summed))
+        body.append(comment(f"{what} may be accumulated by several threads, and {arrays} "
+                            f"{'is' if len(summed) == 1 else 'are'} not otherwise used: each "
+                            "chunk of threads sums into a local (a register), stored once, and "
+                            "the chunks' sums are added at the end (no races)"))
     body.append(assign(n_chunks, rt_call("chunk_count", name(dims[0])), None))
     body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
              for a, c in copies.items()]
