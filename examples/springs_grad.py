@@ -769,8 +769,7 @@ def shape_loss_forward_thread(tid0, x, target, loss, loss_at_0):
 @rt.jit_small
 def shape_loss_forward_small(dim0, x, target, loss):
     # a small launch runs serially: starting threads would cost more
-    loss_at_0_chunks = rt.chunk_sums(loss, 1)
-    loss_at_0 = loss_at_0_chunks[0]
+    loss_at_0 = rt.zero_of(loss)
     for tid0 in range(dim0):
         loss_at_0 = shape_loss_forward_thread(tid0, x, target, loss, loss_at_0)
     if 0 < loss.shape[0]:
@@ -886,10 +885,8 @@ def shape_loss_jvp_thread(
 @rt.jit_small
 def shape_loss_jvp_small(dim0, x, target, loss, dot_x, dot_target, dot_loss):
     # a small launch runs serially: starting threads would cost more
-    loss_at_0_chunks = rt.chunk_sums(loss, 1)
-    dot_loss_at_0_chunks = rt.chunk_sums(dot_loss, 1)
-    loss_at_0 = loss_at_0_chunks[0]
-    dot_loss_at_0 = dot_loss_at_0_chunks[0]
+    loss_at_0 = rt.zero_of(loss)
+    dot_loss_at_0 = rt.zero_of(dot_loss)
     for tid0 in range(dim0):
         loss_at_0, dot_loss_at_0 = shape_loss_jvp_thread(
                 tid0, x, target, loss, dot_x, dot_target, dot_loss, loss_at_0, dot_loss_at_0)

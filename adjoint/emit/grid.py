@@ -29,11 +29,7 @@ def small(thread_fn, tids, dims, args, sums=()):
     note = comment("a small launch runs serially: starting threads would cost more")
     if not sums:
         return [note] + nest(loops, thread_fn, [name(a) for a in tids + args])
-    taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
-    chunks = {s.local: _fresh(taken, f"{s.local}_chunks") for s in sums}
-    body = [note] + [assign(chunks[s.local], rt_call("chunk_sums", name(s.array), const(1)), None)
-                     for s in sums]
-    body += [assign(s.local, _at(chunks[s.local], const(0)), None) for s in sums]
+    body = [note] + [assign(s.local, rt_call("zero_of", name(s.array)), None) for s in sums]
     body += nest(loops, thread_fn, [name(a) for a in tids + args] + [name(s.local) for s in sums],
                  _results(sums))
     for s in sums:

@@ -177,6 +177,7 @@ def signed(i):
 
 private_copies = jit_helper(helpers.private_copies)
 chunk_sums = jit_helper(helpers.chunk_sums)
+zero_of = jit_helper(helpers.zero_of)
 add_sums = jit_helper(helpers.add_sums)
 
 

@@ -107,6 +107,12 @@ def chunk_sums(arr, chunks):
     return np.zeros(chunks, arr.dtype)
 
 
+def zero_of(arr):
+    """A zero of ``arr``'s dtype: the partial sum of an element a small launch's serial
+    loop keeps in a local (emit/grid.py ``small``; no allocation, no reference counts)."""
+    return arr.dtype.type(0)
+
+
 def add_sums(total, sums):
     """``total`` plus every partial sum of ``sums``, added in order (as ``add_chunks``)."""
     for c in range(sums.shape[0]):
