@@ -749,7 +749,7 @@ def integrate_jvp(
 
 
 @rt.jit_inline
-def shape_loss_forward_thread(tid0, x, target, loss):
+def shape_loss_forward_thread(tid0, x, target, loss, loss_at_0):
     # springs_kernels.py:66: p = ad.tid()
     p = tid0
     # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
@@ -764,27 +764,35 @@ def shape_loss_forward_thread(tid0, x, target, loss):
     t5 = dx * dx
     t6 = dy * dy
     t4 = t5 + t6
-    loss[0] += t4
+    loss_at_0 = rt.accumulate(loss_at_0, t4)
+    return loss_at_0
 
 
 @rt.jit_small
 def shape_loss_forward_small(dim0, x, target, loss):
     # a small launch runs serially: starting threads would cost more
+    loss_at_0 = rt.zero_of(loss)
     for tid0 in range(dim0):
-        shape_loss_forward_thread(tid0, x, target, loss)
+        loss_at_0 = shape_loss_forward_thread(tid0, x, target, loss, loss_at_0)
+    if 0 < loss.shape[0]:
+        loss[0] += loss_at_0
 
 
 @rt.jit_grid
 def shape_loss_forward(dim0, x, target, loss):
-    # 'loss' may be accumulated by several threads: each chunk of threads adds into its own
-    # zeroed copy, and the copies are summed at the end (no races)
+    # loss[0] may be accumulated by several threads, and 'loss' is not otherwise used: each
+    # chunk of threads sums into a local (a register), stored once, and the chunks' sums are
+    # added at the end (no races)
     n_chunks = rt.chunk_count(dim0)
-    loss_chunks = rt.private_copies(loss, n_chunks)
+    loss_at_0_chunks = rt.chunk_sums(loss, n_chunks)
     for chunk in rt.prange(n_chunks):
+        loss_at_0 = loss_at_0_chunks[chunk]
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            shape_loss_forward_thread(rt.signed(tid0), x, target, loss_chunks[chunk])
-    rt.add_chunks(loss, loss_chunks)
+            loss_at_0 = shape_loss_forward_thread(rt.signed(tid0), x, target, loss, loss_at_0)
+        loss_at_0_chunks[chunk] = loss_at_0
+    if 0 < loss.shape[0]:
+        loss[0] = rt.add_sums(loss[0], loss_at_0_chunks)
 
 
 @rt.jit_inline
@@ -846,7 +854,8 @@ def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
 
 
 @rt.jit_inline
-def shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss):
+def shape_loss_jvp_thread(
+        tid0, x, target, loss, dot_x, dot_target, dot_loss, loss_at_0, dot_loss_at_0):
     # springs_kernels.py:66: p = ad.tid()
     p = tid0
     # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
@@ -870,32 +879,47 @@ def shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss):
     dot_t6 = dot_dy * dy + dot_dy * dy
     t4 = t5 + t6
     dot_t4 = dot_t5 + dot_t6
-    loss[0] += t4
-    dot_loss[0] += dot_t4
+    loss_at_0 = rt.accumulate(loss_at_0, t4)
+    dot_loss_at_0 = rt.accumulate(dot_loss_at_0, dot_t4)
+    return (loss_at_0, dot_loss_at_0)
 
 
 @rt.jit_small
 def shape_loss_jvp_small(dim0, x, target, loss, dot_x, dot_target, dot_loss):
     # a small launch runs serially: starting threads would cost more
+    loss_at_0 = rt.zero_of(loss)
+    dot_loss_at_0 = rt.zero_of(dot_loss)
     for tid0 in range(dim0):
-        shape_loss_jvp_thread(tid0, x, target, loss, dot_x, dot_target, dot_loss)
+        loss_at_0, dot_loss_at_0 = shape_loss_jvp_thread(
+                tid0, x, target, loss, dot_x, dot_target, dot_loss, loss_at_0, dot_loss_at_0)
+    if 0 < loss.shape[0]:
+        loss[0] += loss_at_0
+    if 0 < dot_loss.shape[0]:
+        dot_loss[0] += dot_loss_at_0
 
 
 @rt.jit_grid
 def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
-    # 'loss', 'dot_loss' may be accumulated by several threads: each chunk of threads adds
-    # into its own zeroed copy, and the copies are summed at the end (no races)
+    # loss[0], dot_loss[0] may be accumulated by several threads, and 'dot_loss', 'loss' are
+    # not otherwise used: each chunk of threads sums into a local (a register), stored once,
+    # and the chunks' sums are added at the end (no races)
     n_chunks = rt.chunk_count(dim0)
-    loss_chunks = rt.private_copies(loss, n_chunks)
-    dot_loss_chunks = rt.private_copies(dot_loss, n_chunks)
+    loss_at_0_chunks = rt.chunk_sums(loss, n_chunks)
+    dot_loss_at_0_chunks = rt.chunk_sums(dot_loss, n_chunks)
     for chunk in rt.prange(n_chunks):
+        loss_at_0 = loss_at_0_chunks[chunk]
+        dot_loss_at_0 = dot_loss_at_0_chunks[chunk]
         for tid0 in range(
                 rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
-            shape_loss_jvp_thread(
-                    rt.signed(tid0), x, target, loss_chunks[chunk], dot_x, dot_target,
-                    dot_loss_chunks[chunk])
-    rt.add_chunks(loss, loss_chunks)
-    rt.add_chunks(dot_loss, dot_loss_chunks)
+            loss_at_0, dot_loss_at_0 = shape_loss_jvp_thread(
+                    rt.signed(tid0), x, target, loss, dot_x, dot_target, dot_loss, loss_at_0,
+                    dot_loss_at_0)
+        loss_at_0_chunks[chunk] = loss_at_0
+        dot_loss_at_0_chunks[chunk] = dot_loss_at_0
+    if 0 < loss.shape[0]:
+        loss[0] = rt.add_sums(loss[0], loss_at_0_chunks)
+    if 0 < dot_loss.shape[0]:
+        dot_loss[0] = rt.add_sums(dot_loss[0], dot_loss_at_0_chunks)
 
 
 spring_force = adjoint.runtime.FuncSpec(

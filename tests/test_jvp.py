@@ -445,7 +445,7 @@ def smear(x: ad.array(dtype=float), out: ad.array(dtype=float)):
 
 
 @pytest.mark.parametrize("kernel, mode", [("rowwise", "threads run in parallel"),
-                                          ("total", "each chunk of threads adds"),
+                                          ("total", "sums into a local"),
                                           ("smear", "even blocks run in parallel")])
 def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, kernel, mode):
     """The JVP's grid function runs the forward's plan (its tangent arrays privatized with
@@ -458,8 +458,10 @@ def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, ker
         assert mode in " ".join(grid.split()), grid
         assert f"{kernel}_{part}_thread(rt.signed(tid0), " in "".join(grid.split()).replace(
             ",", ", "), grid
-    if kernel != "rowwise":
+    if kernel == "smear":
         assert "'out', 'dot_out' may" in ad.source(k, "jvp")
+    if kernel == "total":       # the tangent's sum kept in a local beside the value's
+        assert "out[0], dot_out[0] may" in ad.source(k, "jvp")
     x = np.linspace(0.5, 1.5, 6)
     jvp_check(k, 6, [x], [np.zeros(6)], reverse=True)
 

@@ -17,27 +17,54 @@ from ..transform.reverse import comment
 DECORATOR = "@rt.jit"
 
 
-def small(thread_fn, tids, dims, args):
+def small(thread_fn, tids, dims, args, sums=()):
     """Body of ``<kernel>_<part>_small`` (``@rt.jit_small``): every thread of a small launch,
     one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads).
     A function of its own, compiled on its first call: a process that makes only small launches (or only
-    large ones) compiles only the serial loop (or only the parallel one)."""
+    large ones) compiles only the serial loop (or only the parallel one). ``sums``
+    (emit/sums.py): elements kept in locals of the thread function, as one chunk of
+    the grid keeps them, added to their arrays at the end."""
     loops = [(t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
              for t, d in zip(tids, dims)]
     note = comment("a small launch runs serially: starting threads would cost more")
-    return [note] + nest(loops, thread_fn, [name(a) for a in tids + args])
+    if not sums:
+        return [note] + nest(loops, thread_fn, [name(a) for a in tids + args])
+    body = [note] + [assign(s.local, rt_call("zero_of", name(s.array)), None) for s in sums]
+    body += nest(loops, thread_fn, [name(a) for a in tids + args] + [name(s.local) for s in sums],
+                 _results(sums))
+    for s in sums:
+        body.append(gast.If(test=s.inside(), body=[gast.AugAssign(
+            target=s.element(store=True), op=gast.Add(), value=name(s.local))], orelse=[]))
+    return body
 
 
-def grid(thread_fn, tids, dims, args, plan, backward):
+def _fresh(taken, base):
+    while base in taken:
+        base = "_" + base
+    taken.add(base)
+    return base
+
+
+def _at(array, index, store=False):
+    return gast.Subscript(value=name(array), slice=index,
+                          ctx=gast.Store() if store else gast.Load())
+
+
+def _results(sums):
+    """The assignment target of a thread function's returned ``sums``."""
+    if len(sums) == 1:
+        return name(sums[0].local, store=True)
+    return gast.Tuple(elts=[name(s.local, store=True) for s in sums], ctx=gast.Store())
+
+
+def grid(thread_fn, tids, dims, args, plan, backward, sums=()):
     """Body and decorator of a grid function running ``thread_fn`` for every thread
-    (a parallel plan's small launches run ``_small`` instead)."""
-    taken = set(args) | set(tids) | set(dims)
+    (a parallel plan's small launches run ``_small`` instead). ``sums`` (emit/sums.py,
+    privatize plans only): elements the thread function keeps in locals."""
+    taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
 
     def fresh(base):
-        while base in taken:
-            base = "_" + base
-        taken.add(base)
-        return base
+        return _fresh(taken, base)
 
     call_args = [name(a) for a in tids + args]
     # parallel loops hand the thread code the row index through rt.signed: prange's index
@@ -63,25 +90,52 @@ def grid(thread_fn, tids, dims, args, plan, backward):
     if plan.mode == "color":
         return colored(thread_fn, tids, dims, parallel_args, plan, fresh), "@rt.jit_grid"
     n_chunks, chunk = fresh("n_chunks"), fresh("chunk")
-    copies = {a: fresh(f"{a}_chunks") for a in plan.private}
-    what = ", ".join(repr(a) for a in plan.private)
-    body = [comment(f"{what} may be accumulated by several threads: each chunk of threads adds "
-                    "into its own zeroed copy, and the copies are summed at the end (no races)"),
-            assign(n_chunks, rt_call("chunk_count", name(dims[0])), None)]
+    summed = {s.array for s in sums}
+    copies = {a: fresh(f"{a}_chunks") for a in plan.private if a not in summed}
+    sum_chunks = {s.local: fresh(f"{s.local}_chunks") for s in sums}
+    body = []
+    if copies:
+        what = ", ".join(repr(a) for a in copies)
+        body.append(comment(f"{what} may be accumulated by several threads: each chunk of "
+                            "threads adds into its own zeroed copy, and the copies are summed "
+                            "at the end (no races)"))
+    if sums:
+        what = ", ".join(_spelled(s) for s in sums)
+        arrays = ", ".join(repr(a) for a in sorted(summed))
+        body.append(comment(f"{what} may be accumulated by several threads, and {arrays} "
+                            f"{'is' if len(summed) == 1 else 'are'} not otherwise used: each "
+                            "chunk of threads sums into a local (a register), stored once, and "
+                            "the chunks' sums are added at the end (no races)"))
+    body.append(assign(n_chunks, rt_call("chunk_count", name(dims[0])), None))
     body += [assign(c, rt_call("private_copies", name(a), name(n_chunks)), None)
              for a, c in copies.items()]
+    body += [assign(sum_chunks[s.local], rt_call("chunk_sums", name(s.array), name(n_chunks)),
+                    None) for s in sums]
     call_args = [gast.Subscript(value=name(copies[a.id]), slice=name(chunk), ctx=gast.Load())
                  if isinstance(a, gast.Name) and a.id in copies else a for a in parallel_args]
+    call_args += [name(s.local) for s in sums]
     start = rt_call("chunk_start", name(dims[0]), name(n_chunks), name(chunk))
     stop = rt_call("chunk_start", name(dims[0]), name(n_chunks),
                     gast.BinOp(left=name(chunk), op=gast.Add(), right=const(1)))
-    loops = [(chunk, rt_call("prange", name(n_chunks))),
-             (tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
+    rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
-    body += nest(loops, thread_fn, call_args)
+    inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
+    inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
+    inner += [assign(_at(sum_chunks[s.local], name(chunk), store=True), name(s.local), None)
+              for s in sums]
+    body.append(gast.For(target=name(chunk, store=True), iter=rt_call("prange", name(n_chunks)),
+                         body=inner, orelse=[], type_comment=None))
     body += [gast.Expr(value=rt_call("add_chunks", name(a), name(c))) for a, c in copies.items()]
+    for s in sums:
+        body.append(gast.If(test=s.inside(), body=[assign(s.element(store=True), rt_call(
+            "add_sums", s.element(), name(sum_chunks[s.local])), None)], orelse=[]))
     return body, "@rt.jit_grid"
+
+
+def _spelled(s):
+    """``loss[0]``: a sum's element as the user wrote it."""
+    return f"{s.array}[{', '.join(str(c) for c in s.index)}]"
 
 
 def colored(thread_fn, tids, dims, call_args, plan, fresh):
@@ -161,8 +215,11 @@ def _range(*args):
     return gast.Call(func=name("range"), args=list(args), keywords=[])
 
 
-def nest(loops, thread_fn, call_args):
-    body = [gast.Expr(value=gast.Call(func=name(thread_fn), args=call_args, keywords=[]))]
+def nest(loops, thread_fn, call_args, results=None):
+    """``loops`` around a call of ``thread_fn`` (assigned to ``results``, when given)."""
+    call = gast.Call(func=name(thread_fn), args=call_args, keywords=[])
+    body = [gast.Expr(value=call) if results is None else
+            gast.Assign(targets=[results], value=call, type_comment=None)]
     for target, it in reversed(loops):
         body = [gast.For(target=name(target, store=True), iter=it, body=body, orelse=[],
                          type_comment=None)]

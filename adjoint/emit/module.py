@@ -14,7 +14,7 @@ import hashlib
 import gast
 
 from .. import __version__
-from . import bounds, cuda, ieee, precision, stacks
+from . import bounds, cuda, ieee, precision, stacks, sums as sums_
 from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
 from .precision import float32_kernel
@@ -145,12 +145,19 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
         return [(thread, tids + params, lowered, cuda.DEVICE),
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
                  cuda.KERNEL)]
-    fns = [(thread, tids + params, *_thread_body(body, tids + params, tr))]
+    sums = []
+    if plan.mode == "privatize":         # one-element accumulations kept in locals
+        scalars = [p.name for p in tr.pf.params if not p.is_array]
+        sums = sums_.find(body, plan.private, scalars, tids + dims + params)
+        if sums:
+            body = sums_.replace(body, sums)
+    tparams = tids + params + [s.local for s in sums]
+    fns = [(thread, tparams, *_thread_body(body, tparams, tr))]
     if plan.mode != "serial":
-        fns.append((f"{k}_{part}_small", dims + params, small(thread, tids, dims, params),
+        fns.append((f"{k}_{part}_small", dims + params, small(thread, tids, dims, params, sums),
                     "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
-                   *grid(thread, tids, dims, params, plan, backward=backward))]
+                   *grid(thread, tids, dims, params, plan, backward=backward, sums=sums))]
 
 
 def _gathered(tr, body, params):

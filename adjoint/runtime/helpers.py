@@ -101,6 +101,31 @@ def add_chunks(arr, copies):
         arr += copies[c]
 
 
+def chunk_sums(arr, chunks):
+    """``chunks`` zeros of ``arr``'s dtype: one partial sum per chunk of threads of an
+    element that a grid keeps in a local (emit/sums.py)."""
+    return np.zeros(chunks, arr.dtype)
+
+
+def zero_of(arr):
+    """A zero of ``arr``'s dtype: the partial sum of an element a small launch's serial
+    loop keeps in a local (emit/grid.py ``small``; no allocation, no reference counts)."""
+    return arr.dtype.type(0)
+
+
+def add_sums(total, sums):
+    """``total`` plus every partial sum of ``sums``, added in order (as ``add_chunks``)."""
+    for c in range(sums.shape[0]):
+        total += sums[c]
+    return total
+
+
+def accumulate(acc, v):
+    """``acc + v`` in ``acc``'s type (numpy scalar): a sum kept in a local rounds after
+    each addition as the store into its array did (emit/sums.py)."""
+    return type(acc)(acc + v)
+
+
 def block_count(n, radius):
     """Blocks of rows for two-phase (even/odd) execution: every block at least
     ``2 * radius`` rows high, enough blocks to keep every core busy, and an even

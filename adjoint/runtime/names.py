@@ -48,6 +48,10 @@ HELPERS = {
     "chunk_start": Needed((CPU,), "the first thread of a chunk or block"),
     "private_copies": Needed((CPU,), "a chunk's own copies of an adjoint array"),
     "add_chunks": Needed((CPU,), "the chunks' copies summed into the adjoint array"),
+    "chunk_sums": Needed((CPU,), "a zeroed partial sum per chunk of an element kept in a local"),
+    "zero_of": Needed((CPU,), "a zero of an array's dtype: a small launch's partial sum"),
+    "add_sums": Needed((CPU,), "an element plus the chunks' partial sums, in chunk order"),
+    "accumulate": Needed((CPU,), "a local partial sum plus a value, in the sum's dtype"),
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
     # loop stacks (transform/reverse.py; a CUDA thread keeps its own in local arrays)
     "trip_count": Needed(BOTH, "iterations of range(start, stop, step): a stack's size, and "

@@ -282,7 +282,7 @@ def _plan_of(fn):
     names = set(fn.__code__.co_names)
     if "block_count" in names:
         return "color"
-    if "private_copies" in names:
+    if "private_copies" in names or "chunk_sums" in names:
         return "privatize"
     return "parallel"
 
