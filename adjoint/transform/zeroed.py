@@ -42,6 +42,7 @@ write ``adj_A`` at all. The runtime also refuses an ``adj_A`` sharing memory wit
 another adjoint buffer of the launch: runtime/buffers.py ``call_unaliased`` adds
 that one's scratch into it after the threads ran.
 """
+import math
 from types import SimpleNamespace
 
 import gast
@@ -116,10 +117,11 @@ def _always(stmts, adj, owner, dims):
 
 
 def _is_clear(s, adj, owner, dims):
-    """``adj[t0, ..., tD-1] = 0``, component ``d`` holding thread index ``d``."""
+    """``adj[t0, ..., tD-1] = 0``, component ``d`` holding thread index ``d`` (``+0.0``:
+    a clean buffer holds the bits ``zero_()`` writes, never ``-0.0``)."""
     t = s.targets[0]
-    if not (_slot(t, adj) and isinstance(s.value, gast.Constant) and
-            type(s.value.value) is not bool and s.value.value == 0):
+    v = s.value.value if isinstance(s.value, gast.Constant) else None
+    if not (_slot(t, adj) and type(v) in (int, float) and v == 0 and math.copysign(1, v) > 0):
         return False
     sl = t.slice
     comps = list(sl.elts) if isinstance(sl, gast.Tuple) else [sl]
