@@ -2,7 +2,7 @@
 
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
--> gather (a stencil's backward),
+-> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears),
 and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
 the derivatives' divisions by one root share its inverse.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
@@ -17,7 +17,7 @@ from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
 from .transform import (activity, bounds, gather, hazards, inline, jvp, normalize, once,
-                        parallel, reciprocal, reverse, ssa, store, types)
+                        parallel, reciprocal, reverse, ssa, store, types, zeroed)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -44,6 +44,7 @@ class Transformed:
     saved: object = None    # kernels: the store policy's forward and backward (pass store)
     once: object = None     # kernels: the backwards storing into clean gradients (pass once)
     gather: object = None   # kernels: the backward as receivers gathering sums (pass gather)
+    zeroed: tuple = ()      # kernels: the adjoint arrays every backward leaves zero (pass zeroed)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -80,9 +81,10 @@ def _transform(pyfunc, role, bounds_check):
         plans += (parallel.tangent_plan(plans[0], tangent.names),)
     gathered = gather.gather(rev.backward, checked.ssa, dims, threads, plans[1],
                              [f"dim{d}" for d in range(dims)]) if plans else None
+    cleared = zeroed.zeroed(rev, saved, stores, gathered, plans[1], dims) if plans else ()
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
-                       gather=gathered)
+                       gather=gathered, zeroed=cleared)
 
 
 def _inverses(tangent, kinds):

@@ -367,6 +367,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              *_spec_entry("jvp", jvp),
              *_saved_lines(tr, target, fns),
              *_clean_lines(tr, target, fns),
+             *_zeroed_lines(tr),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -402,6 +403,14 @@ def _clean_lines(tr, target, fns):
     if tr.saved is not None:
         lines.append(f"    backward_saved_clean={_launcher(tr, target, fns, 'backward_saved_clean')},")
     return lines
+
+
+def _zeroed_lines(tr):
+    """The ``KernelSpec`` entry of pass zeroed: the array parameters whose adjoint every
+    backward leaves all zero when the grid is the array's shape; none when there are none."""
+    if not tr.zeroed or tr.rev.backward is None:
+        return []
+    return [f"    zeroed_arrays={tuple(a[len('adj_'):] for a in tr.zeroed)!r},"]
 
 
 def _spec_entry(key, value):

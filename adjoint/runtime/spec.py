@@ -54,6 +54,8 @@ class KernelSpec:
                                     # once per element (transform/once.py), and the backwards
     backward_clean: object = None   # storing into them: run when all those buffers are clean
     backward_saved_clean: object = None
+    zeroed_arrays: tuple = ()       # parameters whose adjoint every backward leaves all zero
+                                    # when the grid is the array's shape (transform/zeroed.py)
 
     @property
     def spec(self):
@@ -89,6 +91,14 @@ class KernelSpec:
         the ``clean_arrays``: the buffers that must be clean to run a ``_clean`` backward."""
         adjoints = [p.name for p in self.params if p.has_adjoint]
         return tuple(k for k, n in enumerate(adjoints) if n in self.clean_arrays)
+
+    @functools.cached_property
+    def zeroed_adjoints(self):
+        """(position among the adjoint arguments, parameter index) of each of the
+        ``zeroed_arrays``: the gradients a backward leaves zero (runtime/tape.py)."""
+        adjoints = [k for k, p in enumerate(self.params) if p.has_adjoint]
+        return tuple((j, k) for j, k in enumerate(adjoints)
+                     if self.params[k].name in self.zeroed_arrays)
 
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"

@@ -72,6 +72,7 @@ class LaunchStep:
         part = "backward_saved" if self.saved else "backward"
         verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
                    [*self.values, *self.saved], adjs)
+        mark_zeroed(self.kernel, self.args, self.dims, adjs)
 
 
 @dataclass
@@ -172,6 +173,21 @@ def adjoint_buffers(kernel, args, writer):
     for k in grads:
         watch.before_write(adjs[k], writer)
     return adjs, clean
+
+
+def mark_zeroed(kernel, args, dims, adjs):
+    """After ``kernel``'s backward ran on ``adjs`` (from ``adjoint_buffers``): note clean
+    (``watch.mark_clean``) each gradient it left all zero -- of ``kernel.zeroed_arrays``
+    (transform/zeroed.py), when the array's shape is the launch's grid ``dims`` and no
+    other adjoint buffer of the launch shares its memory (``buffers.call_unaliased``
+    would add a scratch copy into it afterwards), and it is adjoint's own memory."""
+    for j, k in kernel.zeroed_adjoints:
+        grad = getattr(args[k], "grad", None)
+        if grad is None or grad._data is not adjs[j] or grad._foreign or \
+                tuple(adjs[j].shape) != tuple(dims):
+            continue
+        if not any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j):
+            watch.mark_clean(adjs[j])
 
 
 @dataclass

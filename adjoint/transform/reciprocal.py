@@ -1,4 +1,4 @@
-"""Pass 7e, reciprocal: derivative statements dividing by one value multiply by its inverse.
+"""Pass 7f, reciprocal: derivative statements dividing by one value multiply by its inverse.
 
 Expects: a body (the JVP of pass jvp) and the names its derivative statements assign
 (tangents and tangent arrays); the kinds of the body's values.
