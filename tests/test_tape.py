@@ -15,6 +15,7 @@ import pytest
 
 import adjoint as ad
 from adjoint.runtime import watch
+from conftest import central_fd
 
 KERNELS = '''
 @ad.kernel
@@ -478,3 +479,51 @@ def test_visualize_writes_a_dot_graph(backend, k, tmp_path):
     assert "square" in text and "copy" in text and "kept" in text
     if shutil.which("dot"):
         subprocess.run(["dot", "-Tsvg", str(path), "-o", str(tmp_path / "tape.svg")], check=True)
+
+
+SHARED_GRADIENTS = '''
+@ad.kernel
+def scale(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = 2.0 * x[i]
+
+
+@ad.kernel
+def product(x: ad.array(dtype=float), y: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i] * y[i] * y[i]
+'''
+
+
+def test_gradients_shared_by_an_input_and_an_output_are_refused(backend, kernel_module):
+    """``x.grad = y.grad`` with ``y`` written by the kernel: the backward reads ``y``'s
+    gradient as its seed, and the alias would run on zeroed scratch (the seed missed:
+    ``x.grad`` came out 1 where it is 2). The backward refuses, naming both parameters."""
+    m = kernel_module(SHARED_GRADIENTS)
+    x = ad.array(np.ones(3), requires_grad=True)
+    y = ad.zeros(3, dtype=float, requires_grad=True)
+    x.grad = y.grad
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.scale, 3, inputs=[x], outputs=[y])
+    with pytest.raises(ad.TapeError, match="'x' and 'y' are different arrays whose gradients"):
+        tape.backward(grads={y: np.ones(3)})
+
+
+def test_read_only_inputs_sharing_one_gradient_get_the_sum(backend, kernel_module):
+    """Two inputs whose gradients are one buffer (weight tying) stay allowed: the buffer
+    gets both gradients, added, against central differences of each."""
+    m = kernel_module(SHARED_GRADIENTS)
+    rng = np.random.default_rng(4)
+    xv, yv, w = rng.uniform(0.5, 1.5, 4), rng.uniform(0.5, 1.5, 4), rng.uniform(-1, 1, 4)
+    x = ad.array(xv, requires_grad=True)
+    y = ad.array(yv, requires_grad=True)
+    out = ad.zeros(4, dtype=float, requires_grad=True)
+    y.grad = x.grad
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.product, 4, inputs=[x, y], outputs=[out])
+    tape.backward(grads={out: w})
+    loss = lambda a, b: float(np.sum(w * a * b * b))      # noqa: E731
+    expected = central_fd(lambda a: loss(a, yv), xv) + central_fd(lambda b: loss(xv, b), yv)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-7)

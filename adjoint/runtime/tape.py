@@ -156,12 +156,14 @@ def adjoint_buffers(kernel, args, writer):
     zeroed scratch when it has none -- and whether the ``_clean`` backward may run (the
     buffers of ``kernel.clean_arrays`` all hold zeros: transform/once.py). Each gradient
     is announced to ``watch`` (after it was asked whether it is clean: it no longer is)."""
-    adjs, grads = [], []
+    adjs, grads, owners = [], [], []
     for p, a in zip(kernel.params, args):
         if not p.has_adjoint:
             continue
         grad = getattr(a, "grad", None)
         if grad is not None:
+            _refuse_shared_gradient(kernel, p, a, grad._data, owners, writer)
+            owners.append((p, a, grad._data))
             grads.append(len(adjs))
             adjs.append(grad._data)
         elif hasattr(a, "_snapshot"):
@@ -173,6 +175,22 @@ def adjoint_buffers(kernel, args, writer):
     for k in grads:
         watch.before_write(adjs[k], writer)
     return adjs, clean
+
+
+def _refuse_shared_gradient(kernel, p, a, buf, owners, writer):
+    """Refuse two different arrays of one launch whose gradients share memory (one's
+    ``.grad`` assigned to the other) when the kernel writes either: the backward reads
+    and clears an output's gradient, and an alias of it is run on zeroed scratch
+    (``buffers.call_unaliased``), so the seed would be missed. One array passed twice,
+    or read-only arrays sharing one gradient (their sums add up), stay allowed."""
+    for q, b, other in owners:
+        if b is a or not buffers.may_alias(buf, other) or \
+                not {p.name, q.name} & set(kernel.writes):
+            continue
+        raise TapeError(f"{writer}: parameters '{q.name}' and '{p.name}' are different arrays whose gradients share "
+                        "memory (was one's .grad assigned to the other's?), and the kernel "
+                        "writes one of them, so its gradient is read as a seed: give each "
+                        "array its own gradient")
 
 
 def mark_zeroed(kernel, args, dims, adjs):
