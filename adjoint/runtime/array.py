@@ -240,7 +240,9 @@ def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, sh
     shape, dtype = _vshape(shape, dtype)
     if data is None:
         data = np.zeros(shape, dtype=as_dtype(dtype or float))
-    arr = np.array(data.numpy() if isinstance(data, Array) else data, copy=True)
+    # np.asarray first: np.array(x, copy=True) asks a foreign __array__ (torch's) for
+    # copy=False, which it does not take (a DeprecationWarning in numpy 2)
+    arr = np.array(data.numpy() if isinstance(data, Array) else np.asarray(data), copy=True)
     buffers.refuse_complex(arr, "ad.array")
     _check_vector_shape(arr, given)
     if dtype is not None:
