@@ -2,7 +2,8 @@
 
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
--> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears),
+-> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears)
+-> cover (kernels: the adjoints a storing backward writes at every element),
 and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
 the derivatives' divisions by one root share its inverse.
 ``transform`` runs them all; ``show`` prints one stage as Python source.
@@ -16,7 +17,8 @@ from .emit.targets import TARGETS
 from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
-from .transform import (activity, bounds, gather, hazards, inline, jvp, normalize, once,
+from .rules.types import INT
+from .transform import (activity, bounds, cover, gather, hazards, inline, jvp, normalize, once,
                         parallel, reciprocal, reverse, ssa, store, types, zeroed)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
@@ -45,6 +47,7 @@ class Transformed:
     once: object = None     # kernels: the backwards storing into clean gradients (pass once)
     gather: object = None   # kernels: the backward as receivers gathering sums (pass gather)
     zeroed: tuple = ()      # kernels: the adjoint arrays every backward leaves zero (pass zeroed)
+    covered: tuple = ()     # kernels: (array, extents) a storing backward writes whole (pass cover)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -82,9 +85,12 @@ def _transform(pyfunc, role, bounds_check):
     gathered = gather.gather(rev.backward, checked.ssa, dims, threads, plans[1],
                              [f"dim{d}" for d in range(dims)]) if plans else None
     cleared = zeroed.zeroed(rev, saved, stores, gathered, plans[1], dims) if plans else ()
+    whole = cover.covered(stores, gathered, plans[1], dims,
+                          [p.name for p in pf.params if not p.is_array and
+                           p.kind == INT]) if plans else ()
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
-                       gather=gathered, zeroed=cleared)
+                       gather=gathered, zeroed=cleared, covered=whole)
 
 
 def _inverses(tangent, kinds):

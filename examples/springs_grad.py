@@ -976,6 +976,7 @@ spring_forces = adjoint.runtime.KernelSpec(
     backward_clean=rt.checked(
             rt.by_size(spring_forces_backward_clean_small, spring_forces_backward_clean, 1),
             spring_forces_bounds, status=True),
+    covered_arrays=(('rest', (('dim', 0),)),),
     origin='springs_kernels.py:23',
     bounds=spring_forces_bounds,
 )

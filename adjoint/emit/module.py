@@ -368,6 +368,7 @@ def _spec_lines(kind, tr, relname, target="cpu", fns=()):
              *_saved_lines(tr, target, fns),
              *_clean_lines(tr, target, fns),
              *_zeroed_lines(tr),
+             *_covered_lines(tr),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -411,6 +412,15 @@ def _zeroed_lines(tr):
     if not tr.zeroed or tr.rev.backward is None:
         return []
     return [f"    zeroed_arrays={tuple(a[len('adj_'):] for a in tr.zeroed)!r},"]
+
+
+def _covered_lines(tr):
+    """The ``KernelSpec`` entry of pass cover: the array parameters whose adjoint a storing
+    backward writes at every element, with the extents that must be the array's shape
+    (runtime/owed.py); none when there are none."""
+    if not tr.covered or tr.rev.backward is None:
+        return []
+    return [f"    covered_arrays={tr.covered!r},"]
 
 
 def _spec_entry(key, value):

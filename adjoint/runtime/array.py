@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError
-from . import buffers, watch
+from . import buffers, owed, watch
 from .backend_cuda import require_cuda, simulated
 from .tape import record_copy
 from .types import ArrayType, as_dtype
@@ -97,6 +97,7 @@ class Array:
 
     def __init__(self, data, requires_grad=False, device=None, _owned=False):
         self.device = check_device(device)
+        self._owed = False      # zero_() deferred: the memory is zeroed when looked at
         if self.device == "cuda" and (_is_device_array(data) or
                                       hasattr(data, "__cuda_array_interface__")):
             self._data = data if _is_device_array(data) else _wrap_cuda_interface(data)
@@ -114,6 +115,23 @@ class Array:
             self._foreign = False
         self.grad = None
         self.requires_grad = requires_grad
+
+    @property
+    def _data(self):
+        """The buffer, after the zero it owes (runtime/owed.py) is written."""
+        if self._owed:
+            self._settle()
+        return self._buf
+
+    @_data.setter
+    def _data(self, buf):
+        self._buf = buf
+        self._owed = False
+
+    def _settle(self):
+        """Write the zero ``zero_()`` deferred (runtime/owed.py)."""
+        self._owed = False
+        buffers.fill(self._buf, 0)
 
     @property
     def requires_grad(self):
@@ -149,15 +167,15 @@ class Array:
 
     @property
     def shape(self):
-        return tuple(self._data.shape)
+        return tuple(self._buf.shape)
 
     @property
     def dtype(self):
-        return np.dtype(self._data.dtype)
+        return np.dtype(self._buf.dtype)
 
     @property
     def ndim(self):
-        return len(self._data.shape)
+        return len(self._buf.shape)
 
     @property
     def size(self):
@@ -176,17 +194,25 @@ class Array:
         return self
 
     def zero_(self):
-        """Zero the array; nothing to do when adjoint knows it holds zeros (``is_clean``)."""
-        if watch.is_clean(self._data):
+        """Zero the array; nothing to do when adjoint knows it holds zeros (``is_clean``).
+        A large CPU array nothing else references is zeroed when next looked at, if ever
+        (runtime/owed.py)."""
+        if watch.is_clean(self._buf):
+            return self
+        if owed.may_defer(self):
+            watch.before_write(self._buf, "fill_(0)")
+            self._owed = True
+            watch.mark_clean(self._buf)     # a backward may store into it (transform/once.py)
             return self
         return self.fill_(0)
 
     def fill_(self, value):
         buffers.refuse_complex(value, "fill_")
-        watch.before_write(self._data, f"fill_({value})")
-        buffers.fill(self._data, value)
+        watch.before_write(self._buf, f"fill_({value})")
+        self._owed = False
+        buffers.fill(self._buf, value)
         if value == 0 and not self._foreign:
-            watch.mark_clean(self._data)    # a backward may store into it (transform/once.py)
+            watch.mark_clean(self._buf)     # a backward may store into it (transform/once.py)
         return self
 
     # -- device-neutral pieces the tape and copies use ---------------------------------

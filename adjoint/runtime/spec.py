@@ -56,6 +56,8 @@ class KernelSpec:
     backward_saved_clean: object = None
     zeroed_arrays: tuple = ()       # parameters whose adjoint every backward leaves all zero
                                     # when the grid is the array's shape (transform/zeroed.py)
+    covered_arrays: tuple = ()      # (parameter, extents): a storing backward writes every
+                                    # element when the extents are its shape (transform/cover.py)
 
     @property
     def spec(self):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError, user_frames
-from . import buffers, memory, verify, watch
+from . import buffers, memory, owed, verify, watch
 
 _recording = threading.local()      # .tape: the tape recording on this thread
 
@@ -68,10 +68,12 @@ class LaunchStep:
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
-        adjs, clean = adjoint_buffers(self.kernel, self.args, f"the backward of {self.label}")
+        adjs, clean, stored = adjoint_buffers(self.kernel, self.args,
+                                              f"the backward of {self.label}", self.dims)
         part = "backward_saved" if self.saved else "backward"
-        verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
-                   [*self.values, *self.saved], adjs)
+        with owed.stored(stored):
+            verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
+                       [*self.values, *self.saved], adjs)
         mark_zeroed(self.kernel, self.args, self.dims, adjs)
 
 
@@ -150,31 +152,37 @@ def _overwrite_message(readers, writer, verb="overwrites"):
             "ad.Tape(overwrite='copy') (the default), which keeps a copy of the values read")
 
 
-def adjoint_buffers(kernel, args, writer):
-    """(buffers, clean) for the backward of ``kernel`` on ``args``, which ``writer`` runs:
-    a buffer per float array parameter to accumulate into -- its argument's gradient, or
-    zeroed scratch when it has none -- and whether the ``_clean`` backward may run (the
-    buffers of ``kernel.clean_arrays`` all hold zeros: transform/once.py). Each gradient
-    is announced to ``watch`` (after it was asked whether it is clean: it no longer is)."""
-    adjs, grads, owners = [], [], []
+def adjoint_buffers(kernel, args, writer, dims):
+    """(buffers, clean, stored) for the backward of ``kernel`` on ``args`` over the grid
+    ``dims``, which ``writer`` runs: a buffer per float array parameter to accumulate
+    into -- its argument's gradient, or zeroed scratch when it has none -- whether the
+    ``_clean`` backward may run (the buffers of ``kernel.clean_arrays`` all hold zeros:
+    transform/once.py), and the gradients whose deferred zero that backward makes
+    unneeded (runtime/owed.py: run it inside ``owed.stored(stored)``). Each gradient is
+    announced to ``watch`` (after it was asked whether it is clean: it no longer is)."""
+    adjs, grads, owners, owing = [], [], [], []
     for p, a in zip(kernel.params, args):
         if not p.has_adjoint:
             continue
         grad = getattr(a, "grad", None)
         if grad is not None:
-            _refuse_shared_gradient(kernel, p, a, grad._data, owners, writer)
-            owners.append((p, a, grad._data))
+            buf = grad._buf             # its deferred zero, if any, is settled below
+            _refuse_shared_gradient(kernel, p, a, buf, owners, writer)
+            owners.append((p, a, buf))
             grads.append(len(adjs))
-            adjs.append(grad._data)
+            if grad._owed:
+                owing.append((len(adjs), grad))
+            adjs.append(buf)
         elif hasattr(a, "_snapshot"):
             adjs.append(a.zeros_buffer())
         else:
             adjs.append(np.zeros_like(np.asarray(a)))
     clean = bool(kernel.clean_adjoints) and all(
         k not in grads or watch.is_clean(adjs[k]) for k in kernel.clean_adjoints)
+    stored = owed.settle(kernel, args, dims, adjs, owing, clean)
     for k in grads:
         watch.before_write(adjs[k], writer)
-    return adjs, clean
+    return adjs, clean, stored
 
 
 def _refuse_shared_gradient(kernel, p, a, buf, owners, writer):
@@ -201,7 +209,7 @@ def mark_zeroed(kernel, args, dims, adjs):
     would add a scratch copy into it afterwards), and it is adjoint's own memory."""
     for j, k in kernel.zeroed_adjoints:
         grad = getattr(args[k], "grad", None)
-        if grad is None or grad._data is not adjs[j] or grad._foreign or \
+        if grad is None or grad._buf is not adjs[j] or grad._foreign or \
                 tuple(adjs[j].shape) != tuple(dims):
             continue
         if not any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j):

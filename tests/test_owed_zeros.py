@@ -1,0 +1,278 @@
+"""Deferred zeros (runtime/owed.py) and the stores that make them unneeded (transform/cover.py).
+
+``zero_()`` of a large CPU gradient nothing else references writes nothing; the
+memory is zeroed when next looked at, unless a storing backward writes every
+element first. A zero owed and never written where a reader expected zeros -- or a
+backward that covers only part of the array -- would leave an earlier round's values
+in the gradient: a silent wrong gradient. So each case runs several rounds on one
+tape with different seeds and checks the gradients against float64 central
+differences (and a closed form) on every backend, with the threshold lowered so
+that small arrays are deferred too; and it checks where the zero was skipped and
+where it must have been written (a grid or a loop shorter than the array, a dirty
+sibling gradient, a reference the user kept, a view, a raising backward).
+"""
+import numpy as np
+import pytest
+from conftest import central_fd
+
+import adjoint as ad
+from adjoint.pipeline import transform
+from adjoint.runtime import owed
+from adjoint.runtime.array import Array
+
+KERNELS = '''
+@ad.kernel
+def dense(n: int, W: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+          b: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = b[i]
+    for k in range(n):
+        s += W[i, k] * x[k]
+    y[i] = ad.tanh(s)
+
+
+@ad.kernel
+def dense_saved(n: int, W: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+                b: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = b[i]
+    for k in range(n):
+        s += W[i, k] * x[k]
+    y[i] = ad.tanh(s) * s
+
+
+@ad.kernel
+def grid2(W: ad.array(dtype=float, ndim=2), y: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    y[i, j] = ad.sin(W[i, j])
+
+
+@ad.kernel
+def guarded(n: int, W: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+            y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(n):
+        if x[k] > 0.0:
+            s += W[i, k] * x[k]
+    y[i] = s
+
+
+@ad.kernel
+def offset(n: int, W: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+           y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(1, n):
+        s += W[i, k] * x[k]
+    y[i] = s
+
+
+@ad.kernel
+def twice(n: int, W: ad.array(dtype=float, ndim=2), x: ad.array(dtype=float),
+          y: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(n):
+        s += W[i, k] * x[k] + W[i, 0]
+    y[i] = s
+'''
+
+
+@pytest.fixture
+def kernels(kernel_module):
+    return kernel_module(KERNELS)
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Defer the zeros of small arrays too (the tests' arrays are small)."""
+    monkeypatch.setattr(owed, "DEFER_BYTES", 0)
+
+
+def test_which_adjoints_are_covered(kernels):
+    """The dense layer's W (grid x loop) and b (grid) are covered, with the loop's
+    extent the parameter ``n``; a store under an ``if``, a loop from 1, a second
+    addition into W proves nothing."""
+    def covered(name):
+        return dict(transform(getattr(kernels, name).pyfunc, "kernel").covered)
+    assert covered("dense") == {"W": (("dim", 0), ("param", "n")), "b": (("dim", 0),)}
+    assert covered("dense_saved") == {"W": (("dim", 0), ("param", "n")), "b": (("dim", 0),)}
+    assert covered("grid2") == {"W": (("dim", 0), ("dim", 1))}
+    assert covered("guarded") == {}
+    assert covered("offset") == {}
+    assert covered("twice") == {}
+    assert kernels.dense.spec.covered_arrays == (("W", (("dim", 0), ("param", "n"))),
+                                                 ("b", (("dim", 0),)))
+
+
+def test_covers():
+    assert owed.covers((("dim", 0), ("param", "n")), (4, 5), (4,), {"n": 5})
+    assert not owed.covers((("dim", 0), ("param", "n")), (4, 5), (4,), {"n": 4})
+    assert not owed.covers((("dim", 0), ("param", "n")), (4, 5), (3,), {"n": 5})
+    assert not owed.covers((("dim", 0),), (4, 5), (4,), {})
+    assert owed.covers((("const", 3), ("dim", 0)), (3, 7), (7,), {})
+
+
+M, N = 6, 5
+RNG = np.random.default_rng(5)
+W0 = RNG.standard_normal((M, N)) * 0.5
+X0 = RNG.standard_normal(N)
+B0 = RNG.standard_normal(M) * 0.1
+
+
+def _dense_ref(W, x, b, n, rows, saved):
+    s = b[:rows] + W[:rows, :n] @ x[:n]
+    return np.tanh(s) * s if saved else np.tanh(s)
+
+
+class Settles:
+    """Counts the deferred zeros written (``Array._settle``)."""
+
+    def __init__(self, monkeypatch):
+        self.shapes = []
+        orig = Array._settle
+
+        def settle(arr):
+            self.shapes.append(arr.shape)
+            orig(arr)
+        monkeypatch.setattr(Array, "_settle", settle)
+
+
+@pytest.mark.parametrize("kname", ["dense", "dense_saved"])
+@pytest.mark.parametrize("n, rows, skipped", [(N, M, True), (N - 2, M, False), (N, M - 2, False)])
+def test_rounds_on_one_tape(backend, kernels, small, monkeypatch, kname, n, rows, skipped):
+    """Three rounds (backward, zero) on one tape: W's zero is never written when the
+    grid and the loop cover it; with a loop or a grid shorter than W it is written
+    before the backward adds into it. Gradients against central differences."""
+    settles = Settles(monkeypatch)
+    saved = kname == "dense_saved"
+    W = ad.array(W0, requires_grad=True)
+    x = ad.array(X0, requires_grad=True)
+    b = ad.array(B0, requires_grad=True)
+    y = ad.zeros(rows, requires_grad=True)
+    for a in (W, x, b):
+        a.grad.fill_(9.0)                       # what an owed zero must never show
+        a.grad.zero_()
+    tape = ad.Tape()
+    with tape:
+        ad.launch(getattr(kernels, kname), dim=rows, inputs=[n, W, x, b], outputs=[y])
+    for r in range(3):
+        seed = RNG.standard_normal(rows)
+        tape.backward(grads={y: seed})
+        gW = central_fd(lambda v: float(seed @ _dense_ref(v, X0, B0, n, rows, saved)), W0)
+        gx = central_fd(lambda v: float(seed @ _dense_ref(W0, v, B0, n, rows, saved)), X0)
+        gb = central_fd(lambda v: float(seed @ _dense_ref(W0, X0, v, n, rows, saved)), B0)
+        np.testing.assert_allclose(W.grad.numpy(), gW, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(x.grad.numpy(), gx, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(b.grad.numpy(), gb, rtol=1e-6, atol=1e-8)
+        tape.zero()
+    on_cpu = backend != "cuda"
+    assert W.grad._owed == on_cpu               # the last zero is still owed
+    if on_cpu and skipped:
+        # rounds 2 and 3 stored all of W and b (x's gradient, added into, was written)
+        assert (M, N) not in settles.shapes and (M,) not in settles.shapes
+        assert (N,) in settles.shapes
+    elif on_cpu:
+        assert (M, N) in settles.shapes         # written before the backward added
+    np.testing.assert_array_equal(W.grad.numpy(), 0.0)
+    assert not W.grad._owed
+
+
+def test_the_zero_is_deferred_and_written_when_looked_at(small):
+    a = ad.array(np.arange(12.0).reshape(3, 4), requires_grad=True)
+    a.grad.fill_(7.0)
+    a.grad.zero_()
+    assert a.grad._owed
+    assert a.grad._buf[0, 0] == 7.0             # nothing written yet
+    assert a.grad.shape == (3, 4) and a.grad.size == 12 and a.grad.ndim == 2
+    assert a.grad._owed                         # the shape does not look at the memory
+    np.testing.assert_array_equal(a.grad.numpy(), 0.0)
+    assert not a.grad._owed
+
+
+@pytest.mark.parametrize("hold", ["numpy", "view", "shared", "data"])
+def test_a_buffer_someone_holds_is_zeroed_at_once(small, hold):
+    """A numpy array the user kept, a view of it, another Array on it: ``zero_()``
+    writes at once, so what they hold reads zeros."""
+    a = ad.array(np.ones((3, 4)), requires_grad=True)
+    a.grad.fill_(2.0)
+    held = {"numpy": lambda: a.grad.numpy(), "view": lambda: a.grad.numpy()[1:],
+            "shared": lambda: ad.array(a.grad.numpy(), copy=False),
+            "data": lambda: a.grad.data}[hold]()
+    a.grad.zero_()
+    assert not a.grad._owed
+    np.testing.assert_array_equal(np.asarray(held), 0.0)
+
+
+def test_large_arrays_only_and_cpu_only():
+    """With the default threshold a small gradient is zeroed at once; a large one is
+    deferred."""
+    a = ad.array(np.ones(10), requires_grad=True)
+    a.grad.fill_(1.0)
+    a.grad.zero_()
+    assert not a.grad._owed and a.grad._buf[0] == 0.0
+    big = ad.array(np.ones(owed.DEFER_BYTES // 8), requires_grad=True)
+    big.grad.fill_(1.0)
+    big.grad.zero_()
+    assert big.grad._owed
+    np.testing.assert_array_equal(big.grad.numpy(), 0.0)
+
+
+def test_a_dirty_sibling_gradient_writes_the_zero(kernels, small, monkeypatch):
+    """The storing backward runs only when b's gradient is clean too: with b's handed
+    out (dirty), the adding backward runs and W's owed zero must be written first."""
+    settles = Settles(monkeypatch)
+    W = ad.array(W0, requires_grad=True)
+    x = ad.array(X0, requires_grad=True)
+    b = ad.array(B0, requires_grad=True)
+    y = ad.zeros(M, requires_grad=True)
+    W.grad.fill_(3.0)
+    W.grad.zero_()
+    held = b.grad.numpy()                      # b's gradient: no longer known clean
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.dense, dim=M, inputs=[N, W, x, b], outputs=[y])
+    seed = RNG.standard_normal(M)
+    tape.backward(grads={y: seed})
+    assert settles.shapes == [(M, N)]
+    gW = central_fd(lambda v: float(seed @ _dense_ref(v, X0, B0, N, M, False)), W0)
+    np.testing.assert_allclose(W.grad.numpy(), gW, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(held, b.grad.numpy())
+
+
+def test_a_raising_backward_leaves_zeros(small):
+    """``owed.stored``: a backward that raises leaves the gradients it was to write
+    zero, never an earlier round's values."""
+    a = ad.array(np.ones((3, 4)), requires_grad=True)
+    a.grad.fill_(5.0)
+    a.grad.zero_()
+    with pytest.raises(RuntimeError):
+        with owed.stored((a.grad,)):
+            a.grad._buf[0, 0] = 1.0
+            raise RuntimeError("the backward failed")
+    assert not a.grad._owed
+    np.testing.assert_array_equal(a.grad.numpy(), 0.0)
+
+
+def test_a_grid_covering_2d_array(backend, kernels, small, monkeypatch):
+    """A 2-D grid storing every element: deferred zeros skipped; one row short: written."""
+    settles = Settles(monkeypatch)
+    for rows, skipped in ((M, True), (M - 1, False)):
+        W = ad.array(W0, requires_grad=True)
+        y = ad.zeros((rows, N), requires_grad=True)
+        W.grad.fill_(9.0)
+        W.grad.zero_()
+        tape = ad.Tape()
+        with tape:
+            ad.launch(kernels.grid2, dim=(rows, N), inputs=[W], outputs=[y])
+        for r in range(2):
+            seed = RNG.standard_normal((rows, N))
+            tape.backward(grads={y: seed})
+            want = np.zeros((M, N))
+            want[:rows] = np.cos(W0[:rows]) * seed
+            np.testing.assert_allclose(W.grad.numpy(), want, rtol=1e-12)
+            tape.zero()
+        if backend != "cuda":
+            assert ((M, N) in settles.shapes) != skipped
+        settles.shapes.clear()
