@@ -276,3 +276,24 @@ def test_a_grid_covering_2d_array(backend, kernels, small, monkeypatch):
         if backend != "cuda":
             assert ((M, N) in settles.shapes) != skipped
         settles.shapes.clear()
+
+
+def test_pickle_and_deepcopy(backend, small):
+    """An array pickles and deep-copies by value on every device (a CUDA array as a host
+    copy, uploaded again), its gradient too, its owed zero written; the copy is
+    independent of the original."""
+    import copy
+    import pickle
+    a = ad.array(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    a.grad.fill_(2.0)
+    big = ad.array(np.ones((2, 3)), requires_grad=True)
+    big.grad.fill_(4.0)
+    big.grad.zero_()                                # owed on the CPU
+    for clone in (copy.deepcopy, lambda x: pickle.loads(pickle.dumps(x))):
+        b, c = clone(a), clone(big)
+        assert b.device == a.device and c.device == big.device
+        np.testing.assert_array_equal(b.numpy(), np.arange(6.0).reshape(2, 3))
+        np.testing.assert_array_equal(b.grad.numpy(), 2.0)
+        np.testing.assert_array_equal(c.grad.numpy(), 0.0)
+        b.grad.fill_(7.0)
+        np.testing.assert_array_equal(a.grad.numpy(), 2.0)

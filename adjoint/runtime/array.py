@@ -133,6 +133,22 @@ class Array:
         self._owed = False
         buffers.fill(self._buf, 0)
 
+    def __getstate__(self):
+        """Pickling and ``copy.deepcopy``: the values (a host copy of device memory, its
+        owed zero written), never the device handle or the memory it wraps."""
+        state = dict(self.__dict__)
+        state["_buf"] = self._data if self.device == "cpu" else self._data.copy_to_host()
+        state["_owed"] = False
+        if self.device == "cuda":
+            state.pop("_owner", None)
+            state["_foreign"] = False       # a copy: adjoint's own memory
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if self.device == "cuda":
+            self._buf = self._owner = _to_device(self._buf, "cuda")
+
     @property
     def requires_grad(self):
         return self._requires_grad
