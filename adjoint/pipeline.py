@@ -48,6 +48,7 @@ class Transformed:
     gather: object = None   # kernels: the backward as receivers gathering sums (pass gather)
     zeroed: tuple = ()      # kernels: the adjoint arrays every backward leaves zero (pass zeroed)
     covered: tuple = ()     # kernels: (array, extents) a storing backward writes whole (pass cover)
+    rest_clears: tuple = () # kernels: the adjoints a gathered backward's rest only clears (zeroed)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -85,12 +86,14 @@ def _transform(pyfunc, role, bounds_check):
     gathered = gather.gather(rev.backward, checked.ssa, dims, threads, plans[1],
                              [f"dim{d}" for d in range(dims)]) if plans else None
     cleared = zeroed.zeroed(rev, saved, stores, gathered, plans[1], dims) if plans else ()
+    rest = zeroed.rest_clears(gathered, cleared) if stores is None else ()
     whole = cover.covered(stores, gathered, plans[1], dims,
                           [p.name for p in pf.params if not p.is_array and
                            p.kind == INT]) if plans else ()
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
-                       gather=gathered, zeroed=cleared, covered=whole)
+                       gather=gathered, zeroed=cleared, covered=whole,
+                       rest_clears=rest)
 
 
 def _inverses(tangent, kinds):

@@ -191,10 +191,12 @@ def gathered(receivers, rest, tids, dims, params):
     return body
 
 
-def choose(receivers, gathered_fn, planned_fn, dims, params):
+def choose(receivers, gathered_fn, planned_fn, dims, params, zero_first=False):
     """Body of the (plain Python) function a gathered backward is launched through: the
     gathered grid when each array's shape is the launch's grid and the receivers' tests
-    hold, else the plan's grid (each compiled on its first call)."""
+    hold, else the plan's grid (each compiled on its first call). ``zero_first``: the
+    receivers store into clean gradients, which may owe their zeros (runtime/owed.py);
+    the plan's grid adds into them, so it writes those zeros first."""
     same = []
     for _, array, elements, along, requires in receivers:
         same += [gast.Compare(left=gast.Subscript(
@@ -206,8 +208,10 @@ def choose(receivers, gathered_fn, planned_fn, dims, params):
                    "(and a ring is larger than the stencil), else the plan's grid; each is "
                    "compiled on its first call")
     test = same[0] if len(same) == 1 else gast.BoolOp(op=gast.And(), values=same)
+    zeros = [gast.Expr(value=rt_call("zero_fill", name(array)))
+             for _, array, _, _, _ in receivers] if zero_first else []
     return [note, gast.If(test=test, body=[gast.Expr(value=gast.Call(
-        func=name(gathered_fn), args=args, keywords=[]))], orelse=[gast.Expr(
+        func=name(gathered_fn), args=args, keywords=[]))], orelse=zeros + [gast.Expr(
             value=gast.Call(func=name(planned_fn), args=copy.deepcopy(args), keywords=[]))])]
 
 

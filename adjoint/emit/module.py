@@ -20,6 +20,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
+from ..transform import once
 from ..transform.ir import Comment, copy_tree, name
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
@@ -160,6 +161,14 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                    *grid(thread, tids, dims, params, plan, backward=backward, sums=sums))]
 
 
+def gather_clean(tr):
+    """Whether a kernel's gathered backward has a clean variant, its receivers storing
+    their sums (``adj_u[e0, e1] = 0.0 + adj_u_sum``) into clean gradients: each receiver
+    adds into its element once, and nothing else of the launch writes those arrays
+    (transform/gather.py). Not beside pass once's own clean arrays (one set per kernel)."""
+    return tr.gather is not None and tr.once is None and tr.rev.backward is not None
+
+
 def _gathered(tr, body, params):
     """A backward that pass gather rewrote (transform/gather.py): the thread function and
     the serial loop of small launches, as ``_pair`` makes them; a receiver thread function
@@ -173,24 +182,40 @@ def _gathered(tr, body, params):
     fns = _pair(tr, "cpu", (), "backward", body, params, tr.plans[1], backward=True)
     planned = fns[-1]
     fns = fns[:-1]
-    receivers = []
+    adding, storing = [], []
     for r in tr.gather.receivers:
         fname = f"{k}_backward_gather_{r.array[len('adj_'):]}_thread"
         rparams = r.elements + dims + params
         fns.append((fname, rparams, *_thread_body(_lower(r.body), rparams, tr)))
-        receivers.append((fname, r.array, r.elements, [dims[d] for d in r.dims],
-                          _lower(r.requires)))
+        adding.append((fname, r.array, r.elements, [dims[d] for d in r.dims],
+                       _lower(r.requires)))
+        if gather_clean(tr):        # the receiver storing its sum into a clean gradient
+            sname = f"{k}_backward_gather_{r.array[len('adj_'):]}_clean_thread"
+            fns.append((sname, rparams,
+                        *_thread_body(_lower(once.storing(r.body, [r.array])), rparams, tr)))
+            storing.append((sname, *adding[-1][1:]))
     rest = None
     if any(not isinstance(s, Comment) for s in tr.gather.rest):
         rest = f"{k}_backward_rest_thread"
         fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest), tids + params,
                                                       tr)))
-    gathered_fn, planned_fn = f"{k}_backward_gathered", f"{k}_backward_planned"
-    return fns + [(gathered_fn, dims + params, gathered(receivers, rest, tids, dims, params),
-                   "@rt.jit_grid"),
-                  (planned_fn, dims + params, planned[2], planned[3]),
-                  (f"{k}_backward", dims + params,
-                   choose(receivers, gathered_fn, planned_fn, dims, params), None)]
+    planned_fn = f"{k}_backward_planned"
+    fns.append((planned_fn, dims + params, planned[2], planned[3]))
+    # each variant: its gathered grid, and the plain Python choosing it or the plan's grid
+    for part, receivers, with_rest in (("backward", adding, True),
+                                       ("backward_clean", storing, True),
+                                       ("backward_norest", adding, False),
+                                       ("backward_norest_clean", storing, False)):
+        if not receivers or not with_rest and not tr.rest_clears:
+            continue
+        fn = f"{k}_{part}_gathered" if part != "backward" else f"{k}_backward_gathered"
+        fns += [(fn, dims + params,
+                 gathered(receivers, rest if with_rest else None, tids, dims, params),
+                 "@rt.jit_grid"),
+                (f"{k}_{part}", dims + params,
+                 choose(receivers, fn, planned_fn, dims, params,
+                        zero_first=receivers is storing), None)]
+    return fns
 
 
 def _declared(body, names, tr, target):
@@ -304,8 +329,13 @@ def _launcher(tr, target, fns, part):
     function, behind the bounds checks (``rt.checked``) or the CUDA launcher; or
     ``(what, why)`` when it has none (spelled ``rt.unavailable(what, why)``)."""
     n = tr.pf.name
-    fn, status = f"{n}_{part}", _writes_status(fns, n, part)
-    if any(f[0] == f"{fn}_small" for f in fns):
+    # a gathered backward's variants (gather_clean) differ from it only in their gathered
+    # grid: they have its thread function, and no serial loop for small launches (the
+    # backward's adds: into a gradient owing its zeros, runtime/owed.py, it must not)
+    own = "backward" if _has(fns, f"{n}_backward_planned") and \
+        part.startswith("backward") else part
+    fn, status = f"{n}_{part}", _writes_status(fns, n, own)
+    if _has(fns, f"{fn}_small"):
         fn = f"rt.by_size({fn}_small, {fn}, {tr.dims})"
     part = part.split("_")[0]           # forward_save runs as a forward, backward_saved too
     if part == "backward" and tr.rev.backward is None:
@@ -396,6 +426,16 @@ def _clean_lines(tr, target, fns):
     """The ``KernelSpec`` entries of pass once: the array parameters whose adjoint the
     backward adds into at most once per element, and the backwards storing into them
     instead (run when all their gradient buffers are clean); none when there are none."""
+    if gather_clean(tr) and target == "cpu":
+        arrays = tuple(r.array[len("adj_"):] for r in tr.gather.receivers)
+        lines = [f"    clean_arrays={arrays!r},",
+                 f"    backward_clean={_launcher(tr, target, fns, 'backward_clean')},"]
+        if tr.rest_clears:
+            lines += [f"    rest_clears={tuple(a[len('adj_'):] for a in tr.rest_clears)!r},",
+                      f"    backward_norest={_launcher(tr, target, fns, 'backward_norest')},",
+                      "    backward_norest_clean="
+                      f"{_launcher(tr, target, fns, 'backward_norest_clean')},"]
+        return lines
     if tr.once is None or tr.rev.backward is None:
         return []
     arrays = tuple(a[len("adj_"):] for a in tr.once.arrays)

@@ -221,6 +221,8 @@ def add_chunks(arr, copies):
             total += parts[c, e]
         flat[e] = total
 block_count = jit_helper(helpers.block_count)
+zero_fill = helpers.zero_fill     # called from plain Python (a gathered backward's choice)
+
 
 def jit_builtin(fn):
     """rt.div, rt.sin, ...: for generated code, a numba overload of ``fn`` compiled with

@@ -113,6 +113,12 @@ def zero_of(arr):
     return arr.dtype.type(0)
 
 
+def zero_fill(arr):
+    """Zero ``arr`` in place: a clean gathered backward whose launch takes the plan's grid,
+    which adds, writes the zeros a deferred zero owes (runtime/owed.py) first."""
+    arr.fill(0)
+
+
 def add_sums(total, sums):
     """``total`` plus every partial sum of ``sums``, added in order (as ``add_chunks``)."""
     for c in range(sums.shape[0]):

@@ -53,6 +53,8 @@ HELPERS = {
     "add_sums": Needed((CPU,), "an element plus the chunks' partial sums, in chunk order"),
     "accumulate": Needed((CPU,), "a local partial sum plus a value, in the sum's dtype"),
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
+    "zero_fill": Needed((CPU,), "zero a gathered array before a clean gathered backward "
+                        "falls back to the plan's grid (emit/grid.py choose)"),
     # loop stacks (transform/reverse.py; a CUDA thread keeps its own in local arrays)
     "trip_count": Needed(BOTH, "iterations of range(start, stop, step): a stack's size, and "
                          "a stored loop's count (transform/store.py)"),

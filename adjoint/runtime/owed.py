@@ -22,13 +22,40 @@ from . import buffers
 DEFER_BYTES = 1 << 16     # smaller arrays are zeroed at once: the write costs less than a check
 
 
-def may_defer(arr):
+def may_defer(arr, held=0):
     """Whether ``arr.zero_()`` may owe its zero: a CPU array of adjoint's own memory, large,
-    whose buffer nothing but ``arr`` references."""
+    whose buffer nothing but ``arr`` (and ``held`` references the caller knows of)
+    references."""
     buf = arr._buf
     # references: arr's attribute, ``buf`` here, getrefcount's argument
     return arr.device == "cpu" and not arr._foreign and buf.nbytes >= DEFER_BYTES and \
-        buf.base is None and sys.getrefcount(buf) <= 3
+        buf.base is None and sys.getrefcount(buf) <= 3 + held
+
+
+def rest_owed(kernel, args, dims, adjs):
+    """Before ``kernel``'s backward on ``adjs`` over the grid ``dims``: the gradients whose
+    zeros may be owed instead of written by the gathered backward's last pass, which only
+    clears them (``KernelSpec.rest_clears``: transform/zeroed.py ``rest_clears``) -- then
+    run ``backward_norest`` and owe them afterwards -- or None: run the whole backward.
+    Each must be its array's gradient, shaped like the grid (the rest clears every
+    element), its memory no other adjoint buffer's, and deferrable (``may_defer``); a
+    scratch buffer (no gradient) is dropped after the launch and needs no zeros."""
+    if not kernel.rest_clears or kernel.backward_norest is None:
+        return None
+    positions = [k for k, p in enumerate(kernel.params) if p.has_adjoint]
+    owing = []
+    for j, k in enumerate(positions):
+        if kernel.params[k].name not in kernel.rest_clears:
+            continue
+        grad = getattr(args[k], "grad", None)
+        if grad is None:
+            continue
+        if grad._buf is not adjs[j] or tuple(grad._buf.shape) != tuple(dims) or \
+                any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j) or \
+                not may_defer(grad, held=sum(b is adjs[j] for b in adjs)):
+            return None
+        owing.append(grad)
+    return owing
 
 
 def covers(extents, shape, dims, values):

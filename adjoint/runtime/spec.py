@@ -58,6 +58,9 @@ class KernelSpec:
                                     # when the grid is the array's shape (transform/zeroed.py)
     covered_arrays: tuple = ()      # (parameter, extents): a storing backward writes every
                                     # element when the extents are its shape (transform/cover.py)
+    rest_clears: tuple = ()         # parameters whose adjoint a gathered backward's rest only
+    backward_norest: object = None  # clears, and the backwards without that pass: their
+    backward_norest_clean: object = None    # zeros may be owed instead (runtime/owed.py)
 
     @property
     def spec(self):

@@ -71,9 +71,14 @@ class LaunchStep:
         adjs, clean, stored = adjoint_buffers(self.kernel, self.args,
                                               f"the backward of {self.label}", self.dims)
         part = "backward_saved" if self.saved else "backward"
+        cleared = None if self.saved else owed.rest_owed(self.kernel, self.args, self.dims, adjs)
+        if cleared is not None:
+            part = "backward_norest"
         with owed.stored(stored):
             verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
                        [*self.values, *self.saved], adjs)
+        for grad in cleared or ():
+            grad._owed = True       # (noted clean by mark_zeroed)
         mark_zeroed(self.kernel, self.args, self.dims, adjs)
 
 

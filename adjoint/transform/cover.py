@@ -39,6 +39,14 @@ The proof, on each storing body (the replay's, and the store policy's if any):
   the store, as ``0 + v * 1``; every component is one of those;
 - ``adj_A`` is not one of the backward plan's private arrays (whose chunk copies are
   added in afterwards) and the kernel has no gathered backward.
+
+A kernel whose backward pass gather rewrote (and that pass once proves nothing for)
+stores instead through its receivers: its clean variant (emit/module.py
+``gather_clean``) has each element of a gathered array store its sum, ``adj_u[e0, e1]
+= 0.0 + adj_u_sum``, over a grid the launch takes only where the array's shape is the
+launch's grid -- the extents ``("dim", d)`` of the receiver's components. Where the
+launch takes the plan's grid instead (a ring too small for the stencil), which adds,
+that variant writes the zeros first (``rt.zero_fill``).
 """
 from types import SimpleNamespace
 
@@ -51,7 +59,12 @@ from .parallel import thread_indices
 def covered(once, gathered, plan, dims, scalars):
     """``((A, extents), ...)`` for the arrays of ``once`` every storing backward covers
     (see the module docstring), in ``once.arrays`` order."""
-    if once is None or gathered is not None:
+    if gathered is not None:        # the receivers' storing variant (emit/module.py)
+        if once is not None:
+            return ()
+        return tuple((r.array[len("adj_"):], tuple(("dim", d) for d in r.dims))
+                     for r in gathered.receivers)
+    if once is None:
         return ()
     bodies = [b for b in (once.backward, once.backward_saved) if b is not None]
     private = set(plan.private) if plan is not None else set()

@@ -47,7 +47,7 @@ from types import SimpleNamespace
 
 import gast
 
-from .ir import walk_stmts
+from .ir import Comment, walk_stmts
 from .parallel import thread_indices
 
 
@@ -74,6 +74,32 @@ def zeroed(rev, saved, once, gathered, plan, dims):
             continue
         out.append(a)
     return tuple(out)
+
+
+def rest_clears(gathered, cleared):
+    """The names of ``cleared`` (from ``zeroed``) that the gathered backward's rest
+    clears, when clearing them is all it does (besides naming values: no call but the
+    thread index, no other write), else (): the runtime may then skip the rest and owe those zeros instead
+    (runtime/owed.py, runtime/tape.py)."""
+    if gathered is None or not cleared:
+        return ()
+    found = set()
+    for s in walk_stmts(gathered.rest):
+        if isinstance(s, Comment):
+            continue
+        if not isinstance(s, gast.Assign) or any(
+                isinstance(n, gast.Call) and getattr(getattr(n, "callee", None), "kind",
+                                                     None) != "tid"
+                for n in gast.walk(s.value)):
+            return ()           # (the thread's index is no call in the emitted code)
+        t = s.targets[0]
+        if len(s.targets) == 1 and isinstance(t, gast.Subscript) and \
+                isinstance(t.value, gast.Name) and t.value.id in cleared:
+            found.add(t.value.id)
+        elif not all(isinstance(n, (gast.Name, gast.Tuple, gast.Store))
+                     for t in s.targets for n in gast.walk(t)):
+            return ()
+    return tuple(a for a in cleared if a in found)
 
 
 def clears(body, adj, dims):
