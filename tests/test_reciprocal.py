@@ -7,7 +7,9 @@ quotient sharing the inverse, the backward a tape runs divides once a pair. Here
 - the divisions left in each generated function (counted in its source), and the
   gradients of that kernel against float64 central differences through both backwards
   (the tape's ``backward_saved``, an adjoint launch's replaying ``backward``) on every
-  backend; the JVP's and forward's values stay bitwise the same;
+  backend, and the JVP's and forward's values bitwise the same; gradients checked the
+  same way for a loop whose reverse reads stacks, a func's adjoint, and quotients that a
+  comparison or a call reads (these keep their division);
 - on small bodies given to ``sharing`` itself: what may change and what may not (a
   quotient read by a comparison, a call, a primal statement, a loop's next iteration,
   a later block; a divisor or an operand assigned again) and that its input is left as
@@ -43,6 +45,24 @@ def energy(n: int, eps2: float, mass: ad.array(dtype=float),
         dz = pos[j, 2] - zi
         e += mass[j] / ad.sqrt(dx * dx + dy * dy + dz * dz + eps2)
     out[i] = -mass[i] * e
+
+
+@ad.func
+def pot(m: float, r2: float) -> float:
+    q = m / ad.sqrt(r2)
+    return q * q + q
+
+
+@ad.kernel
+def chained(n: int, m: ad.array(dtype=float), x: ad.array(dtype=float),
+            out: ad.array(dtype=float)):
+    i = ad.tid()
+    e = x[i]
+    k = 0
+    while k < n:
+        e = e * 0.5 + m[k] / ad.sqrt(e * e + 1.0)
+        k += 1
+    out[i] = pot(m[i], e * e + 0.5)
 
 
 @ad.kernel
@@ -166,6 +186,41 @@ def test_the_forward_and_the_jvp_keep_their_values(backend, kernels):
     jvp = ad.source(kernels.energy, "jvp")
     (quotient,) = re.findall(r"t\d+ = rt\.div\(t\d+, t\d+\)", forward)
     assert quotient in jvp and "_inv" not in forward
+
+
+def test_a_loop_with_stacks_and_a_func(backend, kernels):
+    """A ``while`` loop whose reverse reads stacks (its replay's quotient feeds ``e``
+    and keeps its division; the reversed loop's multiplies), and a func's adjoint
+    (its replayed ``q`` only adjoints read). Gradients against central differences,
+    through a tape and an adjoint launch."""
+    src = ad.source(kernels.chained, "backward")
+    assert _divisions(src, "chained_backward_thread") == 2, src
+    assert re.search(r"\bq = m \* \w+_inv\n", ad.source(kernels.pot, "backward"))
+    rng = np.random.default_rng(5)
+    m0, x0 = rng.uniform(0.5, 1.5, N), rng.uniform(-1.0, 1.0, N)
+    w = rng.uniform(0.5, 1.5, N)
+
+    def f(m, x):
+        out = ad.zeros(N)
+        ad.launch(kernels.chained, N, inputs=[3, ad.array(m), ad.array(x)], outputs=[out],
+                  record_tape=False)
+        return float(w @ out.numpy())
+    f_m = central_fd(lambda v: f(v, x0), m0)
+    f_x = central_fd(lambda v: f(m0, v), x0)
+    m, x = ad.array(m0, requires_grad=True), ad.array(x0, requires_grad=True)
+    out = ad.zeros(N, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.chained, N, inputs=[3, m, x], outputs=[out])
+    tape.backward(grads={out: w})
+    np.testing.assert_allclose(m.grad.numpy(), f_m, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(x.grad.numpy(), f_x, rtol=1e-6, atol=1e-7)
+    g_m, g_x = ad.zeros(N), ad.zeros(N)
+    ad.launch(kernels.chained, N, inputs=[3, ad.array(m0), ad.array(x0)],
+              outputs=[ad.zeros(N)], adjoint=True, adj_inputs=[None, g_m, g_x],
+              adj_outputs=[ad.array(w)])
+    np.testing.assert_allclose(g_m.numpy(), f_m, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(g_x.numpy(), f_x, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize("name", ["compared", "called"])
