@@ -5,7 +5,8 @@ bounds -> reverse -> store -> once (kernels: the backwards storing into clean gr
 -> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears)
 -> cover (kernels: the adjoints a storing backward writes at every element),
 and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
-the derivatives' divisions by one root share its inverse.
+the derivatives' divisions by one root share its inverse (in the backwards, with the
+primal quotients only adjoints read).
 ``transform`` runs them all; ``show`` prints one stage as Python source.
 """
 from dataclasses import dataclass, replace
@@ -105,13 +106,14 @@ def _inverses(tangent, kinds):
 
 def _backward_inverses(rev, saved, kinds):
     """``rev`` and ``saved`` (the store policy's, or None) with their backwards' divisions
-    by a root multiplying by its inverse (pass reciprocal)."""
+    by a root multiplying by its inverse (pass reciprocal), the primal quotients that
+    only adjoints read included."""
     if rev.backward is None:
         return rev, saved
     derived = set(rev.kinds)
-    backward, new = reciprocal.sharing(rev.backward, derived, kinds)
+    backward, new = reciprocal.sharing(rev.backward, derived, kinds, primal=True)
     if saved is not None:
-        body, more = reciprocal.sharing(saved.backward, derived, kinds)
+        body, more = reciprocal.sharing(saved.backward, derived, kinds, primal=True)
         saved, new = replace(saved, backward=body), {**new, **more}
     return replace(rev, backward=backward, kinds={**rev.kinds, **new}), saved
 

@@ -39,7 +39,8 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     t3 = stiffness * t4
-    scale = rt.div(t3, length)
+    length_inv = rt.div(1.0, length)
+    scale = t3 * length_inv
     # reverse pass: every adjoint starts at zero, statements in reverse order
     adj_dx = -0.0
     adj_dy = -0.0
@@ -62,7 +63,6 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_scale += adj_t5 * dx
     adj_dx += adj_t5 * scale
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
-    length_inv = rt.div(1.0, length)
     adj_t3 += adj_scale * length_inv
     adj_length -= adj_scale * length_inv * scale
     adj_stiffness += adj_t3 * t4

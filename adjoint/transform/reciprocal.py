@@ -1,19 +1,27 @@
-"""Pass 7f, reciprocal: derivative statements dividing by one value multiply by its inverse.
+"""Pass 7f, reciprocal: divisions by one root multiply by its inverse.
 
-Expects: a body (the JVP of pass jvp) and the names its derivative statements assign
-(tangents and tangent arrays); the kinds of the body's values.
+Expects: a body (the JVP of pass jvp, or a backward of pass reverse or store) and the
+names its derivative statements assign (tangents or adjoints, and their arrays); the
+kinds of the body's values; ``primal``: whether primal quotients may share the inverse
+too (the backwards only, see below).
 Guarantees: a new body (the input is not changed) in which, within one block, when two
-or more derivative statements divide by a name ``d`` assigned earlier in that block by
-an operation whose rule has ``safe_reciprocal`` (``d = rt.sqrt(x)``), one statement
-``inv_d = 1.0 / d`` placed before the first of them computes its inverse and those
-divisions ``X / d`` become ``X * inv_d``. Primal statements are never changed: the
-values a JVP computes stay bitwise those of the forward.
+or more divisions ``X / d`` by a name ``d`` assigned earlier in that block by an
+operation whose rule has ``safe_reciprocal`` (``d = rt.sqrt(x)``) can become
+``X * inv_d``, one statement ``inv_d = 1.0 / d`` computes its inverse and they do. The
+divisions counted are those in derivative statements (anywhere in their expressions)
+and, with ``primal``, the *primal quotients* ``q = X / d`` (``X`` an atom) whose ``q``
+only derivative values depend on (below). ``inv_d`` stands before the first of them
+(up to the first statement that assigns ``d`` again); a primal quotient after it moves
+up to stand right after it. Without ``primal``, primal statements are never changed:
+the values a JVP computes stay bitwise those of the forward.
 
 Why: a division costs several multiplications, and rules chain them. In n-body's
 ``e += m / sqrt(r2)`` the JVP divides by the root in the tangent of ``sqrt``
 (``dot_r2 * 0.5 / s``) and again in that of ``/`` (``(dot_m - dot_s * q) / s``),
 besides the primal's own ``m / s``: three divisions and a root, where the forward
-has one of each. With the inverse it has two.
+has one of each. With the inverse it has two. The backward replays ``q = m / s`` for
+the adjoint of ``/`` (``adj_s -= adj_q / s * q``) and divides in its adjoints too:
+with the primal quotient sharing the inverse, one division a pair is left.
 
 Why only such divisors: ``X * (1 / d)`` rounds twice where ``X / d`` rounds once (a
 difference of an ulp or so), and is otherwise the same where ``1 / d`` is a normal
@@ -21,70 +29,146 @@ number, and where ``d`` is 0, an infinity or nan (``X / 0`` and ``X * inf`` are 
 an infinity or nan). For a subnormal ``d``, ``1 / d`` overflows to inf where ``X / d``
 is finite: a divisor that may be subnormal keeps its divisions. A root never is
 (``Rule.safe_reciprocal``).
+
+Why a primal quotient only where nothing but derivatives read it: its ulp moves every
+value computed from it. It may change only when every statement that may read that
+``q`` later in time (nested blocks, loops' conditions and latches included) is a
+derivative statement after it in its own block that reads ``q`` only as an operand of
+``+ - * /`` and unary ``-``/``+`` (never in a comparison, a call, a conditional
+expression, an index, a target): its rounding then reaches derivative values only,
+never control flow, indices or primal values. A read textually before ``q`` but in a
+loop around both (the top of the loop's body, its latch) is a later read in time and
+refuses, as does one after it in another block; one before it and in no loop around it
+(the backward's first replay of the loop, which assigns a ``q`` of its own) has run
+before it. Moving ``q`` up past the statements between ``inv_d`` and its place is
+allowed only where none of them reads or assigns ``q`` or assigns a name it reads. In a
+JVP the primal quotient feeds the primal values (``e += q``) that must equal the
+forward's: only the backwards pass ``primal`` (pipeline's ``_backward_inverses``).
 """
-import copy
+from collections import defaultdict
 
 import gast
 
-from .ir import assign, const, name, names_in_target, operation
+from .ir import assign, const, copy_tree, is_atom, name, names_in_target, operation, walk_stmts
 from ..rules import lookup
 from ..rules.types import FLOAT
 
 SUFFIX = "_inv"
+_ARITHMETIC = (gast.Add, gast.Sub, gast.Mult, gast.Div)
+_SIGNS = (gast.USub, gast.UAdd)
 
 
-def sharing(body, derived, kinds):
-    """``(body, new kinds)``: ``body`` with the shared inverses (module docstring);
-    ``derived`` names the derivative values and arrays, ``kinds`` the values' kinds."""
+def sharing(body, derived, kinds, primal=False):
+    """``(body, new kinds)``: a copy of ``body`` with the shared inverses (module
+    docstring); ``derived`` names the derivative values and arrays, ``kinds`` the
+    values' kinds; ``primal``: primal quotients may share them too."""
+    body = copy_tree(body)
     taken = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
-    r = _Reciprocal(set(derived), kinds, taken)
-    return r.block(body), r.new_kinds
+    r = _Reciprocal(set(derived), kinds, taken, _Uses(body) if primal else None)
+    r.block(body)
+    return body, r.new_kinds
+
+
+class _Uses:
+    """Every statement of a whole body (nested blocks, loops' conditions and latches)
+    that reads each name, and each statement's place: its number in textual order and
+    the loops around it (a ``while``'s own test is inside it: it runs each iteration)."""
+
+    def __init__(self, body):
+        self.readers = defaultdict(list)
+        self.place = {}
+        self.walk(body, ())
+
+    def walk(self, stmts, loops):
+        for s in stmts:
+            inner = loops + (id(s),) if isinstance(s, (gast.For, gast.While)) else loops
+            self.place[id(s)] = (len(self.place),
+                                 inner if isinstance(s, gast.While) else loops)
+            for n in _own_reads(s):
+                self.readers[n].append(s)
+            if isinstance(s, gast.If):
+                self.walk(s.body, loops)
+                self.walk(s.orelse, loops)
+            elif isinstance(s, (gast.For, gast.While)):
+                info = getattr(s, "loop", None)
+                for part in [s.body] + ([info.cond, info.latch] if info is not None else []):
+                    self.walk(part, inner)
+
+    def reached(self, r, s):
+        """Whether statement ``r`` may run after ``s``: it stands after it, or both are
+        in one loop (a later iteration)."""
+        (at_r, loops_r), (at_s, loops_s) = self.place[id(r)], self.place[id(s)]
+        return at_r >= at_s or bool(set(loops_r) & set(loops_s))
 
 
 class _Reciprocal:
-    def __init__(self, derived, kinds, taken):
+    def __init__(self, derived, kinds, taken, uses):
         self.derived = derived
         self.kinds = kinds
         self.taken = taken
+        self.uses = uses            # a _Uses where primal quotients may change, else None
         self.new_kinds = {}
 
     def block(self, stmts):
-        out = [self.nested(s) for s in stmts]
-        for k in range(len(out)):
-            d = _safe_divisor(out[k])
-            if d is None:
-                continue
-            users = self.users(out, k + 1, d)
-            if len(users) < 2:
-                continue
-            inv = self.fresh(d)
-            for j in users:
-                out[j].value = _Multiply(d, inv).visit(out[j].value)
-            first = users[0]
-            out.insert(first, assign(inv, gast.BinOp(left=const(1.0), op=gast.Div(),
-                                                     right=name(d)),
-                                     getattr(out[first], "lineno", None)))
-        return out
+        """Share the inverses in ``stmts`` (a list of the body's copy, edited in place)
+        and in the blocks inside its statements."""
+        for s in stmts:
+            for field in ("body", "orelse"):
+                if isinstance(getattr(s, field, None), list):
+                    self.block(getattr(s, field))
+        k = 0
+        while k < len(stmts):
+            d = _safe_divisor(stmts[k])
+            if d is not None:
+                self.share(stmts, k, d)
+            k += 1
 
-    def nested(self, s):
-        """A copy of ``s`` with the blocks inside it (branches, loop bodies) done."""
-        s = copy.deepcopy(s)
-        for field in ("body", "orelse"):
-            if isinstance(getattr(s, field, None), list) and not isinstance(s, gast.Lambda):
-                setattr(s, field, self.block(getattr(s, field)))
-        return s
+    def share(self, stmts, k, d):
+        """Divisions by ``d`` (assigned by ``stmts[k]``) after ``k`` through its inverse,
+        where there are two or more."""
+        stop = next((j for j in range(k + 1, len(stmts)) if d in _assigned(stmts[j])),
+                    len(stmts))
+        divisions = [j for j in range(k + 1, stop)
+                     if self.is_derivative(stmts[j]) and _divides_by(stmts[j], d)]
+        first = divisions[0] if divisions else stop
+        quotients = []
+        for j in range(k + 1, stop) if self.uses is not None else ():
+            at = min(first, quotients[0] if quotients else j)
+            if self.is_sharing_quotient(stmts, j, d, at):
+                quotients.append(j)
+        if len(divisions) + len(quotients) < 2:
+            return
+        at = min(first, quotients[0] if quotients else first)
+        inv, line = self.fresh(d), getattr(stmts[at], "lineno", None)
+        for j in divisions:
+            stmts[j].value = _Multiply(d, inv).visit(stmts[j].value)
+        moved = [stmts[j] for j in quotients]
+        for q in moved:
+            q.value = gast.BinOp(left=q.value.left, op=gast.Mult(), right=name(inv))
+        for j in reversed(quotients):       # (all at or after ``at``)
+            del stmts[j]
+        stmts[at:at] = [assign(inv, gast.BinOp(left=const(1.0), op=gast.Div(),
+                                               right=name(d)), line)] + moved
 
-    def users(self, stmts, start, d):
-        """Indices of the derivative statements after ``start`` dividing by ``d``, up to
-        the first statement that assigns ``d`` again (a loop's phi copy)."""
-        found = []
-        for j in range(start, len(stmts)):
-            s = stmts[j]
-            if d in _assigned(s):
-                break
-            if self.is_derivative(s) and _divides_by(s, d):
-                found.append(j)
-        return found
+    def is_sharing_quotient(self, stmts, j, d, at):
+        """Whether ``stmts[j]`` is a primal quotient ``q = X / d`` that may become
+        ``q = X * inv_d`` moved up to ``at`` (module docstring)."""
+        s = stmts[j]
+        if not (isinstance(s, gast.Assign) and len(s.targets) == 1 and
+                isinstance(s.targets[0], gast.Name) and _is_division_by(s.value, d) and
+                is_atom(s.value.left)) or self.is_derivative(s):
+            return False
+        q = s.targets[0].id
+        later = {id(r) for r in stmts[j + 1:]}
+        for r in self.uses.readers[q]:
+            if id(r) in later:
+                if not (self.is_derivative(r) and _reads_as_operand(r, q)):
+                    return False
+            elif self.uses.reached(r, s):
+                return False
+        read = {d} | {n.id for n in gast.walk(s.value) if isinstance(n, gast.Name)}
+        return not any(read & _assigned(stmts[p]) or q in _assigned(stmts[p]) | _read(stmts[p])
+                       for p in range(at, j))
 
     def is_derivative(self, s):
         if isinstance(s, gast.Assign) and len(s.targets) == 1:
@@ -120,16 +204,57 @@ def _safe_divisor(s):
     return None
 
 
+def _read(s):
+    """Every name ``s`` (or a statement inside it) reads."""
+    return {n for x in walk_stmts([s]) for n in _own_reads(x)}
+
+
+def _own_reads(s):
+    """The names ``s`` itself reads: an ``if``'s or a loop's header; any other statement
+    whole (one with blocks ``walk_stmts`` does not enter reads all of theirs)."""
+    if isinstance(s, (gast.If, gast.While)):
+        roots = [s.test]
+    elif isinstance(s, gast.For):
+        roots = [s.iter]
+    else:
+        roots = [s]
+    return {n.id for r in roots for n in gast.walk(r)
+            if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Load)}
+
+
 def _assigned(s):
-    """Every name ``s`` (or a statement inside it) assigns."""
+    """Every name ``s`` (or a statement inside it, loops' conditions and latches too)
+    assigns."""
     out = set()
-    for n in gast.walk(s):
-        if isinstance(n, gast.Assign):
-            for t in n.targets:
-                out |= names_in_target(t)
-        elif isinstance(n, (gast.AugAssign, gast.For)):
-            out |= names_in_target(n.target)
+    for x in walk_stmts([s]):
+        for n in gast.walk(x):
+            if isinstance(n, gast.Assign):
+                for t in n.targets:
+                    out |= names_in_target(t)
+            elif isinstance(n, (gast.AugAssign, gast.For)):
+                out |= names_in_target(n.target)
     return out
+
+
+def _reads_as_operand(s, q):
+    """Whether the derivative statement ``s`` reads ``q`` only as an operand of
+    arithmetic (``+ - * /``, a sign): never in its target, a call, a comparison..."""
+    targets = s.targets if isinstance(s, gast.Assign) else [s.target]
+    if isinstance(s, gast.AugAssign) and not isinstance(s.op, _ARITHMETIC):
+        return False                                    # (an atomic min or max)
+    if any(isinstance(n, gast.Name) and n.id == q for t in targets for n in gast.walk(t)):
+        return False
+    return _operand_only(s.value, q)
+
+
+def _operand_only(e, q):
+    if isinstance(e, gast.BinOp) and isinstance(e.op, _ARITHMETIC):
+        return _operand_only(e.left, q) and _operand_only(e.right, q)
+    if isinstance(e, gast.UnaryOp) and isinstance(e.op, _SIGNS):
+        return _operand_only(e.operand, q)
+    if isinstance(e, gast.Name):
+        return True
+    return not any(isinstance(n, gast.Name) and n.id == q for n in gast.walk(e))
 
 
 def _is_division_by(node, d):
