@@ -21,7 +21,7 @@ from .precision import float32_kernel
 from .printer import Printer
 from .targets import TARGETS
 from ..transform import once
-from ..transform.ir import Comment, copy_tree, name
+from ..transform.ir import Comment, copy_tree, name, rt_call
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 
@@ -215,6 +215,15 @@ def _gathered(tr, body, params):
                 (f"{k}_{part}", dims + params,
                  choose(receivers, fn, planned_fn, dims, params,
                         zero_first=receivers is storing), None)]
+        if part != "backward" and _has(fns, f"{k}_backward_small"):
+            # a small launch runs the backward's serial loop, which adds: into the
+            # receivers' gradients, which may owe their zeros, after writing them
+            zeros = [gast.Expr(value=rt_call("zero_fill", name(r[1])))
+                     for r in receivers if receivers is storing]
+            fns.append((f"{k}_{part}_small", dims + params, zeros + [gast.Expr(
+                value=gast.Call(func=name(f"{k}_backward_small"),
+                                args=[name(a) for a in dims + params], keywords=[]))],
+                        None))
     return fns
 
 
@@ -330,8 +339,8 @@ def _launcher(tr, target, fns, part):
     ``(what, why)`` when it has none (spelled ``rt.unavailable(what, why)``)."""
     n = tr.pf.name
     # a gathered backward's variants (gather_clean) differ from it only in their gathered
-    # grid: they have its thread function, and no serial loop for small launches (the
-    # backward's adds: into a gradient owing its zeros, runtime/owed.py, it must not)
+    # grid: they have its thread function (and run its serial loop: emit/module.py
+    # _gathered)
     own = "backward" if _has(fns, f"{n}_backward_planned") and \
         part.startswith("backward") else part
     fn, status = f"{n}_{part}", _writes_status(fns, n, own)
