@@ -52,7 +52,7 @@ from types import SimpleNamespace
 
 import gast
 
-from .ir import names_in_target
+from .once import assigned_names, is_range
 from .parallel import thread_indices
 
 
@@ -92,7 +92,7 @@ def extents(body, adj, dims, scalars):
     if not (isinstance(store, gast.Assign) and len(store.targets) == 1 and
             isinstance(store.targets[0], gast.Subscript) and store.targets[0].value is uses[0]):
         return None
-    assigned = _assigned(body)
+    assigned = assigned_names(body)
     counts = []
     for block, loop in loops:
         n = _count(block, loop, scalars, assigned)
@@ -160,7 +160,7 @@ def _fault(s):
 
 def _count(block, loop, scalars, assigned):
     """The extent of ``loop`` (in ``block``): ``("param", n)`` or ``("const", c)``."""
-    if not (isinstance(loop.target, gast.Name) and _is_range(loop.iter)):
+    if not (isinstance(loop.target, gast.Name) and is_range(loop.iter)):
         return None
     start_stop_step = _range(loop.iter)
     if start_stop_step is None:
@@ -188,7 +188,7 @@ def _counted(before, c, scalars, assigned):
         if _is_const(v, 0) and assigned.count(c) == 2:
             for t in before[k + 1:]:
                 if isinstance(t, gast.For) and t.body and _increments(t.body[0], c):
-                    n = _range(t.iter) if _is_range(t.iter) else None
+                    n = _range(t.iter) if is_range(t.iter) else None
                     if n is None or t.orelse or any(isinstance(x, (gast.Break, gast.Continue))
                                                     for x in gast.walk(t)):
                         return None
@@ -226,7 +226,7 @@ def _loop_of(name, loops, store):
     loop's body assigning neither again; what the name holds outside the loop does
     not matter)."""
     for k, (_, loop) in enumerate(loops):
-        v, inside = loop.target.id, _assigned(loop.body)
+        v, inside = loop.target.id, assigned_names(loop.body)
         if name == v and v not in inside:
             return k
         inner = loops[k + 1][1] if k + 1 < len(loops) else store
@@ -246,22 +246,5 @@ def _is_iteration(v, it):
         v.right.left.id == it and _is_const(v.right.right, 1)
 
 
-def _is_range(node):
-    return isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and \
-        node.func.id == "range" and not node.keywords
-
-
 def _is_const(node, value):
     return isinstance(node, gast.Constant) and type(node.value) is int and node.value == value
-
-
-def _assigned(stmts):
-    """Every name assigned anywhere in ``stmts`` (nested blocks included), with repeats."""
-    out = []
-    for node in gast.walk(gast.Module(body=list(stmts), type_ignores=[])):
-        if isinstance(node, gast.Assign):
-            for t in node.targets:
-                out += sorted(names_in_target(t))
-        elif isinstance(node, (gast.AugAssign, gast.For)):
-            out += sorted(names_in_target(node.target))
-    return out

@@ -160,9 +160,9 @@ def _counts(loop, k, names):
     """Whether one of ``names`` differs in every iteration of ``loop``, whose body's
     statement ``k`` holds the addition."""
     it = loop.target.id if isinstance(loop.target, gast.Name) else None
-    if it is None or not _is_range(loop.iter):
+    if it is None or not is_range(loop.iter):
         return False
-    assigned = _assigned(loop.body)
+    assigned = assigned_names(loop.body)
     if it in names and it not in assigned:
         return True
     for s in loop.body[:k]:
@@ -174,7 +174,7 @@ def _counts(loop, k, names):
     return False
 
 
-def _is_range(node):
+def is_range(node):
     return isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and \
         node.func.id == "range" and not node.keywords
 
@@ -199,12 +199,14 @@ def _fixed(atom, assigned):
     return isinstance(atom, gast.Name) and atom.id not in assigned
 
 
-def _assigned(stmts):
-    """Every name assigned anywhere in ``stmts`` (nested blocks included), with repeats."""
+def assigned_names(stmts):
+    """Every name assigned anywhere in ``stmts`` (nested blocks included), with repeats
+    (also used by pass cover)."""
     out = []
     for node in gast.walk(gast.Module(body=list(stmts), type_ignores=[])):
         if isinstance(node, gast.Assign):
-            out += sorted(names_in_target(node.targets[0]))
+            for t in node.targets:
+                out += sorted(names_in_target(t))
         elif isinstance(node, (gast.AugAssign, gast.For)):
             out += sorted(names_in_target(node.target))
     return out
