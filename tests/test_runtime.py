@@ -475,3 +475,16 @@ def test_adjoint_jit_0_runs_plain_python(tmp_path):
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "backend python" in proc.stdout
+
+
+def test_shared_finds_buffers_sharing_memory():
+    """``buffers.shared``: the positions of the buffers that may share memory with
+    another (its fast answer, for arrays owning their memory, must not hide a view)."""
+    from adjoint.runtime import buffers
+    x, y = np.zeros(10), np.zeros(10)
+    assert buffers.shared([x, y]) == frozenset()
+    assert buffers.shared([x, y, x]) == {0, 2}
+    assert buffers.shared([x[2:5], y, x]) == {0, 2}
+    assert buffers.shared([y, x[:5], x[5:]]) == frozenset()      # disjoint parts of one array
+    assert buffers.shared([x.reshape(2, 5), x[::2]]) == {0, 1}
+    assert buffers.may_alias(x, x) and not buffers.may_alias(x, y)

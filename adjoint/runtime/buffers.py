@@ -112,6 +112,8 @@ def _device_span(buf):
 
 def may_alias(a, b):
     """Whether two buffers may share memory (one array, or views of one)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.base is None and b.base is None:
+        return a is b       # host arrays owning their memory: two allocations, or one
     if on_host(a) != on_host(b):
         return False
     if not on_host(a):
@@ -123,14 +125,28 @@ def may_alias(a, b):
     return np.may_share_memory(a, b)
 
 
-def call_unaliased(fn, head, adjs):
+def shared(bufs):
+    """The positions in ``bufs`` of the buffers that may share memory with another of them
+    (empty, and found at once, for distinct host arrays owning their memory)."""
+    if all(type(b) is np.ndarray and b.base is None for b in bufs) and \
+            len({id(b) for b in bufs}) == len(bufs):
+        return frozenset()
+    return frozenset(j for j, a in enumerate(bufs)
+                     if any(may_alias(a, b) for m, b in enumerate(bufs) if m != j))
+
+
+def call_unaliased(fn, head, adjs, alias=None):
     """``fn(*head, *adjs)`` with adjoint buffers that never share memory.
 
     Generated backward passes treat each adjoint parameter as its own array: a
     parallel plan reasons about each one separately, and numba may reorder two
     updates of one element made through two parameters. When one array is passed
     for two parameters, each later alias accumulates into a zeroed scratch buffer
-    that is added into the shared one afterwards."""
+    that is added into the shared one afterwards. ``alias``: ``shared(adjs)``, if the
+    caller has it."""
+    if not (shared(adjs) if alias is None else alias):
+        fn(*head, *adjs)
+        return
     adjs = list(adjs)
     scratch = []
     for k, buf in enumerate(adjs):
@@ -138,8 +154,8 @@ def call_unaliased(fn, head, adjs):
             adjs[k] = zeros(buf.shape, buf.dtype, "cpu" if on_host(buf) else "cuda")
             scratch.append((buf, adjs[k]))
     fn(*head, *adjs)
-    for shared, own in scratch:
-        if on_host(shared):
-            shared += own       # any layout: flat() of a strided host view would be a copy
+    for common, own in scratch:
+        if on_host(common):
+            common += own       # any layout: flat() of a strided host view would be a copy
         else:
-            add_into(flat(shared), flat(own))
+            add_into(flat(common), flat(own))

@@ -32,27 +32,24 @@ def may_defer(arr, held=0):
         buf.base is None and sys.getrefcount(buf) <= 3 + held
 
 
-def rest_owed(kernel, args, dims, adjs):
+def rest_owed(kernel, args, dims, adjs, alias):
     """Before ``kernel``'s backward on ``adjs`` over the grid ``dims``: the gradients whose
     zeros may be owed instead of written by the gathered backward's last pass, which only
     clears them (``KernelSpec.rest_clears``: transform/zeroed.py ``rest_clears``) -- then
     run ``backward_norest`` and owe them afterwards -- or None: run the whole backward.
     Each must be its array's gradient, shaped like the grid (the rest clears every
-    element), its memory no other adjoint buffer's, and deferrable (``may_defer``); a
-    scratch buffer (no gradient) is dropped after the launch and needs no zeros."""
+    element), its memory no other adjoint buffer's (``alias``: ``buffers.shared(adjs)``),
+    and deferrable (``may_defer``); a scratch buffer (no gradient) is dropped after the
+    launch and needs no zeros."""
     if not kernel.rest_clears or kernel.backward_norest is None:
         return None
-    positions = [k for k, p in enumerate(kernel.params) if p.has_adjoint]
     owing = []
-    for j, k in enumerate(positions):
-        if kernel.params[k].name not in kernel.rest_clears:
-            continue
+    for j, k in kernel.rest_clear_adjoints:
         grad = getattr(args[k], "grad", None)
         if grad is None:
             continue
-        if grad._buf is not adjs[j] or tuple(grad._buf.shape) != tuple(dims) or \
-                any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j) or \
-                not may_defer(grad, held=sum(b is adjs[j] for b in adjs)):
+        if grad._buf is not adjs[j] or j in alias or tuple(adjs[j].shape) != tuple(dims) or \
+                not may_defer(grad, held=1):     # (held: the reference in ``adjs``)
             return None
         owing.append(grad)
     return owing
@@ -71,30 +68,31 @@ def covers(extents, shape, dims, values):
     return True
 
 
-def settle(kernel, args, dims, adjs, owing, clean):
+def settle(kernel, args, dims, adjs, owing, clean, alias):
     """Before ``kernel``'s backward on ``adjs`` (runtime/tape.py ``adjoint_buffers``):
     ``owing`` lists ``(j, grad)``, the gradients among ``adjs`` (``adjs[j]`` is
     ``grad._buf``) that owe their zero. Zero each now unless the storing backward runs
-    (``clean``) and covers it whole, its memory no other adjoint buffer of the launch;
-    return the gradients left owing: the backward writes all of them
-    (``stored``)."""
+    (``clean``) and covers it whole, its memory no other adjoint buffer of the launch
+    (``alias``: ``buffers.shared(adjs)``); return the gradients left owing: the backward
+    writes all of them (``stored``)."""
     if not owing:
         return ()
     if not clean or not kernel.covered_arrays:
         for _, grad in owing:
             grad._settle()
         return ()
-    whole = dict(kernel.covered_arrays)
-    names = [p.name for p in kernel.params if p.has_adjoint]
-    values = {p.name: a for p, a in zip(kernel.params, args) if not p.is_array}
+    whole = kernel.covered_adjoints
+    values = None
     left = []
     for j, grad in owing:
-        extents = whole.get(names[j])
-        if extents is not None and covers(extents, grad._buf.shape, dims, values) and \
-                not any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j):
-            left.append(grad)
-        else:
-            grad._settle()
+        extents = whole.get(j)
+        if extents is not None and j not in alias:
+            if values is None:
+                values = {p.name: a for p, a in zip(kernel.params, args) if not p.is_array}
+            if covers(extents, grad._buf.shape, dims, values):
+                left.append(grad)
+                continue
+        grad._settle()
     return tuple(left)
 
 

@@ -91,18 +91,36 @@ class KernelSpec:
         return {}
 
     @functools.cached_property
+    def adjoint_params(self):
+        """Indices of the parameters with an adjoint argument (float arrays), in order."""
+        return tuple(k for k, p in enumerate(self.params) if p.has_adjoint)
+
+    @functools.cached_property
+    def rest_clear_adjoints(self):
+        """(position among the adjoint arguments, parameter index) of each of the
+        ``rest_clears`` (runtime/owed.py ``rest_owed``)."""
+        return tuple((j, k) for j, k in enumerate(self.adjoint_params)
+                     if self.params[k].name in self.rest_clears)
+
+    @functools.cached_property
+    def covered_adjoints(self):
+        """{position among the adjoint arguments: extents} of the ``covered_arrays``."""
+        whole = dict(self.covered_arrays)
+        return {j: whole[self.params[k].name] for j, k in enumerate(self.adjoint_params)
+                if self.params[k].name in whole}
+
+    @functools.cached_property
     def clean_adjoints(self):
         """Positions, among the adjoint arguments (one per float array parameter), of
         the ``clean_arrays``: the buffers that must be clean to run a ``_clean`` backward."""
-        adjoints = [p.name for p in self.params if p.has_adjoint]
-        return tuple(k for k, n in enumerate(adjoints) if n in self.clean_arrays)
+        return tuple(j for j, k in enumerate(self.adjoint_params)
+                     if self.params[k].name in self.clean_arrays)
 
     @functools.cached_property
     def zeroed_adjoints(self):
         """(position among the adjoint arguments, parameter index) of each of the
         ``zeroed_arrays``: the gradients a backward leaves zero (runtime/tape.py)."""
-        adjoints = [k for k, p in enumerate(self.params) if p.has_adjoint]
-        return tuple((j, k) for j, k in enumerate(adjoints)
+        return tuple((j, k) for j, k in enumerate(self.adjoint_params)
                      if self.params[k].name in self.zeroed_arrays)
 
     def __repr__(self):

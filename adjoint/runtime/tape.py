@@ -68,18 +68,19 @@ class LaunchStep:
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
-        adjs, clean, stored = adjoint_buffers(self.kernel, self.args,
-                                              f"the backward of {self.label}", self.dims)
+        adjs, clean, stored, alias = adjoint_buffers(self.kernel, self.args,
+                                                     f"the backward of {self.label}", self.dims)
         part = "backward_saved" if self.saved else "backward"
-        cleared = None if self.saved else owed.rest_owed(self.kernel, self.args, self.dims, adjs)
+        cleared = None if self.saved else owed.rest_owed(self.kernel, self.args, self.dims,
+                                                         adjs, alias)
         if cleared is not None:
             part = "backward_norest"
         with owed.stored(stored):
             verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
-                       [*self.values, *self.saved], adjs)
+                       [*self.values, *self.saved], adjs, alias)
         for grad in cleared or ():
             grad._owed = True       # (noted clean by mark_zeroed)
-        mark_zeroed(self.kernel, self.args, self.dims, adjs)
+        mark_zeroed(self.kernel, self.args, self.dims, adjs, alias)
 
 
 @dataclass
@@ -158,67 +159,77 @@ def _overwrite_message(readers, writer, verb="overwrites"):
 
 
 def adjoint_buffers(kernel, args, writer, dims):
-    """(buffers, clean, stored) for the backward of ``kernel`` on ``args`` over the grid
-    ``dims``, which ``writer`` runs: a buffer per float array parameter to accumulate
+    """(buffers, clean, stored, alias) for the backward of ``kernel`` on ``args`` over the
+    grid ``dims``, which ``writer`` runs: a buffer per float array parameter to accumulate
     into -- its argument's gradient, or zeroed scratch when it has none -- whether the
     ``_clean`` backward may run (the buffers of ``kernel.clean_arrays`` all hold zeros:
-    transform/once.py), and the gradients whose deferred zero that backward makes
-    unneeded (runtime/owed.py: run it inside ``owed.stored(stored)``). Each gradient is
-    announced to ``watch`` (after it was asked whether it is clean: it no longer is)."""
-    adjs, grads, owners, owing = [], [], [], []
-    for p, a in zip(kernel.params, args):
-        if not p.has_adjoint:
-            continue
+    transform/once.py), the gradients whose deferred zero that backward makes
+    unneeded (runtime/owed.py: run it inside ``owed.stored(stored)``), and the
+    positions of the buffers sharing memory with another (``buffers.shared``). Each
+    gradient is announced to ``watch`` (after it was asked whether it is clean: it no
+    longer is)."""
+    adjs, grads, owing = [], [], []
+    for k in kernel.adjoint_params:
+        a = args[k]
         grad = getattr(a, "grad", None)
         if grad is not None:
-            buf = grad._buf             # its deferred zero, if any, is settled below
-            _refuse_shared_gradient(kernel, p, a, buf, owners, writer)
-            owners.append((p, a, buf))
-            grads.append(len(adjs))
             if grad._owed:
                 owing.append((len(adjs), grad))
-            adjs.append(buf)
+            grads.append(len(adjs))
+            adjs.append(grad._buf)      # its deferred zero, if any, is settled below
         elif hasattr(a, "_snapshot"):
             adjs.append(a.zeros_buffer())
         else:
             adjs.append(np.zeros_like(np.asarray(a)))
+    alias = buffers.shared(adjs)
+    if alias:
+        _refuse_shared_gradient(kernel, args, adjs, grads, alias, writer)
     clean = bool(kernel.clean_adjoints) and all(
         k not in grads or watch.is_clean(adjs[k]) for k in kernel.clean_adjoints)
-    stored = owed.settle(kernel, args, dims, adjs, owing, clean)
+    stored = owed.settle(kernel, args, dims, adjs, owing, clean, alias)
     for k in grads:
         watch.before_write(adjs[k], writer)
-    return adjs, clean, stored
+    return adjs, clean, stored, alias
 
 
-def _refuse_shared_gradient(kernel, p, a, buf, owners, writer):
+def _refuse_shared_gradient(kernel, args, adjs, grads, alias, writer):
     """Refuse two different arrays of one launch whose gradients share memory (one's
     ``.grad`` assigned to the other) when the kernel writes either: the backward reads
     and clears an output's gradient, and an alias of it is run on zeroed scratch
     (``buffers.call_unaliased``), so the seed would be missed. One array passed twice,
-    or read-only arrays sharing one gradient (their sums add up), stay allowed."""
-    for q, b, other in owners:
-        if b is a or not buffers.may_alias(buf, other) or \
-                not {p.name, q.name} & set(kernel.writes):
-            continue
-        raise TapeError(f"{writer}: parameters '{q.name}' and '{p.name}' are different arrays whose gradients share "
-                        "memory (was one's .grad assigned to the other's?), and the kernel "
-                        "writes one of them, so its gradient is read as a seed: give each "
-                        "array its own gradient")
+    or read-only arrays sharing one gradient (their sums add up), stay allowed.
+    ``grads``: the positions of ``adjs`` that are gradients; ``alias``: those sharing
+    memory with another buffer."""
+    params = [kernel.params[k] for k in kernel.adjoint_params]
+    arrays = [args[k] for k in kernel.adjoint_params]
+    shared = [j for j in grads if j in alias]
+    for n, j in enumerate(shared):
+        for i in shared[:n]:
+            p, q = params[j], params[i]
+            if arrays[j] is arrays[i] or not buffers.may_alias(adjs[j], adjs[i]) or \
+                    not {p.name, q.name} & set(kernel.writes):
+                continue
+            raise TapeError(f"{writer}: parameters '{q.name}' and '{p.name}' are different arrays "
+                            "whose gradients share memory (was one's .grad assigned to the "
+                            "other's?), and the kernel writes one of them, so its gradient is "
+                            "read as a seed: give each array its own gradient")
 
 
-def mark_zeroed(kernel, args, dims, adjs):
+def mark_zeroed(kernel, args, dims, adjs, alias=None):
     """After ``kernel``'s backward ran on ``adjs`` (from ``adjoint_buffers``): note clean
     (``watch.mark_clean``) each gradient it left all zero -- of ``kernel.zeroed_arrays``
     (transform/zeroed.py), when the array's shape is the launch's grid ``dims`` and no
     other adjoint buffer of the launch shares its memory (``buffers.call_unaliased``
-    would add a scratch copy into it afterwards), and it is adjoint's own memory."""
+    would add a scratch copy into it afterwards; ``alias``: ``buffers.shared(adjs)``),
+    and it is adjoint's own memory."""
+    if alias is None:
+        alias = buffers.shared(adjs)
     for j, k in kernel.zeroed_adjoints:
         grad = getattr(args[k], "grad", None)
-        if grad is None or grad._buf is not adjs[j] or grad._foreign or \
+        if grad is None or j in alias or grad._buf is not adjs[j] or grad._foreign or \
                 tuple(adjs[j].shape) != tuple(dims):
             continue
-        if not any(buffers.may_alias(adjs[j], b) for m, b in enumerate(adjs) if m != j):
-            watch.mark_clean(adjs[j])
+        watch.mark_clean(adjs[j])
 
 
 @dataclass

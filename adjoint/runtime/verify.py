@@ -22,18 +22,19 @@ from ..errors import NonFiniteError
 from . import buffers, config
 
 
-def run(spec, part, dims, values, adjoints=()):
+def run(spec, part, dims, values, adjoints=(), alias=None):
     """Run ``spec``'s ``part`` ("forward", "backward", "jvp", or the store policy's
     "forward_save" and "backward_saved") on ``(*dims, *values, *adjoints)``: ``values``
     one per parameter (then, for the last two, the saved arrays), ``adjoints`` (or
-    tangents, for "jvp") one per parameter that has an adjoint (a float array), in order."""
+    tangents, for "jvp") one per parameter that has an adjoint (a float array), in order;
+    ``alias``: ``buffers.shared(adjoints)``, if the caller has it."""
     run_part = spec.quieted.get(part)
     if run_part is None:
         run_part = spec.quieted[part] = _quiet(getattr(spec, part))
     if part == "jvp":                   # (launch refuses aliasing tangent buffers)
         run_part(*dims, *values, *adjoints)
     else:
-        buffers.call_unaliased(run_part, (*dims, *values), adjoints)
+        buffers.call_unaliased(run_part, (*dims, *values), adjoints, alias)
     if config.verify_fp:
         check(spec, part.split("_")[0], values, adjoints)
 
@@ -42,12 +43,14 @@ def _quiet(fn):
     """``fn`` with numpy's floating-point warnings off: plain Python computes with numpy
     scalars (or it is a launcher); what numba compiled warns of nothing, also behind
     Python wrappers that only check bounds or pick a variant by the launch's size
-    (``__wrapped__``: runtime/bounds.py, helpers.by_size)."""
+    (``__wrapped__``: runtime/bounds.py, helpers.by_size) and behind a generated
+    launcher whose module binds ``rt`` to the numba backend (it only picks the grid)."""
     inner = fn
     while isinstance(inner, types.FunctionType) and hasattr(inner, "__wrapped__"):
         inner = inner.__wrapped__
-    if not isinstance(inner, types.FunctionType):
-        return fn
+    if not isinstance(inner, types.FunctionType) or \
+            getattr(inner.__globals__.get("rt"), "NAME", None) == "numba":
+        return fn       # (a generated launcher of numba-compiled functions)
 
     def quiet(*args):
         with np.errstate(all="ignore"):

@@ -177,6 +177,8 @@ def _whole(buf):
     """The object holding ``buf``'s allocation when ``buf`` spans all of it and it is not
     memory from outside numpy (a torch tensor's, a ctypes buffer: written behind adjoint's
     back); else None. A device array is its own holder."""
+    if type(buf) is np.ndarray and buf.base is None:
+        return buf                            # the common case: an array owning its memory
     host = getattr(buf, "_ary", buf)          # numba's simulator: device memory is a numpy array
     if not isinstance(host, np.ndarray):
         return buf
