@@ -9,7 +9,11 @@ differences on every backend at a size that runs numba's parallel plans, and
 under the race checker.
 """
 import math
+import os
+import subprocess
+import sys
 
+import numba
 import numpy as np
 import pytest
 
@@ -95,12 +99,75 @@ def test_one_element_loss_passes_the_race_checker(kernel_module):
     np.testing.assert_allclose(grad, np.cos(x0) * x0 + np.sin(x0), rtol=1e-12)
 
 
+_serial_fold = backend_numba.jit_helper(backend_numba._add_chunks_serial)
+
+
+@numba.njit
+def _fold_in_compiled_code(arr, copies):
+    _serial_fold(arr, copies)     # (an overload: reachable from compiled code only)
+
+
+@pytest.mark.parametrize("fold", ["serial", "parallel"])
 @pytest.mark.parametrize("shape", [(1,), (3, 2), (backend_numba.SERIAL_ADD_MAX + 5,)])
-def test_add_chunks_small_and_large(shape):
-    """Small arrays are added in the calling thread, large ones in parallel: same sums."""
+def test_add_chunks_small_and_large(shape, fold):
+    """The chunks' copies summed into the array: in the calling thread (up to
+    SERIAL_FOLD_CHUNKS copies), or in parallel (small arrays in the calling thread, large
+    ones in parallel): the same sums, added in the same order, bit for bit."""
     rng = np.random.default_rng(4)
     arr = rng.normal(size=shape)
     copies = rng.normal(size=(3,) + shape)
-    expected = arr + copies.sum(axis=0)
-    backend_numba.add_chunks(arr, copies)
-    np.testing.assert_allclose(arr, expected, rtol=1e-12, atol=1e-14)   # summation order
+    expected = arr.copy()
+    for c in copies:
+        expected += c
+    if fold == "serial":
+        _fold_in_compiled_code(arr, copies)
+    else:
+        backend_numba._add_chunks_parallel(arr, copies)
+    np.testing.assert_array_equal(arr, expected)
+
+
+SCATTER = '''
+import math, sys
+import numpy as np
+import adjoint as ad
+from adjoint.runtime import backend_numba
+
+@ad.kernel
+def scatter(idx: ad.array(dtype=ad.int32), x: ad.array(dtype=float),
+            out: ad.array(dtype=float, ndim=2)):
+    i = ad.tid()
+    ad.atomic_add(out, idx[i], 0, math.sin(x[i]))
+    ad.atomic_add(out, idx[i], 1, x[i] * x[i])
+
+n, m = 3 * backend_numba.PARALLEL_MIN_THREADS, 50
+rng = np.random.default_rng(5)
+idx = rng.integers(0, m, n).astype(np.int32)
+x = ad.array(rng.uniform(-2.0, 2.0, n), requires_grad=True)
+out = ad.zeros((m, 2), requires_grad=True)
+seed = rng.normal(size=(m, 2))
+with ad.Tape() as tape:
+    ad.launch(scatter, dim=n, inputs=[idx, x], outputs=[out])
+tape.backward(grads={out: seed})
+assert "private_copies" in ad.source(scatter, "backward") or \\
+    "private_copies" in ad.source(scatter, "forward")
+xs = x.numpy()
+expected = seed[idx, 0] * np.cos(xs) + seed[idx, 1] * 2.0 * xs
+np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-12, atol=1e-12)
+ref = np.zeros((m, 2))
+np.add.at(ref, (idx, 0), np.sin(xs))
+np.add.at(ref, (idx, 1), xs * xs)
+np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12, atol=1e-12)
+print(backend_numba.MAX_CHUNKS, backend_numba.add_chunks is backend_numba._add_chunks_parallel)
+'''
+
+
+def test_many_threads_fold_the_chunks_in_parallel(tmp_path):
+    """With more threads than SERIAL_FOLD_CHUNKS (one chunk copy each), a privatize grid
+    sums its copies with the parallel fold: a scatter's forward and gradient, exact."""
+    script = tmp_path / "scatter_many_threads.py"
+    script.write_text(SCATTER)
+    env = dict(os.environ, NUMBA_NUM_THREADS="8")
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["8", "True"]
