@@ -224,8 +224,8 @@ def _tangents(spec, args, values, tangents):
     # parameters are only read (one array passed for two read parameters has one tangent).
     primals = [v for p, v in zip(spec.params, values) if p.is_array]
     every = primals + [data for _, data, _ in out]
-    if all(_owns(b) for b in every) and len({id(b) for b in every}) == len(every):
-        return out          # distinct host arrays that own their memory: none shares any
+    if not buffers.shared(every):
+        return out          # (the common case: no two share memory)
     for k, (name, data, _) in enumerate(out):
         shared = [other for other in primals if buffers.may_alias(data, other)]
         shared += [o for j, (other_name, o, _) in enumerate(out) if j != k and
@@ -248,21 +248,19 @@ def _check_aliasing(spec, values):
     """One buffer (or two overlapping views of one) bound to a parameter the kernel reads
     and to one it writes would make the kernel read what it overwrites (the backward
     would replay the wrong values)."""
+    alias = buffers.shared([values[k] for k in spec.array_params])
+    if not alias:
+        return                      # (the common case: no two share memory)
     arrays = [(spec.params[k], values[k]) for k in spec.array_params]
     for k, (p, v) in enumerate(arrays):
+        if k not in alias:
+            continue
         for other, w in arrays[:k]:
-            if v is not w and _owns(v) and _owns(w):
-                continue            # two host arrays owning their memory: two allocations
             if (p.name in spec.writes or other.name in spec.writes) and buffers.may_alias(v, w):
                 raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the same array (or "
                                   f"overlapping views of one) is passed as '{other.name}' and "
                                   f"'{p.name}', and the kernel writes one of them; pass a "
                                   "separate array (e.g. ad.clone)")
-
-
-def _owns(buf):
-    """Whether ``buf`` is a numpy array that owns its memory (no view of another)."""
-    return type(buf) is np.ndarray and buf.base is None
 
 
 def _launch_device(device, args):

@@ -72,6 +72,11 @@ class KernelSpec:
         return tuple(k for k, p in enumerate(self.params) if p.is_array and p.name in self.writes)
 
     @functools.cached_property
+    def read_arrays(self):
+        """Indices of the array parameters the kernel reads (a recorded launch's reads)."""
+        return tuple(k for k, p in enumerate(self.params) if p.is_array and p.name in self.reads)
+
+    @functools.cached_property
     def array_params(self):
         return tuple(k for k, p in enumerate(self.params) if p.is_array)
 

@@ -54,8 +54,7 @@ class LaunchStep:
 
     def reads(self):
         """(argument index, argument) of every array the backward reads (Array or ndarray)."""
-        return [(k, a) for k, (p, a) in enumerate(zip(self.kernel.params, self.args))
-                if p.is_array and p.name in self.kernel.reads]
+        return [(k, self.args[k]) for k in self.kernel.read_arrays]
 
     def read_name(self, k):
         return f"parameter '{self.kernel.params[k].name}'"
