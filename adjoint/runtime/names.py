@@ -71,7 +71,7 @@ HELPERS = {
     "fault": Needed(BOTH, "a thread's record of its out-of-bounds index"),
     # precision (emit/precision.py)
     "float32": Needed(BOTH, "a float32 kernel's literals and int-to-float conversions"),
-    # the parts of a KernelSpec (emit/module.py)
+    # the parts of a KernelSpec (emit/spec.py)
     "unavailable": Needed(BOTH, "a part a kernel lacks (a JVP, a backward), with the reason"),
     "launcher": Needed((CUDA,), "a @cuda.jit grid kernel as a launchable function"),
     "refused": Needed((CUDA,), "a CUDA backward that says why the kernel has none"),

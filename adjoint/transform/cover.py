@@ -41,7 +41,7 @@ The proof, on each storing body (the replay's, and the store policy's if any):
   added in afterwards) and the kernel has no gathered backward.
 
 A kernel whose backward pass gather rewrote (and that pass once proves nothing for)
-stores instead through its receivers: its clean variant (emit/module.py
+stores instead through its receivers: its clean variant (emit/spec.py
 ``gather_clean``) has each element of a gathered array store its sum, ``adj_u[e0, e1]
 = 0.0 + adj_u_sum``, over a grid the launch takes only where the array's shape is the
 launch's grid -- the extents ``("dim", d)`` of the receiver's components. Where the
