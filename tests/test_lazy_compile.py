@@ -90,3 +90,52 @@ def test_the_python_backend_runs_the_parallel_plan_under_race_checking(checking)
         parallel_small = checking and rt is backend_python
         assert ran == [("grid" if parallel_small else "small", (3, 5, "x")),
                        ("grid", (2, PARALLEL_MIN_THREADS, "y"))]
+
+
+def _helper_compiles(run, helper_name):
+    """The argument types of each compilation numba made of the function named
+    ``helper_name`` while ``run()`` ran."""
+    from numba.core import event
+    with event.install_recorder("numba:compile") as rec:
+        run()
+    return [ev.data["args"] for _, ev in rec.buffer
+            if not ev.is_start and ev.data["dispatcher"].py_func.__name__ == helper_name]
+
+
+@pytest.mark.skipif(not backend_numba.SHARED_OVERLOADS,
+                    reason="this numba's overload templates differ: helpers compile per flags")
+def test_a_runtime_helper_compiles_once_for_every_caller():
+    """A helper called from a plain function, from a parallel region (compiled by numba
+    with other flags) and from a second grid is compiled once per argument types: numba
+    keyed overload implementations by the caller's flags too (backend_numba
+    ``_overload_shared``; two or three compiles of each helper per process before)."""
+    import numba
+
+    def triple_plus(a, b):
+        return 3 * a + b
+    helper = backend_numba.jit_helper(triple_plus)
+
+    @numba.njit
+    def plain(n):
+        return helper(n, 1)
+
+    @numba.njit(parallel=True)
+    def grid(n):
+        total = 0
+        for i in numba.prange(n):
+            total += helper(backend_numba.signed(i), 1)
+        return total
+
+    @numba.njit(parallel=True)
+    def other_grid(n):
+        total = 0
+        for i in numba.prange(n):
+            total += helper(backend_numba.signed(i), 2)
+        return total
+
+    def run():
+        assert plain(4) == 13
+        assert grid(4) == 3 * 6 + 4
+        assert other_grid(4) == 3 * 6 + 8
+    compiled = _helper_compiles(run, "triple_plus")
+    assert compiled and len(compiled) == len(set(compiled)), compiled

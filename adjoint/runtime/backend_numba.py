@@ -112,6 +112,12 @@ def jit_helper(fn):
     return stub
 
 
+# whether this numba's overload templates have what _overload_shared relies on
+SHARED_OVERLOADS = hasattr(numba.core.extending, "_overload_default_jit_options") and all(
+    hasattr(getattr(templates, "_OverloadFunctionTemplate", None), a)
+    for a in ("_get_impl", "_build_impl"))
+
+
 def _overload_shared(stub, typer, jit_options):
     """``numba.extending.overload(stub, jit_options=jit_options)(typer)``, but each
     implementation compiled once per argument types, for every caller.
@@ -128,10 +134,8 @@ def _overload_shared(stub, typer, jit_options):
     templates lack what this relies on, a plain ``overload`` (correct, compiled per
     flags)."""
     options = dict(jit_options)
-    base = getattr(templates, "_OverloadFunctionTemplate", None)
-    defaults = getattr(numba.core.extending, "_overload_default_jit_options", None)
-    if base is None or defaults is None or \
-            not all(hasattr(base, a) for a in ("_get_impl", "_build_impl")):
+    defaults = numba.core.extending._overload_default_jit_options
+    if not SHARED_OVERLOADS:
         overload(stub, jit_options=options, strict=False, target="cpu")(typer)
         return
     made = templates.make_overload_template(stub, typer, dict(defaults, **options), False,
