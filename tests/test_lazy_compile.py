@@ -119,19 +119,15 @@ def test_a_runtime_helper_compiles_once_for_every_caller():
     def plain(n):
         return helper(n, 1)
 
-    @numba.njit(parallel=True)
-    def grid(n):
-        total = 0
-        for i in numba.prange(n):
-            total += helper(backend_numba.signed(i), 1)
-        return total
-
-    @numba.njit(parallel=True)
-    def other_grid(n):
-        total = 0
-        for i in numba.prange(n):
-            total += helper(backend_numba.signed(i), 2)
-        return total
+    def make_grid(b):
+        @numba.njit(parallel=True)
+        def grid(n):
+            total = 0
+            for i in numba.prange(n):
+                total += helper(backend_numba.signed(i), b)
+            return total
+        return grid
+    grid, other_grid = make_grid(1), make_grid(2)
 
     def run():
         assert plain(4) == 13
