@@ -195,7 +195,7 @@ class Array:
 
     @property
     def size(self):
-        return int(np.prod(self.shape))
+        return buffers.size(self._buf)
 
     def __len__(self):
         return self.shape[0]

@@ -384,7 +384,8 @@ class Tape:
         if arr.grad is None:
             arr.requires_grad = True
         watch.before_write(arr.grad.data, "a seed of tape.backward")
-        if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape):
+        if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape) or \
+                type(seed) is np.ndarray and seed.shape == arr.shape:
             arr.grad._region_set(0, seed)      # an Array: device to device on cuda
         else:
             value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
