@@ -18,7 +18,8 @@ against a float64 reference before timing; a mismatch aborts the run (exit
 status 2). adjoint's systems also time their JVP (forward mode,
 ``ad.launch(..., tangents=...)`` along a random tangent of every differentiated
 input, checked against float64 central differences): the ``jvp ms`` and
-``jvp/fwd`` columns. Each workload also runs as a user writes it (``<name>-user``:
+``jvp/fwd`` columns; so does the parallel pair of springs and n-body, with a JVP
+written by hand. Each workload also runs as a user writes it (``<name>-user``:
 the loss reduced inside the kernel with ``ad.atomic_add``, launches on a tape, the
 stencil periodic; ``--no-user`` skips them; CPU only). See docs/benchmarks.md.
 """
