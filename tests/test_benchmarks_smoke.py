@@ -23,6 +23,7 @@ WORKLOADS = ["elementwise", "springs", "nbody", "stencil", "dense"]
 SYSTEMS = ["adjoint", "adjoint-unchecked", "numba-ser", "numba-par"]
 USER = [f"{wl}-user" for wl in WORKLOADS]          # the workloads as a user writes them
 USER_SYSTEMS = ["adjoint", "numba-ser", "numba-par"]
+HAND_JVP = ["springs", "nbody"]         # whose parallel pair has a JVP written by hand too
 
 
 def _run(args, tmp_path):
@@ -42,10 +43,10 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
     for wl in WORKLOADS + USER:
         assert f"{wl:<12} OK" in out, f"float64 reference of {wl} not checked:\n{out}"
     # one "gradient check OK" line per (workload, system), and a JVP check per adjoint system
-    # of the tuned workloads (the user forms have none)
+    # of the tuned workloads and per hand-written JVP (the user forms have none)
     assert out.count("gradient check OK") == \
         len(WORKLOADS) * len(SYSTEMS) + len(USER) * len(USER_SYSTEMS), out
-    assert out.count("JVP check OK") == len(WORKLOADS) * 2, out
+    assert out.count("JVP check OK") == len(WORKLOADS) * 2 + len(HAND_JVP), out
     # the optional systems are reported as skipped, never dropped silently
     assert "SKIPPED warp: not selected" in out and "SKIPPED jax: not selected" in out
     report = json.loads(out_json.read_text())
@@ -56,12 +57,15 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
         for s in SYSTEMS:
             assert len(systems[s]["fwd_bwd_s"]) == 2
             assert systems[s]["fwd_bwd_ms_median"] > 0
-        # the JVP column: adjoint's systems time their JVP launch, the hand-written ones have none
-        for s in ("adjoint", "adjoint-unchecked"):
+        # the JVP column: adjoint's systems time their JVP launch, and the parallel pair of
+        # the workloads with a JVP written by hand its own; the others have none
+        jvp_systems = ("adjoint", "adjoint-unchecked") + (("numba-par",) if wl in HAND_JVP else ())
+        for s in jvp_systems:
             assert len(systems[s]["jvp_s"]) == len(systems[s]["jvp_fwd_s"]) == 2
             assert systems[s]["jvp_ms_median"] > 0
             assert systems[s]["jvp_check_worst_rel_l2"] <= 1e-3
-        assert "jvp_s" not in systems["numba-par"]
+        for s in set(SYSTEMS) - set(jvp_systems):
+            assert "jvp_s" not in systems[s], (wl, s)
         assert not systems["adjoint"]["bwd_measured"]      # fwd+bwd - fwd of the round
     for wl in USER:
         systems = report["workloads"][wl]["systems"]
