@@ -16,11 +16,11 @@ import types
 import warnings
 
 import numba
+import numba.core.extending
 import numpy as np
+from numba.core import types as nb_types
 from numba.core.caching import FunctionCache
 from numba.core.errors import NumbaPerformanceWarning
-import numba.core.extending
-from numba.core import types as nb_types
 from numba.core.typing import templates
 from numba.extending import overload
 
@@ -103,7 +103,9 @@ def jit_helper(fn):
     The returned function is a copy of ``fn`` (plain Python when called from Python; the
     overload is registered on the copy, for the CPU target only, so ``fn`` itself stays
     free for the CUDA backend). A function that calls it is cached as a whole, helper
-    included (``njit``: keyed by ``RUNTIME_FINGERPRINT`` too)."""
+    included (``njit``: keyed by ``RUNTIME_FINGERPRINT`` too). It is compiled once per
+    argument types for every caller (``_overload_shared``), with
+    ``error_model="numpy"`` (no helper divides by zero)."""
     stub = _stub(fn)
 
     def typer(*args, **kwargs):
@@ -126,7 +128,7 @@ def _overload_shared(stub, typer, jit_options):
     compile flags*; the flags of a grid function, of each of its parallel regions
     (``noalias``, ``enable_ssa``, ``error_model``: numba compiles a region as a function
     of its own) and of a backward's regions differ, so each helper was compiled two or
-    three times per process: 0.5 of the springs example's 4.3 s of cold compiles. Of
+    three times per process: 0.5 s of the springs workload's 4.3 s of cold compiles. Of
     those flags, an implementation's compilation depends only on the ones numba lets a
     callee inherit (``error_model``, ``fastmath``, ``nrt``, ``forceinline``): the
     helpers set ``error_model`` in ``jit_options``, and generated code sets none of the
@@ -134,10 +136,10 @@ def _overload_shared(stub, typer, jit_options):
     templates lack what this relies on, a plain ``overload`` (correct, compiled per
     flags)."""
     options = dict(jit_options)
-    defaults = numba.core.extending._overload_default_jit_options
     if not SHARED_OVERLOADS:
         overload(stub, jit_options=options, strict=False, target="cpu")(typer)
         return
+    defaults = numba.core.extending._overload_default_jit_options
     made = templates.make_overload_template(stub, typer, dict(defaults, **options), False,
                                             "never", target="cpu")
 
