@@ -1,4 +1,5 @@
-"""Assemble a generated module: forward/backward functions and launch specs.
+"""Assemble a generated module: forward/backward functions and launch specs (the specs'
+lines come from emit/spec.py).
 
 Generated modules import only ``adjoint.runtime`` (bound to ``rt``; and
 ``numba.cuda`` for CUDA), so they run where the transformer, gast and astor

@@ -83,6 +83,8 @@ def has(fns, fname):
 
 
 def spec_lines(kind, tr, relname, target="cpu", fns=()):
+    """The lines of the ``FuncSpec`` (``kind`` "func") or ``KernelSpec`` of ``tr`` in a
+    module for ``target`` whose functions are ``fns``; ``relname``: the source's name."""
     n = tr.pf.name
     if kind == "func":
         return [f"{n} = adjoint.runtime.FuncSpec(",
