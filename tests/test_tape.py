@@ -198,6 +198,21 @@ def test_seed_of_wrong_shape_is_refused(k):
         tape.backward(grads={z: np.ones(4)})
 
 
+
+@pytest.mark.parametrize("seed", [np.array([1, 2, 3]), np.array([1.0, 2.0, 3.0], np.float32),
+                                  2.0, np.array([2.0]), [1.0, 2.0, 3.0]],
+                         ids=["int-array", "float32-array", "scalar", "one-element", "list"])
+def test_seeds_of_every_form_are_copied_in_the_gradients_dtype(k, seed):
+    """A seed of the array's shape (copied as it is), one that broadcasts, and a list give
+    the gradient the seed asks for, converted to the gradient's dtype."""
+    x = ad.array([1.0, 2.0, 3.0], requires_grad=True)
+    z = ad.zeros(3, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(k.square, 3, inputs=[x], outputs=[z])
+    tape.backward(grads={z: seed})
+    want = 2.0 * x.numpy() * np.broadcast_to(np.asarray(seed, np.float64), (3,))
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
 # -- §7 overwrite safety ----------------------------------------------------------
 
 OVERWRITERS = {

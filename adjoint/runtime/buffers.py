@@ -26,6 +26,12 @@ def on_host(buf):
     return isinstance(buf, np.ndarray)
 
 
+def owns_memory(buf):
+    """Whether ``buf`` is a numpy array holding its own allocation (no view of another):
+    two such arrays share memory only if they are one array."""
+    return type(buf) is np.ndarray and buf.base is None
+
+
 def size(buf):
     """How many elements ``buf`` holds (``np.prod`` of a shape costs microseconds, a host
     array knows it)."""
@@ -118,7 +124,7 @@ def _device_span(buf):
 
 def may_alias(a, b):
     """Whether two buffers may share memory (one array, or views of one)."""
-    if type(a) is np.ndarray and type(b) is np.ndarray and a.base is None and b.base is None:
+    if owns_memory(a) and owns_memory(b):
         return a is b       # host arrays owning their memory: two allocations, or one
     if on_host(a) != on_host(b):
         return False
@@ -134,7 +140,7 @@ def may_alias(a, b):
 def shared(bufs):
     """The positions in ``bufs`` of the buffers that may share memory with another of them
     (empty, and found at once, for distinct host arrays owning their memory)."""
-    if all(type(b) is np.ndarray and b.base is None for b in bufs) and \
+    if all(owns_memory(b) for b in bufs) and \
             len({id(b) for b in bufs}) == len(bufs):
         return frozenset()
     return frozenset(j for j, a in enumerate(bufs)

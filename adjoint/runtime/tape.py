@@ -384,9 +384,10 @@ class Tape:
         if arr.grad is None:
             arr.requires_grad = True
         watch.before_write(arr.grad.data, "a seed of tape.backward")
+        # an Array, or a numpy array, of the array's shape: copied as it is (no broadcast)
         if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape) or \
                 type(seed) is np.ndarray and seed.shape == arr.shape:
-            arr.grad._region_set(0, seed)      # an Array: device to device on cuda
+            arr.grad._region_set(0, seed)      # (an Array: device to device on cuda)
         else:
             value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
             try:

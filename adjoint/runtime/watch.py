@@ -34,6 +34,8 @@ import weakref
 
 import numpy as np
 
+from . import buffers
+
 LOCK = threading.RLock()
 _watchers = {}      # memory key -> {id(watcher): weakref.ref(watcher)}
 _keys = {}          # id(buffer) -> (weakref.ref(buffer), its memory key)
@@ -177,7 +179,7 @@ def _whole(buf):
     """The object holding ``buf``'s allocation when ``buf`` spans all of it and it is not
     memory from outside numpy (a torch tensor's, a ctypes buffer: written behind adjoint's
     back); else None. A device array is its own holder."""
-    if type(buf) is np.ndarray and buf.base is None:
+    if buffers.owns_memory(buf):
         return buf                            # the common case: an array owning its memory
     host = getattr(buf, "_ary", buf)          # numba's simulator: device memory is a numpy array
     if not isinstance(host, np.ndarray):
