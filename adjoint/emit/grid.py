@@ -57,10 +57,12 @@ def _results(sums):
     return gast.Tuple(elts=[name(s.local, store=True) for s in sums], ctx=gast.Store())
 
 
-def grid(thread_fn, tids, dims, args, plan, backward, sums=()):
+def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None):
     """Body and decorator of a grid function running ``thread_fn`` for every thread
     (a parallel plan's small launches run ``_small`` instead). ``sums`` (emit/sums.py,
-    privatize plans only): elements the thread function keeps in locals."""
+    privatize plans only): elements the thread function keeps in locals. ``pair``
+    (emit/jam.py, privatize plans of 1-D grids only): the function running two threads
+    together, which each chunk runs for its threads two by two."""
     taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
 
     def fresh(base):
@@ -121,7 +123,10 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=()):
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
     inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
-    inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
+    if pair is not None:
+        inner += _in_pairs(thread_fn, pair, tids[0], start, stop, call_args[1:], fresh)
+    else:
+        inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
     inner += [assign(_at(sum_chunks[s.local], name(chunk), store=True), name(s.local), None)
               for s in sums]
     body.append(gast.For(target=name(chunk, store=True), iter=rt_call("prange", name(n_chunks)),
@@ -131,6 +136,29 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=()):
         body.append(gast.If(test=s.inside(), body=[assign(s.element(store=True), rt_call(
             "add_sums", s.element(), name(sum_chunks[s.local])), None)], orelse=[]))
     return body, "@rt.jit_grid"
+
+
+def _in_pairs(thread_fn, pair, tid, start, stop, rest, fresh):
+    """A chunk's threads ``start`` to ``stop`` two by two through ``pair``, and the last
+    one alone (an odd count) through ``thread_fn``."""
+    lo, hi = fresh("lo"), fresh("hi")
+
+    def call(fn, *tids):
+        return gast.Expr(value=gast.Call(func=name(fn), args=[rt_call("signed", t) for t in tids]
+                                         + copy.deepcopy(rest), keywords=[]))
+
+    def plus(a, b, op=gast.Add):
+        return gast.BinOp(left=a, op=op(), right=b)
+    twos = gast.For(target=name(tid, store=True), iter=gast.Call(
+        func=name("range"), args=[name(lo), plus(name(hi), const(1), gast.Sub), const(2)],
+        keywords=[]), body=[call(pair, name(tid), plus(name(tid), const(1)))], orelse=[],
+        type_comment=None)
+    odd = gast.Compare(left=plus(plus(name(hi), name(lo), gast.Sub), const(2), gast.Mod),
+                       ops=[gast.Eq()], comparators=[const(1)])
+    return [comment(f"two threads at a time ({pair}: emit/jam.py), the last one alone"),
+            assign(lo, start, None), assign(hi, stop, None), twos,
+            gast.If(test=odd, body=[call(thread_fn, plus(name(hi), const(1), gast.Sub))],
+                    orelse=[])]
 
 
 def _spelled(s):

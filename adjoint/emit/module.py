@@ -15,7 +15,7 @@ import hashlib
 import gast
 
 from .. import __version__
-from . import bounds, cuda, ieee, precision, stacks, sums as sums_
+from . import bounds, cuda, ieee, jam, precision, stacks, sums as sums_
 from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
 from .precision import float32_kernel
@@ -140,11 +140,33 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
             body = sums_.replace(body, sums)
     tparams = tids + params + [s.local for s in sums]
     fns = [(thread, tparams, *_thread_body(body, tparams, tr))]
+    pair = _jam_pair(tr, fns[0], plan, sums)
+    if pair is not None:
+        fns.append(pair)
     if plan.mode != "serial":
         fns.append((f"{k}_{part}_small", dims + params, small(thread, tids, dims, params, sums),
                     "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
-                   *grid(thread, tids, dims, params, plan, backward=backward, sums=sums))]
+                   *grid(thread, tids, dims, params, plan, backward=backward, sums=sums,
+                         pair=pair and pair[0]))]
+
+
+def _jam_pair(tr, thread, plan, sums):
+    """The function running two threads of a privatize plan's 1-D grid together
+    (``<kernel>_<part>_pair``, emit/jam.py), or None where that does not apply. It is
+    made from the thread function as printed (a float32 kernel's numbers spelled: the
+    renamed names have no kinds of their own)."""
+    fname, params, body, decorator = thread
+    if plan.mode != "privatize" or sums or tr.dims != 1:
+        return None
+    if float32_kernel(tr):
+        body = precision.float32_functions([(fname, params, copy_tree(body))],
+                                           precision.names_kinds(tr))[0][2]
+    scalars = [p.name for p in tr.pf.params if not p.is_array]
+    made = jam.paired(body, params[0], params, scalars, plan.private)
+    if made is None:
+        return None
+    return (fname[:-len("_thread")] + "_pair", made[0], made[1], DECORATOR)
 
 
 def _gathered(tr, body, params):
@@ -274,7 +296,8 @@ def function_sources(tr, stage, target="cpu"):
     if tr.pf.role == "kernel":
         fns = kernel_functions(tr, _known_target(target), custom)
         picked = [f for f in fns if f[0] in (f"{n}_{stage}", f"{n}_{stage}_small",
-                                              f"{n}_{stage}_thread", f"{n}_{stage}_rest_thread",
+                                              f"{n}_{stage}_thread", f"{n}_{stage}_pair",
+                                              f"{n}_{stage}_rest_thread",
                                               f"{n}_{stage}_planned")
                   or f[0].startswith(f"{n}_{stage}_gather")]
     else:

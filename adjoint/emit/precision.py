@@ -111,6 +111,9 @@ class _Float32(gast.NodeTransformer):
             return _call_kind(node) == "int"
         return False
 
+    def visit_Float32(self, node):
+        return node              # spelled already (a pair function: emit/jam.py)
+
     def visit_Constant(self, node):
         if isinstance(node.value, float):
             return Float32(node)
