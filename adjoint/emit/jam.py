@@ -11,11 +11,13 @@ The input is left as it was; the same input gives the same tree.
 What it does (unroll-and-jam of the grid's thread loop with a loop of the body):
 
 - A top-level ``for`` whose ``range`` every thread computes alike (from constants,
-  scalar parameters the body does not assign, and names assigned once at the top level
-  from those: ``loop0_count = rt.trip_count(0, n, 1)``) runs once for both threads;
-  each iteration runs the first thread's body, then the second's.
+  scalar parameters the body does not assign, and names both threads hold alike:
+  ``loop0_count = rt.trip_count(0, n, 1)``, or the iteration counter of a loop run
+  once for both, after it) runs once for both threads; each iteration runs the first
+  thread's body, then the second's (see ``_plan`` for what "alike" takes).
 - In that loop, what both threads compute alike (the loop's index, ``j = 0 + it * 1``;
-  loads ``pos[j, 0]`` of arrays no thread writes) is computed once.
+  loads ``pos[j, 0]`` of arrays no thread writes) is computed once, and so is a bounds
+  check both make alike; its iteration counter counts once.
 - The first thread's ``X[c] += a`` and the second's ``X[c] += b`` into one element
   (``X`` private, ``c`` computed alike) become one add, ``X[c] += a + b``.
 - Every other statement runs for the first thread, then for the second, one by one.
@@ -94,11 +96,13 @@ def _plan(body, scalars, assigned, readonly, summable):
     for both (there not read before it in an iteration: the second thread's part of the
     iteration would read the new value where the first read the old one), or as such a
     loop's target or counter. Found optimistically: every assigned name a candidate,
-    those with an assignment that is not so dropped, until none is."""
+    those with an assignment that is not so dropped, until none is. No loop runs once
+    for both (``jams`` empty) unless one of them joins two adds: a pair function costs
+    compile time, and the joined adds (and the loads they share) are what pays for it."""
     cand = set(assigned)
     while True:
         alike = scalars | cand
-        once, jams, bad = set(), {}, set()
+        once, jams, bad, joined = set(), {}, set(), False
         counters = set()
         for k, s in enumerate(body):
             n = _single(s)
@@ -119,14 +123,15 @@ def _plan(body, scalars, assigned, readonly, summable):
                 counter = _counted(loop, {c for c in counters & cand if inner.get(c) == 1})
                 shared = {n for n in _alike_in(loop, alike, readonly) if inner[n] == 1}
                 inside = alike | shared
-                if s.target.id in cand and (counter is not None or
-                                            _joinable(loop, summable, inside)):
+                joins = _joinable(loop, summable, inside)
+                if s.target.id in cand and (counter is not None or joins):
                     jams[k] = (loop, shared | {s.target.id}, counter, inside)
+                    joined |= joins
                     bad |= set(inner) - shared - {counter}
                     continue
             bad |= set(_assignments([s]))
         if not bad & cand:
-            return once, jams, alike
+            return once, jams if joined else {}, alike
         cand -= bad
 
 
