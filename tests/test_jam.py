@@ -6,8 +6,8 @@ Checked: which kernels get a pair function (a loop every thread runs alike, addi
 an element at an index they compute alike) and which do not (a loop that may break, a
 loop whose range depends on the thread, a 2-D grid); gradients against float64 central
 differences on every backend, at sizes that run numba's parallel plan, with an odd
-count of threads (a chunk's last thread runs alone); branches and a loop of the
-thread's own inside the shared loop; a float32 kernel against the same kernel in
+count of threads (a chunk's last thread runs alone); branches, a loop of the
+thread's own, a ``while`` that breaks and a func call inside the shared loop; a float32 kernel against the same kernel in
 float64; a failed bounds check inside the shared loop still stopping the launch with
 its error.
 """
@@ -41,6 +41,27 @@ def own_loop(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
         for k in range(i % 3):
             t = ad.sin(t) + x[j]
         s += t * t
+    out[i] = s
+
+@ad.func
+def bump(a: float, b: float):
+    if a > b:
+        return a * b
+    return ad.sin(a) + b
+
+@ad.kernel
+def nested_while(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for j in range(m):
+        t = x[j] - x[i]
+        w = 0
+        while w < 4:
+            w += 1
+            if t * t > 2.0:
+                break
+            t = t * 1.5 + 0.1
+        s += bump(t, x[j]) * x[j]
     out[i] = s
 
 @ad.kernel
@@ -142,6 +163,7 @@ def test_which_kernels_get_a_pair_function(kernel_module):
     # the backward replaying the loop (no tape) too: its iteration counter counts once
     assert "def pairs_backward_pair(" in ad.source(m.pairs, "backward")
     assert "def own_loop_backward_pair(" in ad.source(m.own_loop, "backward")
+    assert "def nested_while_backward_pair(" in ad.source(m.nested_while, "backward")
     src = ad.source(m.gathered, "backward")
     assert "def gathered_backward_pair(" in src and "adj_x[t2] += adj_x_add + " in src
     assert src.count("loop0_count += 1") == 2         # the thread's, and the pair's once
@@ -155,7 +177,7 @@ def test_which_kernels_get_a_pair_function(kernel_module):
             assert "_pair(" not in src, (k, stage)
 
 
-@pytest.mark.parametrize("which", ["pairs", "own_loop", "gathered"])
+@pytest.mark.parametrize("which", ["pairs", "own_loop", "nested_while", "gathered"])
 def test_gradients(backend, kernel_module, which):
     m = kernel_module(KERNELS)
     n, count = _n(backend), 24
@@ -163,8 +185,8 @@ def test_gradients(backend, kernel_module, which):
     x = rng.uniform(-1.5, 1.5, n)
     if which == "pairs":
         _check_fd(m.pairs, n, [count], {"x": x, "w": rng.uniform(0.5, 2.0, n)}, rng)
-    elif which == "own_loop":
-        _check_fd(m.own_loop, n, [count], {"x": x}, rng)
+    elif which in ("own_loop", "nested_while"):
+        _check_fd(getattr(m, which), n, [count], {"x": x}, rng)
     else:
         idx = rng.integers(0, n, count)
         idx[3] = idx[5]          # two iterations add into one element
