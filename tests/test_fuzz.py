@@ -131,7 +131,8 @@ def test_programs_cover_every_construct():
     wanted = ["while", "for", "break", "continue", "func", "func_grad", "early-return",
               "ternary", "min/max", "clamp", "abs", "swap", "store", "add", "cond", "load",
               "perm", "const", "scatter", "atomic", "atomic_sub", "total", "guard-return",
-              "stencil-branch", "stencil-mod", "stencil-clamp", "big-grid", "multi-launch",
+              "stencil-branch", "stencil-mod", "stencil-clamp", "all-pairs", "big-grid",
+              "multi-launch",
               "one-array-several-params", "overwrite-after-read", "clone", "copy", "assign"]
     assert not [w for w in wanted if counts[w] < 5], counts
 

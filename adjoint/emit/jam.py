@@ -252,7 +252,9 @@ def _alike(e, alike, readonly):
     """Whether every thread computes expression ``e`` alike, given the names ``alike``:
     from those, constants, ops, shapes and elements of the arrays ``readonly``."""
     bases = set()           # ids of the array names e reads an element or the shape of
-    for node in gast.walk(e):
+    for node in gast.walk(e):      # (and of the names of the ops it calls: min, max, abs)
+        if isinstance(node, gast.Call) and isinstance(node.func, gast.Name):
+            bases.add(id(node.func))
         if isinstance(node, gast.Attribute) and node.attr == "shape" and \
                 isinstance(node.value, gast.Name):
             bases.add(id(node.value))

@@ -185,9 +185,31 @@ def s_write(ctx):
     write(ctx, ctx.pick(_writable(ctx)))
 
 
+def s_pairs(ctx):
+    """``p = 0.0; for k in range(n): p += f(...) * x[k]`` at the top level of a 1-D
+    kernel: every thread reads every element of an input, and its backward adds into
+    them at an index all threads compute alike (where a privatized backward runs its
+    threads two at a time: adjoint/emit/jam.py)."""
+    acc, k = ctx.fresh("p"), ctx.fresh("k")
+    ints = [p.name for p in ctx.kdef.params if p.kind == "n"]
+    ctx.emit(f"{acc} = 0.0")
+    ctx.emit(f"for {k} in range({ctx.pick(ints + [str(ctx.rng.randint(1, 4))])}):")
+    extra = [f"{p.name}[min(max({k}, 0), {p.name}.shape[0] - 1)]" for p in ctx.kdef.params
+             if p.kind == "in"]
+    ctx.reads += extra
+    with ctx.block() as s:
+        s.ints.append(k)
+        s.loops.append("for")
+        ctx.emit(f"{acc} += {bounded(ctx)} * {ctx.pick(extra)}")
+    ctx.reads[:] = [r for r in ctx.reads if r not in extra]
+    ctx.define(acc)
+    ctx.kdef.features.append("all-pairs")
+
+
 KERNEL_CONSTRUCTS += [
     (s_load, 2, lambda ctx: ctx.reads),
     (s_write, 1, _writable),
+    (s_pairs, 1, lambda ctx: ctx.depth == 0 and ctx.kdef.ndim == 1),
 ]
 
 
