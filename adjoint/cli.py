@@ -104,7 +104,10 @@ def cmd_show(args):
         needed = [BEFORE[stages[-1]], stages[-1]] if args.diff else list(stages)
     else:
         needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
-    texts = stage_texts(obj, needed, args.target)
+    try:
+        texts = stage_texts(obj, needed, args.target)
+    except ValueError as e:         # a stage this kernel or func has no functions for
+        raise UsageError(f"{args.name}: {e}") from None
     order = ["source"] + list(STAGES)
     out = []
     for stage in stages:

@@ -113,6 +113,17 @@ def test_show_errors(src, capsys):
     assert "expected FILE.py:NAME" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["show", f"{src}:energy", "--stage", "bogus"])
+    capsys.readouterr()
+    # a stage the kernel or func has no functions for: one line, not a traceback
+    plain = src.parent / "plain.py"
+    plain.write_text("import adjoint as ad\n\n@ad.kernel\ndef scale(x: ad.array(dtype=float), "
+                     "y: ad.array(dtype=float)):\n    i = ad.tid()\n    y[i] = 2.0 * x[i]\n")
+    assert main(["show", f"{plain}:scale", "--stage", "backward_saved"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adjoint show: error: ") and "'scale' has no backward_saved" in err
+    assert main(["show", f"{src}:soft_abs", "--stage", "forward_save"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("adjoint show: error: ") and "'soft_abs' is a func" in err
 
 
 def test_a_file_that_fails_to_import_is_an_error_naming_its_line(tmp_path, capsys):

@@ -38,7 +38,8 @@ def small(thread_fn, tids, dims, args, sums=()):
     return body
 
 
-def _fresh(taken, base):
+def unique(taken, base):
+    """``base``, or ``base`` with underscores before it, not in ``taken`` (then added)."""
     while base in taken:
         base = "_" + base
     taken.add(base)
@@ -66,7 +67,7 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None):
     taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
 
     def fresh(base):
-        return _fresh(taken, base)
+        return unique(taken, base)
 
     call_args = [name(a) for a in tids + args]
     # parallel loops hand the thread code the row index through rt.signed: prange's index

@@ -46,6 +46,8 @@ import gast
 
 from ..transform.ir import Comment, Float32, LoopInfo, copy_tree, name, walk_stmts
 from ..transform.reverse import comment
+from .grid import unique
+from .sums import accumulated
 
 _PURE_RT = {"trip_count", "range_outside", "index_outside_loop"}   # rt helpers: values only
 _SYNTAX = (gast.Constant, gast.Name, gast.BinOp, gast.UnaryOp, gast.Compare, gast.BoolOp,
@@ -67,9 +69,9 @@ def paired(body, tid, params, scalars, private):
     if not jams:
         return None
     taken = {n.id for s in body for n in _nodes(s) if isinstance(n, gast.Name)} | set(params)
-    second = {tid: _fresh(taken, f"{tid}_b")}
+    second = {tid: unique(taken, f"{tid}_b")}
     for n in sorted(set(assigned) - alike):
-        second[n] = _fresh(taken, f"{n}_b")
+        second[n] = unique(taken, f"{n}_b")
     out = [comment(f"threads {tid} and {second[tid]} together (emit/jam.py): each loop whose "
                    "range they share runs once for both, what they compute alike once, and "
                    "their adds into one element of "
@@ -156,13 +158,6 @@ def _nodes(s):
             for x in info.cond + info.latch:
                 out += list(gast.walk(x))
     return out
-
-
-def _fresh(taken, base):
-    while base in taken:
-        base = "_" + base
-    taken.add(base)
-    return base
 
 
 def _numbered(taken, base):
@@ -351,13 +346,8 @@ def _alike_in(stmts, alike, readonly):
 def _element(s, summable, alike):
     """``(array, index source)`` of a top-level ``X[c] += v`` / ``-=`` into a summable
     array at an index every thread computes alike, else None."""
-    if type(s) is not gast.AugAssign or not isinstance(s.op, (gast.Add, gast.Sub)):
-        return None
-    t = s.target
-    if not (isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and
-            t.value.id in summable):
-        return None
-    if not _alike(t.slice, alike, ()):
+    t = accumulated(s, summable)
+    if t is None or not _alike(t.slice, alike, ()):
         return None
     return t.value.id, gast.dump(t.slice)
 

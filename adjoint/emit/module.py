@@ -302,7 +302,10 @@ def function_sources(tr, stage, target="cpu"):
                   or f[0].startswith(f"{n}_{stage}_gather")]
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
-        part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}[stage]
+        part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}.get(stage)
+        if part is None:
+            raise ValueError(f"'{n}' is a func: it has forward, backward and jvp functions, "
+                             f"no {stage} functions (those are a kernel's)")
         picked = [f for f in fns if f[0] == f"{n}_{part}"]
     if stage == "jvp" and not picked:
         raise ValueError(f"'{n}' has no JVP: {jvp_refusal(tr)}")

@@ -84,15 +84,22 @@ def _statements(body):
     return list(walk_stmts(body))
 
 
-def _accumulation(s, arrays, invariant):
-    """(array, index) of a ``X[c] += v`` / ``X[c] -= v`` statement, else None."""
+def accumulated(s, arrays):
+    """The target ``X[c]`` of a ``X[c] += v`` / ``X[c] -= v`` statement into one of
+    ``arrays`` (not an atomic min or max), else None."""
     if type(s) is not gast.AugAssign or not isinstance(s.op, (gast.Add, gast.Sub)):
         return None
     t = s.target
-    if not (isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and
-            t.value.id in arrays):
-        return None
-    index = _index(t.slice, invariant)
+    if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and \
+            t.value.id in arrays:
+        return t
+    return None
+
+
+def _accumulation(s, arrays, invariant):
+    """(array, index) of a ``X[c] += v`` / ``X[c] -= v`` statement, else None."""
+    t = accumulated(s, arrays)
+    index = None if t is None else _index(t.slice, invariant)
     return None if index is None else (t.value.id, index)
 
 
