@@ -16,6 +16,7 @@ import pytest
 
 import adjoint as ad
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
+from test_jvp import jvp_check
 
 KERNELS = '''
 @ad.kernel
@@ -63,6 +64,13 @@ def nested_while(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
             t = t * 1.5 + 0.1
         s += bump(t, x[j]) * x[j]
     out[i] = s
+
+@ad.kernel
+def spread(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    xi = x[i]
+    for j in range(m):
+        ad.atomic_add(out, j, ad.sin(xi * x[j]))
 
 @ad.kernel
 def may_break(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
@@ -127,11 +135,11 @@ def _run(kernel, n, scalars, arrays, out_shape, seed=None):
     wrapped = {k: ad.array(v, requires_grad=v.dtype.kind == "f") for k, v in arrays.items()}
     out = ad.zeros(out_shape, requires_grad=True)
     if seed is None:
-        ad.launch(kernel, dim=out_shape, inputs=[*scalars, *wrapped.values()], outputs=[out],
+        ad.launch(kernel, dim=n, inputs=[*scalars, *wrapped.values()], outputs=[out],
                   record_tape=False)
         return out.numpy().copy(), None
     with ad.Tape() as tape:
-        ad.launch(kernel, dim=out_shape, inputs=[*scalars, *wrapped.values()], outputs=[out])
+        ad.launch(kernel, dim=n, inputs=[*scalars, *wrapped.values()], outputs=[out])
     tape.backward(grads={out: seed})
     return out.numpy().copy(), {k: a.grad.numpy().copy() for k, a in wrapped.items()
                                 if a.grad is not None}
@@ -236,3 +244,19 @@ def test_a_failed_bounds_check_in_the_shared_loop_stops_the_launch(backend, kern
         with ad.Tape() as tape:
             ad.launch(m.gathered, dim=n, inputs=[24, ad.array(idx), x], outputs=[out])
         tape.backward(grads={out: np.ones(n)})
+
+
+def test_a_forward_and_its_jvp_adding_into_a_shared_loop(backend, kernel_module):
+    """atomic_add(out, j, ...) in the loop: the forward and the JVP run in pairs too
+    (their plans privatize ``out``, ``dot_out``), and the JVP's values are the
+    forward's bit for bit (the same pairs, the same order of additions)."""
+    m = kernel_module(KERNELS)
+    n = _n(backend)
+    for part in ("forward", "jvp", "backward"):
+        assert f"def spread_{part}_pair(" in ad.source(m.spread, part), part
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1.0, 1.0, n)
+    out, _ = _run(m.spread, n, [24], {"x": x}, 24)
+    np.testing.assert_allclose(out, np.sin(np.outer(x, x[:24])).sum(axis=0), rtol=1e-12)
+    jvp_check(m.spread, n, [24, x], [np.zeros(24)], rtol=1e-5, atol=1e-6)
+    _check_fd(m.spread, n, [24], {"x": x}, rng, out_shape=24)
