@@ -46,6 +46,16 @@ def looped(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
             if acc > 10.0:
                 break
     out[i] = acc
+
+
+@ad.kernel
+def all_pairs(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for j in range(n):
+        d = x[j] - x[i]
+        s += d * d
+    out[i] = s
 '''
 
 STAGES = ("parse", "normalize", "ssa", "forward", "backward")
@@ -98,6 +108,7 @@ def test_generated_code_is_byte_identical_across_hash_seeds(kfile, tmp_path):
     b = _dump(kfile, 12345, tmp_path / "c2")
     text = a.decode()
     assert "def looped_backward" in text and "adj_v" in text and "def bump_adjoint" in text
+    assert "def all_pairs_backward_pair(" in text        # (emit/jam.py: sets of names)
     assert a == b
 
 
@@ -108,7 +119,7 @@ def _comments(text):
 def test_line_comments_quote_the_users_real_lines(km, kfile):
     lines = kfile.read_text().splitlines()
     seen = set()
-    for obj in (km.looped, km.bump):
+    for obj in (km.looped, km.bump, km.all_pairs):     # (all_pairs: a pair function too)
         for stage in ("normalize", "ssa", "forward", "backward"):
             comments = _comments(ad.source(obj, stage))
             assert comments, (obj, stage)
