@@ -42,37 +42,24 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     length_inv = rt.div(1.0, length)
     scale = t3 * length_inv
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_dx = -0.0
-    adj_dy = -0.0
-    adj_length = -0.0
-    adj_rest = -0.0
-    adj_scale = -0.0
-    adj_stiffness = -0.0
-    adj_t0 = -0.0
-    adj_t1 = -0.0
-    adj_t2 = -0.0
-    adj_t3 = -0.0
-    adj_t4 = -0.0
-    adj_t5 = -0.0
-    adj_t6 = -0.0
     # springs_kernels.py:19: return scale * dx, scale * dy
-    adj_t5 += adj_ret0
-    adj_t6 += adj_ret1
-    adj_scale += adj_t6 * dy
-    adj_dy += adj_t6 * scale
+    adj_t5 = adj_ret0
+    adj_t6 = adj_ret1
+    adj_scale = adj_t6 * dy
+    adj_dy = adj_t6 * scale
     adj_scale += adj_t5 * dx
-    adj_dx += adj_t5 * scale
+    adj_dx = adj_t5 * scale
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
-    adj_t3 += adj_scale * length_inv
-    adj_length -= adj_scale * length_inv * scale
-    adj_stiffness += adj_t3 * t4
-    adj_t4 += adj_t3 * stiffness
+    adj_t3 = adj_scale * length_inv
+    adj_length = -(adj_scale * length_inv * scale)
+    adj_stiffness = adj_t3 * t4
+    adj_t4 = adj_t3 * stiffness
     adj_length += adj_t4
-    adj_rest -= adj_t4
+    adj_rest = -adj_t4
     # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
-    adj_t0 += adj_length * 0.5 * length_inv
-    adj_t1 += adj_t0
-    adj_t2 += adj_t0
+    adj_t0 = adj_length * 0.5 * length_inv
+    adj_t1 = adj_t0
+    adj_t2 = adj_t0
     adj_dy += adj_t2 * dy
     adj_dy += adj_t2 * dy
     adj_dx += adj_t1 * dx
@@ -203,19 +190,10 @@ def spring_forces_backward_thread(
         rt.fault(rt_status, 11, j, 0, 0)
         return
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_fx = -0.0
-    adj_fy = -0.0
-    adj_t0 = -0.0
-    adj_t1 = -0.0
-    adj_t2 = -0.0
-    adj_t3 = -0.0
-    adj_t4 = -0.0
-    adj_t5 = -0.0
-    adj_t6 = -0.0
     # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
-    adj_fy -= adj_f[j, 1]
+    adj_fy = -adj_f[j, 1]
     # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
-    adj_fx -= adj_f[j, 0]
+    adj_fx = -adj_f[j, 0]
     # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
     adj_fy += adj_f[i, 1]
     # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
@@ -223,16 +201,16 @@ def spring_forces_backward_thread(
     # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
     # rest[s], stiffness)
     d_spring_force = spring_force_adjoint(t0, t3, t6, stiffness, adj_fx, adj_fy)
-    adj_t0 += d_spring_force[0]
-    adj_t3 += d_spring_force[1]
-    adj_t6 += d_spring_force[2]
+    adj_t0 = d_spring_force[0]
+    adj_t3 = d_spring_force[1]
+    adj_t6 = d_spring_force[2]
     adj_rest[s] += adj_t6
-    adj_t4 += adj_t3
-    adj_t5 -= adj_t3
+    adj_t4 = adj_t3
+    adj_t5 = -adj_t3
     adj_x[i, 1] += adj_t5
     adj_x[j, 1] += adj_t4
-    adj_t1 += adj_t0
-    adj_t2 -= adj_t0
+    adj_t1 = adj_t0
+    adj_t2 = -adj_t0
     adj_x[i, 0] += adj_t2
     adj_x[j, 0] += adj_t1
 
@@ -295,19 +273,10 @@ def spring_forces_backward_clean_thread(
         rt.fault(rt_status, 11, j, 0, 0)
         return
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_fx = -0.0
-    adj_fy = -0.0
-    adj_t0 = -0.0
-    adj_t1 = -0.0
-    adj_t2 = -0.0
-    adj_t3 = -0.0
-    adj_t4 = -0.0
-    adj_t5 = -0.0
-    adj_t6 = -0.0
     # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
-    adj_fy -= adj_f[j, 1]
+    adj_fy = -adj_f[j, 1]
     # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
-    adj_fx -= adj_f[j, 0]
+    adj_fx = -adj_f[j, 0]
     # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
     adj_fy += adj_f[i, 1]
     # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
@@ -315,16 +284,16 @@ def spring_forces_backward_clean_thread(
     # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
     # rest[s], stiffness)
     d_spring_force = spring_force_adjoint(t0, t3, t6, stiffness, adj_fx, adj_fy)
-    adj_t0 += d_spring_force[0]
-    adj_t3 += d_spring_force[1]
-    adj_t6 += d_spring_force[2]
+    adj_t0 = d_spring_force[0]
+    adj_t3 = d_spring_force[1]
+    adj_t6 = d_spring_force[2]
     adj_rest[s] = 0.0 + adj_t6
-    adj_t4 += adj_t3
-    adj_t5 -= adj_t3
+    adj_t4 = adj_t3
+    adj_t5 = -adj_t3
     adj_x[i, 1] += adj_t5
     adj_x[j, 1] += adj_t4
-    adj_t1 += adj_t0
-    adj_t2 -= adj_t0
+    adj_t1 = adj_t0
+    adj_t2 = -adj_t0
     adj_x[i, 0] += adj_t2
     adj_x[j, 0] += adj_t1
 
@@ -548,12 +517,6 @@ def integrate_backward_thread(
             return
     # reverse pass: every adjoint starts at zero, statements in reverse order
     adj_t10 = -0.0
-    adj_t11 = -0.0
-    adj_t12 = -0.0
-    adj_t13 = -0.0
-    adj_t14 = -0.0
-    adj_t15 = -0.0
-    adj_t16 = -0.0
     adj_t2 = -0.0
     adj_t3 = -0.0
     adj_t4 = -0.0
@@ -563,22 +526,20 @@ def integrate_backward_thread(
     adj_t8 = -0.0
     adj_t9 = -0.0
     adj_vx_1 = -0.0
-    adj_vx_2 = -0.0
     adj_vy_1 = -0.0
-    adj_vy_2 = -0.0
     # springs_kernels.py:58: x_new[p, 1] = x[p, 1] + dt * vy
-    adj_t14 += adj_x_new[p, 1]
+    adj_t14 = adj_x_new[p, 1]
     adj_x_new[p, 1] = 0.0
-    adj_t15 += adj_t14
-    adj_t16 += adj_t14
-    adj_vy_2 += adj_t16 * dt
+    adj_t15 = adj_t14
+    adj_t16 = adj_t14
+    adj_vy_2 = adj_t16 * dt
     adj_x[p, 1] += adj_t15
     # springs_kernels.py:57: x_new[p, 0] = x[p, 0] + dt * vx
-    adj_t11 += adj_x_new[p, 0]
+    adj_t11 = adj_x_new[p, 0]
     adj_x_new[p, 0] = 0.0
-    adj_t12 += adj_t11
-    adj_t13 += adj_t11
-    adj_vx_2 += adj_t13 * dt
+    adj_t12 = adj_t11
+    adj_t13 = adj_t11
+    adj_vx_2 = adj_t13 * dt
     adj_x[p, 0] += adj_t12
     # springs_kernels.py:56: v_new[p, 1] = vy
     adj_vy_2 += adj_v_new[p, 1]
@@ -809,31 +770,22 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     t3 = target[p, 1]
     dy = t2 - t3
     # reverse pass: every adjoint starts at zero, statements in reverse order
-    adj_dx = -0.0
-    adj_dy = -0.0
-    adj_t0 = -0.0
-    adj_t1 = -0.0
-    adj_t2 = -0.0
-    adj_t3 = -0.0
-    adj_t4 = -0.0
-    adj_t5 = -0.0
-    adj_t6 = -0.0
     # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
-    adj_t4 += adj_loss[0]
-    adj_t5 += adj_t4
-    adj_t6 += adj_t4
+    adj_t4 = adj_loss[0]
+    adj_t5 = adj_t4
+    adj_t6 = adj_t4
+    adj_dy = adj_t6 * dy
     adj_dy += adj_t6 * dy
-    adj_dy += adj_t6 * dy
-    adj_dx += adj_t5 * dx
+    adj_dx = adj_t5 * dx
     adj_dx += adj_t5 * dx
     # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
-    adj_t2 += adj_dy
-    adj_t3 -= adj_dy
+    adj_t2 = adj_dy
+    adj_t3 = -adj_dy
     adj_target[p, 1] += adj_t3
     adj_x[p, 1] += adj_t2
     # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
-    adj_t0 += adj_dx
-    adj_t1 -= adj_dx
+    adj_t0 = adj_dx
+    adj_t1 = -adj_dx
     adj_target[p, 0] += adj_t1
     adj_x[p, 0] += adj_t0
 

@@ -15,7 +15,7 @@ import hashlib
 import gast
 
 from .. import __version__
-from . import bounds, cuda, ieee, jam, precision, stacks, sums as sums_
+from . import bounds, cuda, firsts, ieee, jam, precision, stacks, sums as sums_
 from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
 from .precision import float32_kernel
@@ -55,8 +55,11 @@ class _Lower(gast.NodeTransformer):
         return node
 
 
-def _lower(stmts):
-    return [_Lower().visit(copy_tree(s)) for s in stmts]
+def _lower(stmts, generated=True):
+    """``stmts`` spelled for a target; ``generated`` (not a user's hand-written rule):
+    with each adjoint's first add as its assignment (emit/firsts.py)."""
+    out = [_Lower().visit(copy_tree(s)) for s in stmts]
+    return firsts.fold(out) if generated else out
 
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
@@ -263,7 +266,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
-        gbody = _lower(gpf.node.body)
+        gbody = _lower(gpf.node.body, generated=False)
         if target == "cuda":        # its adj_arr[i] += v: atomic, as every colliding one
             gbody = cuda.lower_body(gbody, tr, 256, custom_grads)
         out.append((f"{f}_adjoint", gparams, gbody, deco, gpf.source))
@@ -273,7 +276,8 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
     if custom_jvp is not None:
         jparams = [a.id for a in custom_jvp.node.args.args]
-        out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body), deco, custom_jvp.source))
+        out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body, generated=False), deco,
+                    custom_jvp.source))
     elif custom_grad is None and jvp_refusal(tr) is None:
         jparams = params + tr.tangent.dot_params
         out.append((f"{f}_jvp", jparams + pushing(jparams), lower(tr.tangent.body, jparams),
