@@ -18,7 +18,7 @@ from .errors import AdjointError
 from .runtime import array as _array
 from .runtime.array import Array
 from .runtime.launch import launch
-from .runtime.tape import LaunchStep
+from .runtime.steps import LaunchStep
 
 __all__ = ["jacobian", "jacobian_fd", "gradcheck", "gradcheck_tape", "GradcheckError", "hvp"]
 

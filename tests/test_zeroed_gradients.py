@@ -18,7 +18,7 @@ from conftest import central_fd
 
 import adjoint as ad
 from adjoint.runtime import watch
-from adjoint.runtime.tape import mark_zeroed
+from adjoint.runtime.steps import mark_zeroed
 
 KERNELS = '''
 @ad.kernel

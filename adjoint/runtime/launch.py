@@ -7,7 +7,8 @@ import numpy as np
 from ..errors import AdjointError, LaunchError, user_frames
 from . import buffers, structs, verify, watch
 from .array import Array, check_device, default_device, zeros_like
-from .tape import LaunchStep, active_tape
+from .steps import LaunchStep
+from .tape import active_tape
 
 
 MAX_THREADS = 2**31 - 1

@@ -69,7 +69,7 @@ def covers(extents, shape, dims, values):
 
 
 def settle(kernel, args, dims, adjs, owing, clean, alias):
-    """Before ``kernel``'s backward on ``adjs`` (runtime/tape.py ``adjoint_buffers``):
+    """Before ``kernel``'s backward on ``adjs`` (runtime/steps.py ``adjoint_buffers``):
     ``owing`` lists ``(j, grad)``, the gradients among ``adjs`` (``adjs[j]`` is
     ``grad._buf``) that owe their zero. Zero each now unless the storing backward runs
     (``clean``) and covers it whole, its memory no other adjoint buffer of the launch

@@ -124,7 +124,7 @@ class KernelSpec:
     @functools.cached_property
     def zeroed_adjoints(self):
         """(position among the adjoint arguments, parameter index) of each of the
-        ``zeroed_arrays``: the gradients a backward leaves zero (runtime/tape.py)."""
+        ``zeroed_arrays``: the gradients a backward leaves zero (runtime/steps.py)."""
         return tuple((j, k) for j, k in enumerate(self.adjoint_params)
                      if self.params[k].name in self.zeroed_arrays)
 

@@ -7,7 +7,7 @@ Guarantees: ``zeroed`` names the adjoint arrays (``adj_A``) that every backward 
 kernel may run (reverse's, the store policy's, their storing variants, the gathered
 one) leaves holding only zeros, *provided* the launch's grid equals ``A``'s shape
 and ``adj_A``'s memory is no other adjoint buffer of the launch (the runtime checks
-both: runtime/tape.py ``mark_zeroed``).
+both: runtime/steps.py ``mark_zeroed``).
 
 Why: a launch that stores every element of its output at the thread's index
 (``out[i, j] = ...``) has a backward that hands ``adj_out[i, j]`` on and clears it
