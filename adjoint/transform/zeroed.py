@@ -80,7 +80,7 @@ def rest_clears(gathered, cleared):
     """The names of ``cleared`` (from ``zeroed``) that the gathered backward's rest
     clears, when clearing them is all it does (besides naming values: no call but the
     thread index, no other write), else (): the runtime may then skip the rest and owe those zeros instead
-    (runtime/owed.py, runtime/tape.py)."""
+    (runtime/owed.py, runtime/steps.py)."""
     if gathered is None or not cleared:
         return ()
     found = set()
