@@ -18,8 +18,9 @@ import dataclasses
 
 import numpy as np
 
-from benchmarks.fuzz.check import Reference64, _difference, compare, finite_differences, \
-    load_module, run_backend
+import adjoint as ad
+from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, compare, \
+    finite_differences, load_module, run_backend
 from benchmarks.fuzz.driver import run_seed
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
@@ -28,6 +29,7 @@ from benchmarks.fuzz.reference import Reference
 # numba compiles every kernel (seconds each) and the simulator runs each GPU thread
 # as a Python thread: they see fewer programs, all on small grids
 SEEDS = {"python": range(0, 30), "numba": range(0, 3), "cuda": range(0, 4)}
+SEEDS32 = {"python": range(30, 40), "numba": range(3, 4), "cuda": range(4, 5)}   # float32
 SMALL = Profile(big=0.0)
 
 
@@ -45,6 +47,24 @@ def test_seeded_subset(backend):
     assert not failures, "\n\n".join(failures)
 
 
+def test_seeded_subset_in_float32(backend):
+    """The same programs as float32 programs (check.as_float32) on float32 data, against
+    the float64 reference with float32 tolerances; a run whose forward rounding took
+    another branch is reported ``diverged``, and most must not."""
+    failures, diverged = [], 0
+    seeds = SEEDS32[backend]
+    for seed in seeds:
+        rec = run_seed(seed, [backend + "32"], SMALL, cuda_max_threads=10 ** 6)
+        for name, r in rec["results"].items():
+            if r["status"] == "refusal" and name == "cuda32" and "has no CUDA backward" in r["detail"]:
+                continue
+            if r["status"] != "ok":
+                failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
+            diverged += bool(r.get("diverged"))
+    assert not failures, "\n\n".join(failures)
+    assert diverged <= len(seeds) // 5, f"{diverged} of {len(seeds)} float32 runs diverged"
+
+
 # --------------------------------------------------------------------------- the fuzzer can fail
 
 def _program(kernel_src, params, funcs=(), n=6):
@@ -56,6 +76,8 @@ def _program(kernel_src, params, funcs=(), n=6):
             name = f"b{len(arrays) - 1}"
             arrays[name] = ArrayDecl(name, (n,), "buffer")
             args.append(name)
+        elif p.kind == "c":
+            args.append(0.5)
         else:
             args.append("a0")
     kdef = KernelDef("k0", 1, list(params), kernel_src)
@@ -83,6 +105,52 @@ def test_a_wrong_gradient_is_a_mismatch(tmp_path):
     prog = _program(src, [Param("x0", "in"), Param("out0", "out", mode="store")], [WRONG_RULE])
     out = _run(prog, tmp_path)
     assert out.status == "mismatch" and "gradient of a0" in out.detail, out.detail
+
+
+def test_a_wrong_gradient_is_a_mismatch_in_float32(tmp_path):
+    src = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+           "    i = ad.tid()\n    out0[i] = f0(x0[i])\n")
+    prog = _program(src, [Param("x0", "in"), Param("out0", "out", mode="store")], [WRONG_RULE])
+    ref = finite_differences(prog)
+    out = run_backend(prog, load_module(prog, str(tmp_path), float32=True), ref, "python32")
+    assert out.status == "mismatch" and "gradient of a0" in out.detail, out.detail
+    right = _program(src, [Param("x0", "in"), Param("out0", "out", mode="store")],
+                     [WRONG_RULE.replace("2.0 * ", "")])
+    out = run_backend(right, load_module(right, str(tmp_path), float32=True),
+                      finite_differences(right), "python32")
+    assert out.status == "ok" and out.checked and not out.diverged, out.detail
+
+
+def test_as_float32_makes_a_float32_program(tmp_path):
+    src = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), c: float, "
+           "out0: ad.array(dtype=float)):\n    i = ad.tid()\n    out0[i] = f0(x0[i]) * c\n")
+    prog = _program(src, [Param("x0", "in"), Param("c", "c"), Param("out0", "out", mode="store")],
+                    [WRONG_RULE])
+    text = as_float32(prog.source())
+    assert "dtype=float" not in text and ": float" not in text and "-> float" not in text
+    assert "x0: ad.array(dtype=ad.float32)" in text and "c: ad.float32" in text
+    assert "def f0(a: ad.float32) -> ad.float32:" in text
+    assert as_float32("v: ad.vec3, q: ad.quat = ad.quat_rotate(q, ad.vec3(a, b, c))") == \
+        "v: ad.vec3f, q: ad.quatf = ad.quat_rotate(q, ad.vec3(a, b, c))"
+    mod = load_module(prog, str(tmp_path), float32=True)
+    assert mod.k0.spec.params[0].np_dtype == np.float32
+    assert "float64" not in ad.source(mod.k0, stage="backward")
+
+
+def test_a_float32_branch_switch_is_diverged_not_a_mismatch():
+    """A float32 forward value off the float64 reference is a branch that rounding took
+    (diverged, not compared further) only where the reference's own float32 run took it."""
+    ref = Reference64({"a0": np.zeros(2)}, {"b0": np.ones(2)}, {"b0": np.array([1.0, 2.0])},
+                      3.0, [], rounded=lambda: {"b0": np.array([1.0, 1.0], np.float32)})
+    out = compare(ref, {"b0": np.array([1.0, 1.0])}, {"b0": np.array([1.0, 1.0])}, {}, None, TOL32)
+    assert out.status == "ok" and out.diverged and "forward value of b0[1]" in out.detail
+    out = compare(ref, {"b0": np.array([1.0, 1.5])}, {"b0": np.array([1.0, 1.5])}, {}, None, TOL32)
+    assert out.status == "mismatch" and "in float32 does not agree" in out.detail, out.detail
+    out = compare(ref, {"b0": np.array([1.0, 2.0 + 1e-6])}, {"b0": np.array([1.0, 2.0 + 1e-6])},
+                  {}, None, TOL32)
+    assert out.status == "ok" and not out.diverged
+    out = compare(ref, {"b0": np.array([1.0, 1.0])}, {"b0": np.array([1.0, 0.0])}, {}, None, TOL32)
+    assert out.status == "mismatch" and "backward changed b0" in out.detail
 
 
 def test_a_refused_kernel_is_a_located_refusal(tmp_path):

@@ -38,7 +38,9 @@ def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.split("\n")[0])
     ap.add_argument("--count", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0, help="first seed")
-    ap.add_argument("--backends", default="python,numba", help="comma-separated: python,numba,cuda")
+    ap.add_argument("--backends", default="python,numba",
+                    help="comma-separated: python, race, numba, cuda; with 32 after one "
+                         "(numba32), the program runs in float32")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at once")
     ap.add_argument("--big", type=float, default=Profile.big,
                     help="chance of a grid above the parallel threshold (2048 threads)")
@@ -78,6 +80,7 @@ class Tally:
         self.distinct = defaultdict(list)    # signature -> seeds
         self.unlocated = 0
         self.checked = self.skipped = 0
+        self.diverged = defaultdict(list)    # backend -> seeds whose float32 forward diverged
 
     def add(self, rec):
         self.programs += 1
@@ -88,6 +91,8 @@ class Tally:
             self.runs[backend] += 1
             self.checked += r.get("checked", 0)
             self.skipped += r.get("skipped", 0)
+            if r.get("diverged"):
+                self.diverged[backend].append(rec["seed"])
             if r["status"] != "ok":
                 self.distinct[f"[{backend}] " + signature(r["status"], r["detail"])].append(rec["seed"])
                 if r["status"] == "refusal" and not r.get("located", True):
@@ -118,6 +123,10 @@ class Tally:
                          f" programs/min ({what})")
         lines.append(f"gradient checks: {self.checked} compared, {self.skipped} skipped "
                      "(a branch switched within the step)")
+        for b, seeds in sorted(self.diverged.items()):
+            lines.append(f"{b}: {len(seeds)} runs diverged (a float32 forward value off the "
+                         f"reference: rounding took another branch?), gradients not compared "
+                         f"(seeds {', '.join(map(str, seeds[:8]))})")
         lines.append(f"wall clock {wall:.0f} s: {60 * self.programs / max(wall, 1e-9):.1f} programs/min")
         if self.unlocated:
             lines.append(f"{self.unlocated} refusals name no file:line")

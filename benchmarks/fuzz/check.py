@@ -14,6 +14,17 @@ central difference the reverse pass is checked against. (A documented refusal of
 JVP alone -- a func with ``@ad.func_grad`` and no ``@ad.func_jvp`` -- leaves the JVP
 unchecked and is noted in the outcome's detail.)
 
+A backend named with ``32`` (``race32``, ``numba32``, ...) runs the program as a
+float32 program (``as_float32``: float arrays, scalars and funcs in float32) on float32
+copies of the data, against the same float64 reference with float32 tolerances
+(``TOL32``): what a kernel computes in float32 is the same function, rounded. Rounding
+can take another branch than the reference did (a value compared with another it
+nearly equals, a difference that is 0 in float32). Where a forward value is off, the
+reference runs the program once more in float32 (``Reference(prog, float32=True)``:
+each math function's result rounded to float32): if adjoint's forward values agree
+with that run, the run counts as ``diverged`` (status ok, every check skipped,
+reported apart); if not, it is a mismatch.
+
 ``ok``        forward values, gradients, the arrays after backward and the JVPs agree;
 ``refusal``   adjoint raised one of its own errors (TransformError, LaunchError...);
               ``located`` says whether the message names a file:line;
@@ -40,8 +51,46 @@ from .program import program_data
 from .reference import Reference
 
 H = 1e-6
-RTOL = 1e-5
 LOCATED = re.compile(r"\.py:\d+")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close adjoint's numbers must be to the reference's: forward values within
+    ``forward * (1 + max |value|)``; a gradient or JVP within ``grad`` of the larger of
+    the finite difference and the gradient's own size, plus ``floor * (1 + scale)``.
+    ``rounded``: a forward value off the reference may be rounding taking another branch
+    (float32: ``x - 0.84 >= y`` can flip, ``cosh(t) - 1`` of a tiny ``t`` is 0); the
+    run is then ``diverged`` and its gradients are not compared (check.py docstring)."""
+    forward: float
+    grad: float
+    floor: float
+    rounded: bool = False
+
+
+TOL64 = Tolerance(forward=1e-9, grad=1e-5, floor=1e-8)
+TOL32 = Tolerance(forward=1e-4, grad=1e-3, floor=1e-5, rounded=True)  # ~1e-7 a rounding
+FLOAT32 = "32"          # the suffix of a backend name that runs the program in float32
+
+
+def split_backend(backend):
+    """``(base backend, float32?)`` of a backend name: ``numba32`` is numba in float32."""
+    if backend.endswith(FLOAT32):
+        return backend[:-len(FLOAT32)], True
+    return backend, False
+
+
+def as_float32(source):
+    """A generated program's source as a float32 program: float arrays, float scalar
+    parameters and returns of kernels, funcs and rules float32, and vector types their
+    float32 kinds (``ad.vec3`` -> ``ad.vec3f``). Only the spellings the generators
+    write are rewritten."""
+    source = source.replace("dtype=float)", "dtype=ad.float32)").replace(
+        "dtype=float,", "dtype=ad.float32,")
+    source = re.sub(r"(\w+): float\b", r"\1: ad.float32", source)
+    source = re.sub(r"-> float\b", "-> ad.float32", source)
+    return re.sub(r"\bad\.(vec[234]|mat22|mat33|mat44|quat|transform)\b(?![\w(])",
+                  r"ad.\1f", source)
 
 
 @dataclass
@@ -62,6 +111,7 @@ class Reference64:
     finals: dict
     scale: float           # sum of |w * final|: the size of the loss, for the FD tolerance
     checks: list
+    rounded: object = None  # () -> the final arrays of the program run in float32 (Reference)
 
 
 @dataclass
@@ -72,6 +122,7 @@ class Outcome:
     skipped: int = 0
     checked: int = 0
     errors: list = field(default_factory=list)
+    diverged: bool = False  # a float32 forward value off the reference: gradients not compared
 
 
 def finite_differences(prog, entries=3):
@@ -91,7 +142,20 @@ def finite_differences(prog, entries=3):
             checks.append(_difference(ref, data, weights, leaf, v, f"entry {e}", e))
         checks.append(_difference(ref, data, weights, leaf, rng.standard_normal(x.shape),
                                   "direction", None))
-    return Reference64(data, weights, finals, scale, checks)
+    return Reference64(data, weights, finals, scale, checks, _once(
+        lambda: Reference(prog, float32=True).run(_as_float32(data))[0]))
+
+
+def _once(fn):
+    """``fn``, called at most once (its result kept)."""
+    kept = []
+
+    def call():
+        if not kept:
+            with np.errstate(all="ignore"):
+                kept.append(fn())
+        return kept[0]
+    return call
 
 
 def _difference(ref, data, weights, leaf, v, what, entry):
@@ -107,12 +171,14 @@ def _difference(ref, data, weights, leaf, v, what, entry):
 
 # --------------------------------------------------------------------------- adjoint side
 
-def load_module(prog, folder):
-    """Write the program's source to a real file (adjoint reads source) and import it."""
-    path = os.path.join(folder, f"fuzz_{prog.seed}.py")
+def load_module(prog, folder, float32=False):
+    """Write the program's source (``as_float32`` of it for ``float32``) to a real file
+    (adjoint reads source) and import it."""
+    tag = f"{prog.seed}_f32" if float32 else f"{prog.seed}"
+    path = os.path.join(folder, f"fuzz_{tag}.py")
     with open(path, "w") as fh:
-        fh.write(prog.source())
-    name = f"fuzz_program_{prog.seed}_{os.getpid()}"
+        fh.write(as_float32(prog.source()) if float32 else prog.source())
+    name = f"fuzz_program_{tag}_{os.getpid()}"
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -145,21 +211,28 @@ def record(prog, mod, data, device):
 def run_backend(prog, mod, ref, backend):
     """Run ``prog`` on ``backend`` and compare with ``ref`` (a ``Reference64``).
     ``backend`` is python, numba, cuda, or race: the python backend with the race
-    checker on (every launch takes its parallel plan, whatever its size)."""
+    checker on (every launch takes its parallel plan, whatever its size); any of them
+    with the suffix ``32`` runs ``mod``, the program's float32 module (``as_float32``),
+    on float32 data."""
+    backend, float32 = split_backend(backend)
     device = "cuda" if backend == "cuda" else "cpu"
+    data, weights = ref.data, ref.weights
+    if float32:
+        data, weights = _as_float32(data), _as_float32(weights)
     try:
         with ad.backend_scope("python" if backend == "race" else backend), \
                 racecheck() if backend == "race" else contextlib.nullcontext(), \
                 warnings.catch_warnings():
             _race_warnings_are_errors()
-            arrays, tape = record(prog, mod, ref.data, device)
-            forward = {n: arrays[n].numpy().copy() for n in ref.weights}
-            tape.backward(grads={arrays[n]: w for n, w in ref.weights.items()})
-            after = {n: arrays[n].numpy() for n in ref.weights}
+            arrays, tape = record(prog, mod, data, device)
+            forward = {n: arrays[n].numpy().copy() for n in weights}
+            tape.backward(grads={arrays[n]: w for n, w in weights.items()})
+            after = {n: arrays[n].numpy() for n in weights}
             grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
-                     else np.zeros(ref.data[n].shape) for n in prog.leaves()}
+                     else np.zeros(data[n].shape) for n in prog.leaves()}
             try:
-                tangents = {c.leaf: directional(prog, mod, ref, device, c.leaf, c.direction)
+                tangents = {c.leaf: directional(prog, mod, data, weights, device, c.leaf,
+                                                c.direction.astype(data[c.leaf].dtype))
                             for c in ref.checks if c.direction is not None}
             except ad.AdjointError as exc:      # a documented refusal of forward mode only
                 tangents, jvp_refused = None, f"JVP {type(exc).__name__}: {exc}"
@@ -172,18 +245,23 @@ def run_backend(prog, mod, ref, backend):
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
     except Exception as exc:  # noqa: BLE001 - every other exception is a finding
         return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
-    out = compare(ref, forward, after, grads, tangents)
+    out = compare(ref, forward, after, grads, tangents, TOL32 if float32 else TOL64)
     if jvp_refused:
         out.detail = "\n".join(d for d in (out.detail, jvp_refused) if d)
     return out
 
 
-def directional(prog, mod, ref, device, leaf, v):
+def _as_float32(arrays):
+    return {n: x.astype(np.float32) if x.dtype.kind == "f" else x for n, x in arrays.items()}
+
+
+def directional(prog, mod, data, weights, device, leaf, v):
     """The loss's directional derivative along ``v`` on ``leaf`` by forward mode: the
-    schedule with a tangent array beside every float array (zero but for ``leaf``)."""
-    arrays = {n: ad.array(x, device=device) for n, x in ref.data.items()}
+    schedule on ``data`` with a tangent array beside every float array (zero but for
+    ``leaf``), its tangents weighed by ``weights``."""
+    arrays = {n: ad.array(x, device=device) for n, x in data.items()}
     dots = {n: ad.array(v if n == leaf else np.zeros_like(x), device=device)
-            for n, x in ref.data.items() if x.dtype.kind == "f"}
+            for n, x in data.items() if x.dtype.kind == "f"}
     for s in prog.steps:
         if s.op == "launch":
             k = prog.kernel(s.kernel)
@@ -206,7 +284,7 @@ def directional(prog, mod, ref, device, leaf, v):
             arrays[s.dest].assign(arrays[s.src])
             if s.src in dots:
                 dots[s.dest].assign(dots[s.src])
-    return sum(float(np.sum(w * dots[n].numpy())) for n, w in ref.weights.items())
+    return sum(float(np.sum(w.astype(np.float64) * dots[n].numpy())) for n, w in weights.items())
 
 
 def _race_warnings_are_errors():
@@ -221,19 +299,31 @@ def _tail(exc, lines=12):
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-lines:])
 
 
-def compare(ref, forward, after, grads, tangents=None):
-    errors = []
+def compare(ref, forward, after, grads, tangents=None, tol=TOL64):
+    """An ``Outcome`` from adjoint's forward values, arrays after the backward, gradients
+    and JVPs, against the reference ``ref`` within ``tol`` (a ``Tolerance``)."""
+    errors, off = [], []
     for n, want in ref.finals.items():
         if n not in forward:
             continue
-        tol = 1e-9 * (1.0 + np.max(np.abs(want)))
-        bad = ~np.isclose(forward[n], want, rtol=1e-9, atol=tol)
+        bad = ~np.isclose(forward[n], want, rtol=tol.forward,
+                          atol=tol.forward * (1.0 + np.max(np.abs(want))))
         if bad.any():
             e = tuple(int(c) for c in np.argwhere(bad)[0])
-            errors.append(f"forward value of {n}{list(e)}: adjoint {forward[n][e]!r}, "
-                          f"reference {want[e]!r} ({int(bad.sum())} elements differ)")
+            off.append(f"forward value of {n}{list(e)}: adjoint {forward[n][e]!r}, "
+                       f"reference {want[e]!r} ({int(bad.sum())} elements differ)")
         if not np.array_equal(after[n], forward[n], equal_nan=True):
             errors.append(f"backward changed {n} (it holds a forward output)")
+    if off and tol.rounded and not errors and ref.rounded is not None:
+        rounded = ref.rounded()
+        if all(np.allclose(forward[n], rounded[n], rtol=tol.forward, equal_nan=True,
+                           atol=tol.forward * (1.0 + np.max(np.abs(want))))
+               for n, want in ref.finals.items() if n in forward):
+            return Outcome("ok", "diverged (the program run in float32 by the reference "
+                           "takes the same other branch): " + off[0],
+                           skipped=len(ref.checks), diverged=True)
+        off.append("(the reference run in float32 does not agree either)")
+    errors = off + errors
     skipped = checked = 0
     for c in ref.checks:
         g = grads[c.leaf]
@@ -246,13 +336,13 @@ def compare(ref, forward, after, grads, tangents=None):
             skipped += 1
             continue
         checked += 1
-        tol = RTOL * max(abs(c.fd), size) + 1e-8 * (1.0 + ref.scale)
-        if abs(got - c.fd) > tol:
+        within = tol.grad * max(abs(c.fd), size) + tol.floor * (1.0 + ref.scale)
+        if abs(got - c.fd) > within:
             errors.append(f"gradient of {c.leaf} ({c.what}): adjoint {got!r}, "
                           f"finite difference {c.fd!r}")
         if c.direction is not None and tangents:
             t = tangents[c.leaf]
-            if not np.isfinite(t) or abs(t - c.fd) > tol:
+            if not np.isfinite(t) or abs(t - c.fd) > within:
                 errors.append(f"JVP along {c.leaf}'s direction: forward mode {t!r}, "
                               f"finite difference {c.fd!r}")
     status = "mismatch" if errors else "ok"

@@ -4,14 +4,15 @@
 the worker processes of ``python -m benchmarks.fuzz``): it draws the program,
 computes the reference and its finite differences once, then runs each
 backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA
-takes only programs of at most ``cuda_max_threads`` threads.
+takes only programs of at most ``cuda_max_threads`` threads. A float32 backend
+(``numba32``: check.split_backend) runs the program's float32 module, made once.
 """
 import os
 import re
 import tempfile
 import time
 
-from .check import finite_differences, load_module, run_backend
+from .check import finite_differences, load_module, run_backend, split_backend
 from .program import Profile, gen_program
 
 STATUSES = ["ok", "refusal", "mismatch", "internal", "generator"]
@@ -32,28 +33,33 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
         return rec
     rec["reference_s"] = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        try:
-            mod = load_module(prog, tmp)
-        except Exception as exc:  # noqa: BLE001 - adjoint's decorators raised at import
-            for b in backends:
-                rec["results"][b] = {"status": "internal", "detail": f"at import: {exc!r}",
-                                     "seconds": 0.0, "located": False}
-            return rec
-        t = time.perf_counter()
-        for k in prog.kernels:       # transform once, outside any backend's time
+        mods = {}
+        for float32 in sorted({split_backend(b)[1] for b in backends}):
             try:
-                getattr(mod, k.name).transformed
-            except Exception:  # noqa: BLE001 - run_backend reports it
-                pass
+                mods[float32] = load_module(prog, tmp, float32)
+            except Exception as exc:  # noqa: BLE001 - adjoint's decorators raised at import
+                for b in backends:
+                    if split_backend(b)[1] == float32:
+                        rec["results"][b] = {"status": "internal", "located": False,
+                                             "detail": f"at import: {exc!r}", "seconds": 0.0}
+        t = time.perf_counter()
+        for mod in mods.values():           # transform once, outside any backend's time
+            for k in prog.kernels:
+                try:
+                    getattr(mod, k.name).transformed
+                except Exception:  # noqa: BLE001 - run_backend reports it
+                    pass
         rec["transform_s"] = time.perf_counter() - t
         for b in backends:
-            if b == "cuda" and prog.threads > cuda_max_threads:
+            base, float32 = split_backend(b)
+            if float32 not in mods or base == "cuda" and prog.threads > cuda_max_threads:
                 continue
             t = time.perf_counter()
-            out = run_backend(prog, mod, ref, b)
+            out = run_backend(prog, mods[float32], ref, b)
             rec["results"][b] = {"status": out.status, "detail": out.detail,
                                  "located": out.located, "checked": out.checked,
-                                 "skipped": out.skipped, "seconds": time.perf_counter() - t}
+                                 "skipped": out.skipped, "diverged": out.diverged,
+                                 "seconds": time.perf_counter() - t}
     return rec
 
 

@@ -29,15 +29,22 @@ class _Instrument(ast.NodeTransformer):
 
 
 class Reference:
-    """The functions of one program, runnable as plain Python with a branch trace."""
+    """The functions of one program, runnable as plain Python with a branch trace.
 
-    def __init__(self, prog):
+    ``float32``: run on float32 arrays, the program rounds as a float32 kernel does
+    (``_rounded``): each math function's and ``float()``'s result is a float32, and numpy
+    keeps float32 arithmetic float32. Used to tell a float32 run whose rounding took
+    another branch from a wrong one (check.py)."""
+
+    def __init__(self, prog, float32=False):
         self.prog = prog
         self.trace = []
         self.thread = 0
         body = "\n\n".join(prog.funcs + [k.source for k in prog.kernels])
         tree = ast.fix_missing_locations(_Instrument().visit(ast.parse(body)))
         self.ns = self._namespace()
+        if float32:
+            self._rounded()
         exec(compile(tree, f"<fuzz reference {prog.seed}>", "exec"), self.ns)
 
     # -- the stand-in for `adjoint` ------------------------------------------------------
@@ -81,6 +88,20 @@ class Reference:
             exp=math.exp, log=math.log, sqrt=math.sqrt, pow=math.pow)
         return {"__builtins__": builtins, "math": math, "np": np, "ad": ad,
                 "min": tmin, "max": tmax, "abs": tabs, "__cmp": cmp}
+
+    def _rounded(self):
+        """Make ``math.*``, ``ad.<math function>`` and ``float`` return float32."""
+        def f32(fn):
+            return lambda *args: np.float32(fn(*(float(a) for a in args)))
+        names = [n for n in dir(math) if not n.startswith("_")]
+        self.ns["math"] = types.SimpleNamespace(**{
+            n: f32(getattr(math, n)) if callable(getattr(math, n)) else getattr(math, n)
+            for n in names})
+        ad = self.ns["ad"]
+        for n in ("sin", "cos", "tan", "atan", "atan2", "tanh", "sinh", "cosh", "exp", "log",
+                  "sqrt", "pow"):
+            setattr(ad, n, f32(getattr(math, n)))
+        self.ns["float"] = np.float32
 
     # -- running -------------------------------------------------------------------------
     def launch(self, name, args):
