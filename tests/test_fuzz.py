@@ -17,11 +17,13 @@ import collections
 import dataclasses
 
 import numpy as np
+import pytest
 
 import adjoint as ad
 from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, compare, \
     finite_differences, load_module, run_backend
 from benchmarks.fuzz.driver import run_seed
+from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
 from benchmarks.fuzz.reference import Reference
@@ -63,6 +65,22 @@ def test_seeded_subset_in_float32(backend):
             diverged += bool(r.get("diverged"))
     assert not failures, "\n\n".join(failures)
     assert diverged <= len(seeds) // 5, f"{diverged} of {len(seeds)} float32 runs diverged"
+
+
+def test_seeded_subset_of_funcs_from_python(backend):
+    """The programs' funcs through ad.value_and_grad, ad.jvp, ad.hessian (both modes) and
+    ad.grad(ad.grad(f)), called from Python (benchmarks/fuzz/funcs.py)."""
+    if backend == "cuda":
+        pytest.skip("funcs called from Python run on the CPU backends")
+    failures, checked = [], 0
+    for seed in {"python": range(0, 12), "numba": range(1, 2)}[backend]:
+        rec = run_seed(seed, [backend + "-funcs"], SMALL)
+        for name, r in rec["results"].items():
+            checked += r.get("checked", 0)
+            if r["status"] != "ok":
+                failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
+    assert not failures, "\n\n".join(failures)
+    assert checked >= 5
 
 
 # --------------------------------------------------------------------------- the fuzzer can fail
@@ -119,6 +137,27 @@ def test_a_wrong_gradient_is_a_mismatch_in_float32(tmp_path):
     out = run_backend(right, load_module(right, str(tmp_path), float32=True),
                       finite_differences(right), "python32")
     assert out.status == "ok" and out.checked and not out.diverged, out.detail
+
+
+RIGHT_RULES = WRONG_RULE.replace("2.0 * ", "") + \
+    "\n\n@ad.func_jvp(f0)\ndef f0_jvp(a: float, dot_a: float):\n" \
+    "    return math.sin(a), dot_a * math.cos(a)\n"
+
+
+def test_a_wrong_derivative_of_a_func_from_python_is_a_mismatch(tmp_path):
+    src = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+           "    i = ad.tid()\n    out0[i] = f0(x0[i])\n")
+    params = [Param("x0", "in"), Param("out0", "out", mode="store")]
+    cases = [(WRONG_RULE, "mismatch", "ad.grad along argument 0"),
+             (RIGHT_RULES.replace("dot_a * math.cos(a)", "dot_a * math.sin(a)"), "mismatch",
+              "ad.jvp along"),
+             (RIGHT_RULES, "ok", "")]
+    for k, (rules, status, what) in enumerate(cases):
+        prog = _program(src, params, [rules])
+        (tmp_path / str(k)).mkdir()
+        out = check_funcs(prog, load_module(prog, str(tmp_path / str(k))), "python")
+        assert out.status == status and what in out.detail, (rules, out.detail)
+    assert out.checked >= 3
 
 
 def test_as_float32_makes_a_float32_program(tmp_path):

@@ -5,13 +5,15 @@ the worker processes of ``python -m benchmarks.fuzz``): it draws the program,
 computes the reference and its finite differences once, then runs each
 backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA
 takes only programs of at most ``cuda_max_threads`` threads. A float32 backend
-(``numba32``: check.split_backend) runs the program's float32 module, made once.
+(``numba32``: check.split_backend) runs the program's float32 module, made once; a
+``-funcs`` one (``python-funcs``) checks the funcs called from Python (funcs.py).
 """
 import os
 import re
 import tempfile
 import time
 
+from . import funcs
 from .check import finite_differences, load_module, run_backend, split_backend
 from .program import Profile, gen_program
 
@@ -55,7 +57,10 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
             if float32 not in mods or base == "cuda" and prog.threads > cuda_max_threads:
                 continue
             t = time.perf_counter()
-            out = run_backend(prog, mods[float32], ref, b)
+            if funcs.split(b):
+                out = funcs.check_funcs(prog, mods[False], funcs.split(b))
+            else:
+                out = run_backend(prog, mods[float32], ref, b)
             rec["results"][b] = {"status": out.status, "detail": out.detail,
                                  "located": out.located, "checked": out.checked,
                                  "skipped": out.skipped, "diverged": out.diverged,
