@@ -57,15 +57,20 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
             if float32 not in mods or base == "cuda" and prog.threads > cuda_max_threads:
                 continue
             t = time.perf_counter()
-            if funcs.split(b):
-                out = funcs.check_funcs(prog, mods[False], funcs.split(b))
-            else:
-                out = run_backend(prog, mods[float32], ref, b)
+            out = outcome(prog, mods[float32], ref, b)
             rec["results"][b] = {"status": out.status, "detail": out.detail,
                                  "located": out.located, "checked": out.checked,
                                  "skipped": out.skipped, "diverged": out.diverged,
                                  "seconds": time.perf_counter() - t}
     return rec
+
+
+def outcome(prog, mod, ref, backend):
+    """The ``check.Outcome`` of ``prog`` on ``backend``; ``mod``: the program imported
+    (check.load_module), as its float32 module for a float32 backend."""
+    if funcs.split(backend):
+        return funcs.check_funcs(prog, mod, funcs.split(backend))
+    return run_backend(prog, mod, ref, backend)
 
 
 def signature(status, detail):

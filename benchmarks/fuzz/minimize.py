@@ -13,7 +13,8 @@ import itertools
 import math
 import tempfile
 
-from .check import finite_differences, load_module, run_backend
+from .check import finite_differences, load_module, split_backend
+from .driver import outcome
 
 _names = itertools.count()
 
@@ -36,10 +37,10 @@ def attempt(prog, backend, folder):
         return None
     prog = dataclasses.replace(prog, seed=prog.seed * 1000 + next(_names))   # a fresh file name
     try:
-        mod = load_module(prog, folder)
+        mod = load_module(prog, folder, split_backend(backend)[1])
     except Exception:  # noqa: BLE001
         return None
-    return run_backend(prog, mod, ref, backend)
+    return outcome(prog, mod, ref, backend)
 
 
 # --------------------------------------------------------------------------- candidates
