@@ -150,7 +150,7 @@ def test_a_wrong_derivative_of_a_func_from_python_is_a_mismatch(tmp_path):
     params = [Param("x0", "in"), Param("out0", "out", mode="store")]
     cases = [(WRONG_RULE, "mismatch", "ad.grad along argument 0"),
              (RIGHT_RULES.replace("dot_a * math.cos(a)", "dot_a * math.sin(a)"), "mismatch",
-              "ad.jvp along"),
+              "ad.jvp's tangent 0"),
              (RIGHT_RULES, "ok", "")]
     for k, (rules, status, what) in enumerate(cases):
         prog = _program(src, params, [rules])

@@ -51,38 +51,47 @@ def func_names(prog):
 
 
 class _Point:
-    """One func at one point: the reference's value and branch trace around it."""
+    """One func at one point: the reference's values and branch traces around it, and
+    the findings so far (``errors``, ``checked``, ``skipped``)."""
 
     def __init__(self, ref, name, args, floats):
         self.ref, self.fn, self.args, self.floats = ref, ref.ns[name], list(args), floats
-
-    def at(self, args):
-        self.ref.trace.clear()
-        with np.errstate(all="ignore"):
-            return float(self.fn(*args)), list(self.ref.trace)
+        self.where = f"{name}{tuple(args)}"
+        self.errors, self.checked, self.skipped = [], 0, 0
 
     def outputs(self, args):
-        """(the reference's return values as an array, its trace)."""
+        """(the reference's return values as an array, its branch trace)."""
         self.ref.trace.clear()
         with np.errstate(all="ignore"):
             out = self.fn(*args)
         return np.array(out if isinstance(out, tuple) else (out,), dtype=float), list(self.ref.trace)
 
+    def unit(self, k):
+        return [1.0 if i == k else 0.0 for i in range(len(self.args))]
+
     def moved(self, v, h):
         return [a + h * v[k] if k in self.floats else a for k, a in enumerate(self.args)]
 
     def difference(self, fn, v, h):
-        """``(central difference of fn along v, reliable)``; fn returns (value, trace)."""
+        """The central difference of ``fn`` (returning (values, trace)) along ``v``, or
+        None where a branch switched between its two points (counted skipped)."""
         (fp, tp), (fm, tm) = fn(self.moved(v, h)), fn(self.moved(v, -h))
-        ok = tp == tm and np.all(np.isfinite(fp)) and np.all(np.isfinite(fm))
-        return (fp - fm) / (2 * h), ok
+        if tp != tm or not (np.all(np.isfinite(fp)) and np.all(np.isfinite(fm))):
+            self.skipped += 1
+            return None
+        self.checked += 1
+        return (fp - fm) / (2 * h)
+
+    def expect(self, got, want, rtol, atol, what):
+        if not (np.isfinite(got) and abs(got - want) <= rtol * abs(want) + atol):
+            self.errors.append(f"{self.where}: {what}: {got!r}, expected {want!r}")
 
 
 def check_funcs(prog, mod, backend):
     """An ``Outcome`` for every func of ``prog`` (imported as ``mod``) on ``backend``."""
     ref = Reference(prog)
     rng = random.Random(prog.seed + 7)
-    errors, checked, skipped = [], 0, 0
+    points = []
     try:
         with ad.backend_scope(backend):
             for name in func_names(prog):
@@ -95,112 +104,85 @@ def check_funcs(prog, mod, backend):
                 args = [rng.uniform(-1.0, 1.0) if p.kind == "float" else rng.randint(0, 3)
                         for p in params]
                 pt = _Point(ref, name, args, floats)
-                check = _check_one if len(kinds) == 1 else _check_several
-                e, c, s = check(f, name, pt, rng)
-                errors += e
-                checked += c
-                skipped += s
+                points.append(pt)
+                values, _ = pt.outputs(args)
+                if not np.all(np.isfinite(values)):
+                    pt.skipped += 1
+                    continue
+                if len(kinds) == 1:
+                    _first(f, pt, values[0])
+                if f.custom_grad is not None and f.custom_jvp is None:
+                    continue            # (forward mode is refused: documented)
+                _forward(f, pt, values, rng)
+                if len(kinds) == 1:
+                    _second(f, pt)
     except ad.AdjointError as exc:
         msg = str(exc)
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
     except Exception as exc:  # noqa: BLE001 - every other exception is a finding
         return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
-    return Outcome("mismatch" if errors else "ok", "\n".join(errors), skipped=skipped,
-                   checked=checked, errors=errors)
+    errors = [e for pt in points for e in pt.errors]
+    return Outcome("mismatch" if errors else "ok", "\n".join(errors), errors=errors,
+                   checked=sum(pt.checked for pt in points),
+                   skipped=sum(pt.skipped for pt in points))
 
 
-def _close(got, want, rtol, atol):
-    return np.isfinite(got) and abs(got - want) <= rtol * abs(want) + atol
-
-
-def _check_one(f, name, pt, rng):
-    """(errors, checked, skipped) for func ``name`` at ``pt``."""
-    errors, checked, skipped = [], 0, 0
-    where = f"{name}{tuple(pt.args)}"
-    value, _ = pt.at(pt.args)
-    if not np.isfinite(value):
-        return [], 0, 1
-    n = len(pt.args)
-    unit = [[1.0 if i == k else 0.0 for i in range(n)] for k in range(n)]
-    # first derivatives
-    got_value, grads = ad.value_and_grad(f, argnums=tuple(pt.floats))(*pt.args)
-    if not _close(got_value, value, 1e-9, 1e-9):
-        errors.append(f"{where}: value {got_value!r}, reference {value!r}")
+def _first(f, pt, value):
+    """``ad.value_and_grad`` over every float argument: the value, and each partial
+    derivative against a central difference."""
+    got, grads = ad.value_and_grad(f, argnums=tuple(pt.floats))(*pt.args)
+    pt.expect(got, value, 1e-9, 1e-9, "ad.value_and_grad's value")
     for k, g in zip(pt.floats, grads):
-        fd, ok = pt.difference(pt.at, unit[k], H)
-        if not ok:
-            skipped += 1
-            continue
-        checked += 1
-        if not _close(g, fd, RTOL, ATOL * (1 + abs(value))):
-            errors.append(f"{where}: ad.grad along argument {k}: {g!r}, finite difference {fd!r}")
-    if f.custom_grad is not None and f.custom_jvp is None:
-        return errors, checked, skipped         # (forward mode refused: documented)
-    # forward mode
-    v = [rng.uniform(-1.0, 1.0) if k in pt.floats else 0.0 for k in range(n)]
-    jv, jt = ad.jvp(f)(tuple(pt.args), tuple(v))
-    fd, ok = pt.difference(pt.at, v, H)
-    if not _close(jv, value, 1e-9, 1e-9):
-        errors.append(f"{where}: ad.jvp value {jv!r}, reference {value!r}")
-    if ok:
-        checked += 1
-        if not _close(jt, fd, RTOL, ATOL * (1 + abs(value))):
-            errors.append(f"{where}: ad.jvp along {v}: {jt!r}, finite difference {fd!r}")
-    else:
-        skipped += 1
-    # second derivatives: columns against differences of ad.grad
+        fd = pt.difference(pt.outputs, pt.unit(k), H)
+        if fd is not None:
+            pt.expect(g, fd[0], RTOL, ATOL * (1 + abs(value)),
+                      f"ad.grad along argument {k} (against a finite difference)")
+
+
+def _forward(f, pt, values, rng):
+    """``ad.jvp`` along a random direction: values, and each output's tangent against a
+    central difference."""
+    v = [rng.uniform(-1.0, 1.0) if k in pt.floats else 0.0 for k in range(len(pt.args))]
+    got, tangents = ad.jvp(f)(tuple(pt.args), tuple(v))
+    got, tangents = np.atleast_1d(got), np.atleast_1d(tangents)
+    for k, (g, w) in enumerate(zip(got, values)):
+        pt.expect(g, w, 1e-9, 1e-9, f"ad.jvp's value {k}")
+    fd = pt.difference(pt.outputs, v, H)
+    if fd is not None:
+        atol = ATOL * (1 + float(np.max(np.abs(values))))
+        for k, (t, d) in enumerate(zip(tangents, fd)):
+            pt.expect(t, d, RTOL, atol, f"ad.jvp's tangent {k} along {v} (against a finite "
+                      "difference)")
+
+
+def _second(f, pt):
+    """``ad.hessian`` both ways: each column against a central difference of ``ad.grad``,
+    the two modes against each other, and ``ad.grad(ad.grad(f))`` for one float."""
     nums = tuple(pt.floats)
-    hess = {"rev-fwd": ad.hessian(f, argnums=nums, mode="rev-fwd")(*pt.args)}
+    hess = {"rev-fwd": np.array(ad.hessian(f, argnums=nums, mode="rev-fwd")(*pt.args))}
     try:
-        hess["fwd-rev"] = ad.hessian(f, argnums=nums, mode="fwd-rev")(*pt.args)
+        hess["fwd-rev"] = np.array(ad.hessian(f, argnums=nums, mode="fwd-rev")(*pt.args))
     except ad.AdjointError as exc:
         if "custom gradient" not in str(exc):
             raise           # (only a hand-written backward, f's or a callee's, is refused)
-    modes = sorted(hess)
     grad = ad.grad(f, argnums=nums)
 
     def gradient(args):
-        ref_trace = pt.at(args)[1]
-        return np.array(grad(*args), dtype=float), ref_trace
+        return np.array(grad(*args), dtype=float), pt.outputs(args)[1]
     for c, j in enumerate(nums):
-        (gp, tp), (gm, tm) = gradient(pt.moved(unit[j], H2)), gradient(pt.moved(unit[j], -H2))
-        if tp != tm or not (np.all(np.isfinite(gp)) and np.all(np.isfinite(gm))):
-            skipped += 1
+        col = pt.difference(gradient, pt.unit(j), H2)
+        if col is None:
             continue
-        col = (gp - gm) / (2 * H2)
-        checked += 1
-        for mode, h in hess.items():
-            got = [h[r][c] for r in range(len(nums))]
-            scale = ATOL2 * (1 + float(np.max(np.abs(col))))
-            if not all(_close(x, y, RTOL2, scale) for x, y in zip(got, col)):
-                errors.append(f"{where}: ad.hessian ({mode}) column {j}: {got}, "
-                              f"difference of ad.grad {list(col)}")
-    a, b = (np.array(hess[m], dtype=float) for m in (modes[0], "rev-fwd"))   # (fwd-rev first)
-    if not np.allclose(a, b, rtol=1e-9, atol=1e-9 * (1 + np.max(np.abs(a)))):
-        errors.append(f"{where}: ad.hessian fwd-rev {a.tolist()} and rev-fwd {b.tolist()} differ")
+        atol = ATOL2 * (1 + float(np.max(np.abs(col))))
+        for mode, h in sorted(hess.items()):
+            for r in range(len(nums)):
+                pt.expect(h[r][c], col[r], RTOL2, atol, f"ad.hessian ({mode}) [{r}][{c}] "
+                          "(against a difference of ad.grad)")
+    rf = hess["rev-fwd"]
+    for r, c in np.ndindex(rf.shape):
+        if "fwd-rev" in hess:
+            pt.expect(hess["fwd-rev"][r, c], rf[r, c], 1e-9, 1e-9 * (1 + np.max(np.abs(rf))),
+                      f"ad.hessian (fwd-rev) [{r}][{c}] against rev-fwd")
     if len(nums) == 1:
         gg = ad.grad(ad.grad(f, nums[0]), nums[0])(*pt.args)
-        if not _close(gg, float(a[0][0]), 1e-9, 1e-9 * (1 + abs(float(a[0][0])))):
-            errors.append(f"{where}: ad.grad(ad.grad(f)) {gg!r}, ad.hessian {a[0][0]!r}")
-    return errors, checked, skipped
-
-
-def _check_several(f, name, pt, rng):
-    """(errors, checked, skipped) for func ``name`` returning several floats: its JVP
-    (``ad.grad`` and the Hessian take one output) against a central difference."""
-    if f.custom_grad is not None and f.custom_jvp is None:
-        return [], 0, 0
-    where = f"{name}{tuple(pt.args)}"
-    values, _ = pt.outputs(pt.args)
-    v = [rng.uniform(-1.0, 1.0) if k in pt.floats else 0.0 for k in range(len(pt.args))]
-    got, tangents = ad.jvp(f)(tuple(pt.args), tuple(v))
-    fd, ok = pt.difference(pt.outputs, v, H)
-    errors = [f"{where}: ad.jvp value {k} {g!r}, reference {w!r}"
-              for k, (g, w) in enumerate(zip(got, values)) if not _close(g, w, 1e-9, 1e-9)]
-    if not ok:
-        return errors, 0, 1
-    scale = ATOL * (1 + float(np.max(np.abs(values))))
-    errors += [f"{where}: ad.jvp output {k} along {v}: {t!r}, finite difference {d!r}"
-               for k, (t, d) in enumerate(zip(tangents, fd)) if not _close(t, d, RTOL, scale)]
-    return errors, 1, 0
-
+        pt.expect(gg, rf[0, 0], 1e-9, 1e-9 * (1 + abs(rf[0, 0])), "ad.grad(ad.grad(f))")
