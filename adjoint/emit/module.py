@@ -26,6 +26,10 @@ from ..transform import once
 from ..transform.ir import Comment, copy_tree, name, rt_call
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
+# CPython passes the arguments of a call with more than 30 of them as one tuple
+# (CALL_FUNCTION_EX), and numba's inlining of ``inline="always"`` refuses such a call
+# ("Calling a closure with *args"): a thread function with more parameters is called
+MAX_INLINED_PARAMS = 30
 
 
 class _Lower(gast.NodeTransformer):
@@ -240,11 +244,12 @@ def _declared(body, names, tr, target):
 
 def _thread_body(body, params, tr):
     """(body, decorator) of a CPU thread function: inlined into the grid loop when every
-    local can be made definitely assigned (see emit/declare.py), else called."""
+    local can be made definitely assigned (see emit/declare.py) and it has at most
+    ``MAX_INLINED_PARAMS`` parameters, else called."""
     decls, ok = declare(body, params, tr)
     if not ok:
         return body, DECORATOR
-    return decls + body, INLINE
+    return decls + body, INLINE if len(params) <= MAX_INLINED_PARAMS else DECORATOR
 
 
 def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_jvp=None):
