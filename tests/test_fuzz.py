@@ -24,6 +24,7 @@ from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, c
     finite_differences, load_module, run_backend
 from benchmarks.fuzz.driver import run_seed
 from benchmarks.fuzz.funcs import check_funcs
+from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
 from benchmarks.fuzz.reference import Reference
@@ -81,6 +82,22 @@ def test_seeded_subset_of_funcs_from_python(backend):
                 failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
     assert not failures, "\n\n".join(failures)
     assert checked >= 5
+
+
+def test_seeded_subset_of_hessian_vector_products(backend):
+    """Each program's first launches through ad.autograd.hvp, both modes, against a
+    difference of the launch's gradient (benchmarks/fuzz/hvp.py)."""
+    if backend == "cuda":
+        pytest.skip("the CUDA simulator runs hvp's three launches per check too slowly")
+    failures, checked = [], 0
+    for seed in {"python": (1, 2, 6, 9), "numba": (6,)}[backend]:
+        rec = run_seed(seed, [backend + "-hvp"], SMALL)
+        for name, r in rec["results"].items():
+            checked += r.get("checked", 0)
+            if r["status"] != "ok":
+                failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
+    assert not failures, "\n\n".join(failures)
+    assert checked >= 1
 
 
 # --------------------------------------------------------------------------- the fuzzer can fail
@@ -158,6 +175,21 @@ def test_a_wrong_derivative_of_a_func_from_python_is_a_mismatch(tmp_path):
         out = check_funcs(prog, load_module(prog, str(tmp_path / str(k))), "python")
         assert out.status == status and what in out.detail, (rules, out.detail)
     assert out.checked >= 3
+
+
+def test_a_wrong_second_derivative_of_a_kernel_is_a_mismatch(tmp_path):
+    """A func whose hand-written JVP is wrong (its gradient right): the kernel's gradient
+    is right, and its Hessian-vector product (reverse over forward: through the JVP) not."""
+    src = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+           "    i = ad.tid()\n    out0[i] = f0(x0[i]) * x0[i]\n")
+    params = [Param("x0", "in"), Param("out0", "out", mode="store")]
+    for k, (rules, status) in enumerate([(RIGHT_RULES, "ok"), (RIGHT_RULES.replace(
+            "dot_a * math.cos(a)", "dot_a * math.sin(a)"), "mismatch")]):
+        prog = _program(src, params, [rules])
+        (tmp_path / str(k)).mkdir()
+        out = check_hvp(prog, load_module(prog, str(tmp_path / str(k))), "python")
+        assert out.status == status and out.checked == 1, out.detail
+    assert "hvp (rev-fwd) of parameter x0" in out.detail and "fwd-rev" not in out.detail
 
 
 def test_as_float32_makes_a_float32_program(tmp_path):

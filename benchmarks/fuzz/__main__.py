@@ -41,7 +41,8 @@ def parse(argv):
     ap.add_argument("--backends", default="python,numba",
                     help="comma-separated: python, race, numba, cuda; with 32 after one "
                          "(numba32), the program runs in float32; with -funcs after python "
-                         "or numba, its funcs' ad.grad/jvp/hessian are checked")
+                         "or numba, its funcs' ad.grad/jvp/hessian are checked; with -hvp, "
+                         "its launches' Hessian-vector products")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at once")
     ap.add_argument("--big", type=float, default=Profile.big,
                     help="chance of a grid above the parallel threshold (2048 threads)")

@@ -6,14 +6,15 @@ computes the reference and its finite differences once, then runs each
 backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA
 takes only programs of at most ``cuda_max_threads`` threads. A float32 backend
 (``numba32``: check.split_backend) runs the program's float32 module, made once; a
-``-funcs`` one (``python-funcs``) checks the funcs called from Python (funcs.py).
+``-funcs`` one (``python-funcs``) checks the funcs called from Python (funcs.py), a
+``-hvp`` one the Hessian-vector products of its launches (hvp.py).
 """
 import os
 import re
 import tempfile
 import time
 
-from . import funcs
+from . import funcs, hvp
 from .check import finite_differences, load_module, run_backend, split_backend
 from .program import Profile, gen_program
 
@@ -70,6 +71,8 @@ def outcome(prog, mod, ref, backend):
     (check.load_module), as its float32 module for a float32 backend."""
     if funcs.split(backend):
         return funcs.check_funcs(prog, mod, funcs.split(backend))
+    if hvp.split(backend):
+        return hvp.check_hvp(prog, mod, hvp.split(backend))
     return run_backend(prog, mod, ref, backend)
 
 
