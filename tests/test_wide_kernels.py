@@ -2,10 +2,11 @@
 
 A thread function's parameters are the kernel's, its adjoints or tangents, the thread
 indices and the status array: 15 float arrays make a backward thread function of 32
-parameters. CPython passes the arguments of a call with more than 30 of them as one
-tuple, and numba refused to inline such a call ("Calling a closure with *args"): the
-backward, and the JVP from 11 arrays on, did not compile on numba. Found by the
-fuzzer's Hessian-vector products (a JVP of a backward has four times the parameters).
+parameters (the JVP's: the same, with tangents). CPython passes the arguments of a
+call with more than 30 of them as one tuple, and numba refused to inline such a call
+("Calling a closure with *args"): from 15 float arrays on, the backward and the JVP
+did not compile on numba. Found by the fuzzer's Hessian-vector products (the JVP of a
+backward has about four times the kernel's parameters).
 Thread functions with more than 30 parameters are now called, not inlined
 (emit/module.py ``MAX_INLINED_PARAMS``).
 """
