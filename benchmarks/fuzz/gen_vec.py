@@ -17,7 +17,7 @@ and carry vectors through loops (gen_stmt's ``_carry``).
 """
 import re
 
-from .gen_expr import VECTOR_ARG, VECTOR_FORMS, bounded, comparison, leaf, raw
+from .gen_expr import VECTOR_ARG, VECTOR_FORMS, bounded, call_source, comparison, leaf, raw
 from .gen_stmt import VECTOR_CARRY, VECTOR_CONSTRUCTS, _branch_body, _compound, _keep_common, body
 
 MAX_DEPTH = 2
@@ -104,7 +104,6 @@ def _v_rotate(ctx, depth):
 
 
 def _v_call(ctx, depth):
-    from .gen_expr import call_source
     return call_source(ctx, ctx.pick(_vec_funcs(ctx)))
 
 
