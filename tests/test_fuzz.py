@@ -3,7 +3,8 @@
 ``test_seeded_subset`` draws random valid programs (funcs with early and multiple
 returns and hand-written rules, kernels with aliasing, data-dependent branches,
 ``for``/``while`` loops with ``break``/``continue``, gathers, stencils, scatters,
-atomics, several launches on one tape with overwrites in between) and checks
+atomics, several launches on one tape with overwrites in between; in about one
+program in three, vec3 locals, arrays of vec3, mat33 and quaternions) and checks
 each backend's forward values and gradients against a float64 plain-Python
 reference and its central differences. The long run is
 ``python -m benchmarks.fuzz --count 10000`` (docs/fuzz.md).
@@ -28,10 +29,13 @@ from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
 from benchmarks.fuzz.reference import Reference
+from benchmarks.fuzz.vecref import cross, matmul, quat, quat_mul, quat_rotate, quat_rotate_inv, \
+    transpose, value
 
 # numba compiles every kernel (seconds each) and the simulator runs each GPU thread
-# as a Python thread: they see fewer programs, all on small grids
-SEEDS = {"python": range(0, 30), "numba": range(0, 3), "cuda": range(0, 4)}
+# as a Python thread: they see fewer programs, all on small grids. Seeds 8, 10, 15, 17,
+# 20, 21, 23 and 24 are vector programs (10 and 15 small ones, for numba and CUDA).
+SEEDS = {"python": range(0, 25), "numba": [0, 1, 10], "cuda": [0, 1, 2, 15]}
 SEEDS32 = {"python": range(30, 40), "numba": range(3, 4), "cuda": range(4, 5)}   # float32
 SMALL = Profile(big=0.0)
 
@@ -94,18 +98,23 @@ def test_seeded_subset_of_hessian_vector_products(backend):
 # --------------------------------------------------------------------------- the fuzzer can fail
 
 def _program(kernel_src, params, funcs=(), n=6):
-    """A hand-written one-launch program over leaf ``a0`` (and buffers ``b*``)."""
-    arrays = {"a0": ArrayDecl("a0", (n,), "leaf")}
+    """A hand-written one-launch program over leaf ``a0`` (``p0``: vec3) and buffers ``b*``."""
+    arrays = {"a0": ArrayDecl("a0", (n,), "leaf"),
+              "p0": ArrayDecl("p0", (n, 3), "leaf", dtype="vec3")}
     args = []
     for p in params:
+        vector = p.kind in ("vin", "vout")
         if p.is_output:
-            name = f"b{len(arrays) - 1}"
-            arrays[name] = ArrayDecl(name, (n,), "buffer")
+            name = f"b{len(arrays) - 2}"
+            arrays[name] = ArrayDecl(name, (n, 3) if vector else (n,), "buffer",
+                                     dtype="vec3" if vector else "")
             args.append(name)
         elif p.kind == "c":
             args.append(0.5)
         else:
-            args.append("a0")
+            args.append("p0" if vector else "a0")
+    if "p0" not in args:
+        del arrays["p0"]
     kdef = KernelDef("k0", 1, list(params), kernel_src)
     return Program(7, (n,), 3, arrays, list(funcs), [kdef], [Step("launch", "k0", args)])
 
@@ -244,6 +253,42 @@ def test_a_difference_across_a_branch_switch_is_skipped():
     assert smooth.reliable and abs(smooth.fd - 1.0) < 1e-8
 
 
+# --------------------------------------------------------------------------- vector types
+
+def test_the_vector_reference_agrees_with_numpy():
+    rng = np.random.default_rng(3)
+    a, b, m, r = (value(rng.standard_normal(s)) for s in ((3,), (3,), (3, 3), (3, 3)))
+    assert np.allclose(cross(a, b), np.cross(a, b))
+    assert np.allclose(matmul(m, a), np.asarray(m) @ np.asarray(a))
+    assert np.allclose(matmul(m, r), np.asarray(m) @ np.asarray(r))
+    assert np.allclose(transpose(m), np.asarray(m).T)
+    q = rng.standard_normal(4)
+    q = quat(*(q / np.linalg.norm(q)))
+    conj = quat(-q[0], -q[1], -q[2], q[3])
+    assert np.allclose(quat_rotate(q, a), quat_mul(quat_mul(q, quat(*a, 0.0)), conj)[:3])
+    assert np.allclose(quat_rotate_inv(q, quat_rotate(q, a)), a)
+
+
+VALUES = ("@ad.kernel\ndef k0(p0: ad.array(dtype=ad.vec3), out0: ad.array(dtype=ad.vec3)):\n"
+          "    i = ad.tid()\n    u = p0[i]\n    b = u\n    u.x = 2.0 * u.y\n    w = u\n"
+          "    u += b\n    w[2] = ad.dot(u, b)\n    out0[i] = ad.cross(b, w) + u\n")
+
+
+def test_the_reference_treats_vectors_as_values(tmp_path):
+    prog = _program(VALUES, [Param("p0", "vin"), Param("out0", "vout", mode="vstore")], n=4)
+    ref = finite_differences(prog)
+    p = ref.data["p0"]
+    for k in range(4):
+        b = p[k]
+        u = np.array([2.0 * b[1], b[1], b[2]])
+        w = u.copy()
+        u = u + b
+        w[2] = u @ b
+        assert np.allclose(ref.finals["b0"][k], np.cross(b, w) + u)
+    out = _run(prog, tmp_path)
+    assert out.status == "ok" and out.checked, out.detail
+
+
 # --------------------------------------------------------------------------- the generator
 
 def test_programs_are_deterministic_and_valid():
@@ -263,7 +308,10 @@ def test_programs_cover_every_construct():
               "perm", "const", "scatter", "atomic", "atomic_sub", "total", "guard-return",
               "stencil-branch", "stencil-mod", "stencil-clamp", "all-pairs", "big-grid",
               "multi-launch",
-              "one-array-several-params", "overwrite-after-read", "clone", "copy", "assign"]
+              "one-array-several-params", "overwrite-after-read", "clone", "copy", "assign",
+              "vec3", "vec3-array", "vec3-func", "mat33", "quat", "dot", "cross", "length",
+              "normalize", "matmul", "transpose", "quat_rotate", "component-set", "vstore",
+              "vadd", "vscatter", "vatomic"]
     assert not [w for w in wanted if counts[w] < 5], counts
 
 

@@ -46,6 +46,8 @@ def parse(argv):
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at once")
     ap.add_argument("--big", type=float, default=Profile.big,
                     help="chance of a grid above the parallel threshold (2048 threads)")
+    ap.add_argument("--vectors", type=float, default=Profile.vectors,
+                    help="chance of a program with vector types (vec3, mat33, quat)")
     ap.add_argument("--cuda-max-threads", type=int, default=128,
                     help="CUDA (simulator) runs only programs with at most this many threads")
     ap.add_argument("--batch", type=int, default=20, help="seeds per worker process")
@@ -64,7 +66,8 @@ def worker(args):
     backends = args.backends.split(",")
     for seed in map(int, args.seeds.split(",")):
         print(MARK + json.dumps({"start": seed}), flush=True)
-        rec = run_seed(seed, backends, Profile(big=args.big), cuda_max_threads=args.cuda_max_threads)
+        rec = run_seed(seed, backends, Profile(big=args.big, vectors=args.vectors),
+                       cuda_max_threads=args.cuda_max_threads)
         print(MARK + json.dumps(rec), flush=True)
 
 
@@ -150,6 +153,7 @@ def run_batch(args, seeds, env, on_record):
     while seeds:
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seeds",
                ",".join(map(str, seeds)), "--backends", args.backends, "--big", str(args.big),
+               "--vectors", str(args.vectors),
                "--cuda-max-threads", str(args.cuda_max_threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env, cwd=os.getcwd())
@@ -189,7 +193,7 @@ def run_batch(args, seeds, env, on_record):
 
 
 def shrink(args):
-    prog = gen_program(args.seed, Profile(big=args.big))
+    prog = gen_program(args.seed, Profile(big=args.big, vectors=args.vectors))
     small, outcome = minimize(prog, args.backends.split(",")[0])
     if outcome is None or outcome.status == "ok":
         print(f"seed {args.seed} does not fail on {args.backends.split(',')[0]}")
@@ -207,7 +211,7 @@ def main(argv=None):
     if args.minimize:
         return shrink(args)
     backends = args.backends.split(",")
-    profile = Profile(big=args.big)
+    profile = Profile(big=args.big, vectors=args.vectors)
     env = dict(os.environ)
     cache = tempfile.mkdtemp(prefix="adjoint-fuzz-cache-")
     env["ADJOINT_CACHE_DIR"] = cache

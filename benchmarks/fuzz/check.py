@@ -186,10 +186,19 @@ def load_module(prog, folder, float32=False):
     return mod
 
 
+def _array(prog, name, values, device, requires_grad=False):
+    """An ``ad.Array`` of ``values`` for the program's array ``name`` (of vec3 where it is one)."""
+    dtype = prog.arrays[name].dtype
+    if dtype and values.dtype == np.float32:
+        dtype += "f"                # (ad.vec3f: a float32 program's, check.as_float32)
+    kw = {"dtype": getattr(ad, dtype)} if dtype else {}
+    return ad.array(values, requires_grad=requires_grad, device=device, **kw)
+
+
 def record(prog, mod, data, device):
     """Arrays and a tape holding the program's schedule, run on ``device``."""
-    arrays = {n: ad.array(v, requires_grad=prog.arrays[n].kind in ("leaf", "buffer"),
-                          device=device) for n, v in data.items()}
+    arrays = {n: _array(prog, n, v, device, prog.arrays[n].kind in ("leaf", "buffer"))
+              for n, v in data.items()}
     tape = ad.Tape()
     with tape:
         for s in prog.steps:
@@ -259,8 +268,8 @@ def directional(prog, mod, data, weights, device, leaf, v):
     """The loss's directional derivative along ``v`` on ``leaf`` by forward mode: the
     schedule on ``data`` with a tangent array beside every float array (zero but for
     ``leaf``), its tangents weighed by ``weights``."""
-    arrays = {n: ad.array(x, device=device) for n, x in data.items()}
-    dots = {n: ad.array(v if n == leaf else np.zeros_like(x), device=device)
+    arrays = {n: _array(prog, n, x, device) for n, x in data.items()}
+    dots = {n: _array(prog, n, v if n == leaf else np.zeros_like(x), device)
             for n, x in data.items() if x.dtype.kind == "f"}
     for s in prog.steps:
         if s.op == "launch":

@@ -103,7 +103,7 @@ def write_reproducer(folder, rec, profile, backends):
     os.makedirs(folder, exist_ok=True)
     prog = gen_program(rec["seed"], profile)
     cmd = (f"python -m benchmarks.fuzz --seed {rec['seed']} --count 1 "
-           f"--backends {','.join(backends)} --big {profile.big}")
+           f"--backends {','.join(backends)} --big {profile.big} --vectors {profile.vectors}")
     path = os.path.join(folder, f"seed-{rec['seed']}.md")
     with open(path, "w") as fh:
         fh.write(reproducer(rec, prog, cmd))

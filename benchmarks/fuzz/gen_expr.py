@@ -14,6 +14,10 @@ and scaled products. ``raw`` expressions (sums and products of leaves) appear on
 inside those saturating functions and in comparisons. Kinks (abs, min, max,
 clamp, branches) are allowed: the reference interpreter records every comparison,
 so a finite difference that straddles one is detected and skipped.
+
+In a program drawn with vector types (``Ctx.vectors``), the scope also holds vec3,
+mat33 and quat locals; gen_vec writes their expressions and registers the scalar
+forms that reduce them (``VECTOR_FORMS``), and a leaf is sometimes a component.
 """
 import contextlib
 import itertools
@@ -27,9 +31,17 @@ class Scope:
     ints: list = field(default_factory=list)      # small ints: loop counters, int params (<= 4)
     indices: list = field(default_factory=list)   # thread and neighbour indices (any size)
     loops: list = field(default_factory=list)     # enclosing loop kinds, innermost last
+    vecs: list = field(default_factory=list)      # vec3 locals (vector programs only)
+    mats: list = field(default_factory=list)      # mat33 locals
+    quats: list = field(default_factory=list)     # unit quat locals
 
     def copy(self):
-        return Scope(list(self.floats), list(self.ints), list(self.indices), list(self.loops))
+        return Scope(list(self.floats), list(self.ints), list(self.indices), list(self.loops),
+                     list(self.vecs), list(self.mats), list(self.quats))
+
+    def of_kind(self, kind):
+        """The locals of one kind: "f" (float), "v" (vec3), "m" (mat33) or "q" (quat)."""
+        return {"f": self.floats, "v": self.vecs, "m": self.mats, "q": self.quats}[kind]
 
 
 @dataclass
@@ -39,6 +51,11 @@ class FuncSig:
     n_floats: int
     has_int: bool
     n_returns: int
+    n_vecs: int = 0               # vec3 parameters, before the floats
+    vec_returns: tuple = ()       # which results are vec3 (the others are floats)
+
+    def returns_float(self):
+        return self.n_returns == 1 and not self.vec_returns
 
 
 class Ctx:
@@ -55,6 +72,9 @@ class Ctx:
         self.float_params = []            # float scalars (read-only leaves)
         self.reads = []                   # array loads usable as leaves, e.g. "x0[i, j]"
         self.n_returns = 1                # funcs: values each return gives back
+        self.vec_returns = ()             # funcs: which of them are vec3
+        self.vectors = frozenset()        # vector kinds this body may use: vec3, mat33, quat
+        self.vreads = []                  # vec3 array loads, e.g. "p0[i]"
         self._names = itertools.count()
 
     # -- writing -------------------------------------------------------------------------
@@ -64,9 +84,14 @@ class Ctx:
     def fresh(self, prefix="t"):
         return f"{prefix}{next(self._names)}"
 
-    def define(self, name):
-        if name not in self.scope.floats:
-            self.scope.floats.append(name)
+    def define(self, name, kind="f"):
+        names = self.scope.of_kind(kind)
+        if name not in names:
+            names.append(name)
+
+    def callable(self, f):
+        """Whether this body can call ``f`` (a func taking vectors needs a vector body)."""
+        return not f.n_vecs or bool(self.vectors)
 
     @contextlib.contextmanager
     def block(self):
@@ -108,8 +133,21 @@ def var(ctx):
     return ctx.pick(ctx.scope.floats[-3:] or names) if ctx.chance(0.5) else ctx.pick(names)
 
 
+def component(ctx):
+    """A component of a vector, quaternion or matrix local: ``u.x``, ``u[2]``, ``m[1, 0]``."""
+    kind = ctx.pick(k for k in "vqm" if ctx.scope.of_kind(k))
+    name = ctx.pick(ctx.scope.of_kind(kind))
+    if kind == "m":
+        return f"{name}[{ctx.rng.randint(0, 2)}, {ctx.rng.randint(0, 2)}]"
+    k = ctx.rng.randint(0, 3 if kind == "q" else 2)
+    return f"{name}.{'xyzw'[k]}" if ctx.chance(0.5) else f"{name}[{k}]"
+
+
 def leaf(ctx):
-    """A value of size about 1: a variable, an array load or a constant."""
+    """A value of size about 1: a variable, an array load, a vector's component or a
+    constant."""
+    if ctx.vectors and (ctx.scope.vecs or ctx.scope.mats or ctx.scope.quats) and ctx.chance(0.2):
+        return component(ctx)
     r = ctx.rng.random()
     if ctx.reads and r < 0.3:
         return ctx.pick(ctx.reads)
@@ -218,23 +256,26 @@ def _counter(ctx, depth):
 
 
 def _call(ctx, depth):
-    f = ctx.pick([f for f in ctx.funcs if f.n_returns == 1])
+    f = ctx.pick([f for f in ctx.funcs if f.returns_float() and ctx.callable(f)])
     return "0.5 * " + call_source(ctx, f)
 
 
 LEAF_FORMS = [_saturate, _atan, _exp_tanh, _gauss, _log, _sqrt, _ratio, _ratio_cos,
               _product, _square, _pow, _atan2, _hyperbolic]
+VECTOR_FORMS = []      # filled by gen_vec: dot, length, components of vector expressions
 
 
 def bounded(ctx, depth=0):
     """A smooth (or kinked) expression of about [-2, 2] over the variables in scope;
     ``depth`` counts the combining forms (min, convex sums, ternaries...) around it."""
     if depth >= 2 or not ctx.chance(0.3):
+        if ctx.vectors and ctx.chance(0.3):
+            return ctx.pick(VECTOR_FORMS)(ctx)
         return ctx.pick(LEAF_FORMS)(ctx)
     nested = [_convex, _minmax, _abs, _clamp, _ternary]
     if ctx.scope.ints or ctx.scope.indices:
         nested.append(_counter)
-    if any(f.n_returns == 1 for f in ctx.funcs):
+    if any(f.returns_float() and ctx.callable(f) for f in ctx.funcs):
         nested += [_call, _call]
     return ctx.pick(nested)(ctx, depth + 1)
 
@@ -266,9 +307,14 @@ def int_condition(ctx):
 
 # --------------------------------------------------------------------------- calls
 
+VECTOR_ARG = []       # gen_vec's vec3 expression, for the vector arguments of a call
+
+
 def call_source(ctx, f):
-    """``f(args)``: float arguments from scope (no deeper calls), an int one if ``f`` takes it."""
-    args = [bounded(ctx, 2) if ctx.chance(0.4) else var(ctx) for _ in range(f.n_floats)]
+    """``f(args)``: vector and float arguments from scope (no deeper calls), an int one if
+    ``f`` takes it."""
+    args = [VECTOR_ARG[0](ctx, 2) for _ in range(f.n_vecs)]
+    args += [bounded(ctx, 2) if ctx.chance(0.4) else var(ctx) for _ in range(f.n_floats)]
     if f.has_int:
         ints = ctx.scope.ints
         args.append(ctx.pick(ints) if ints and ctx.chance(0.6) else str(ctx.rng.randint(0, 3)))

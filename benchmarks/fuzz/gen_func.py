@@ -7,11 +7,15 @@ custom-gradient func is ``A(a) * B(b)`` (or ``A(a)``) from a table of smooth
 functions with known derivatives, and its ``@ad.func_grad`` returns the exact
 adjoints (and its ``@ad.func_jvp`` the exact tangent), so finite differences of the
 primal check that adjoint uses the rules.
+
+A vector program also gets funcs taking vec3 (``u: ad.vec3``, before its floats)
+and returning a vec3, a float, or a vec3 and a float (``gen_vec_funcs``).
 """
 from .gen_expr import Ctx, FuncSig
 from .gen_stmt import body, return_value
 
 PARAMS = ["a", "b", "d"]
+VEC_PARAMS = ["u", "w"]
 
 # primal and derivative of a smooth one-argument function, in the argument {x}
 SMOOTH = [
@@ -68,6 +72,34 @@ def gen_custom_grad_func(rng, name):
               f"def {name}_jvp({params}, {dot_params}):",
               f"    return {' * '.join(prim)}, {' + '.join(dots)}"]
     return FuncSig(name, n, False, 1), "\n".join(lines) + "\n"
+
+
+def gen_vec_func(rng, name, callable_funcs, vectors):
+    """A random func of one or two vec3 (and up to two floats); returns (FuncSig, source)."""
+    n_vecs, n_floats = rng.randint(1, 2), rng.randint(0, 2)
+    vec_returns = rng.choice([(0,), (0,), (), (0,)])
+    n_returns = 2 if vec_returns and rng.random() < 0.3 else 1
+    ctx = Ctx(rng, "func", callable_funcs)
+    ctx.vectors, ctx.n_returns, ctx.vec_returns = vectors, n_returns, vec_returns
+    ctx.scope.vecs += VEC_PARAMS[:n_vecs]
+    ctx.scope.floats += PARAMS[:n_floats]
+    body(ctx, rng.randint(1, 4))
+    ctx.emit(f"return {return_value(ctx)}")
+    args = [f"{p}: ad.vec3" for p in VEC_PARAMS[:n_vecs]] + \
+        [f"{p}: float" for p in PARAMS[:n_floats]]
+    ret = "" if n_returns == 2 else " -> ad.vec3" if vec_returns else " -> float"
+    src = ["@ad.func", f"def {name}({', '.join(args)}){ret}:"] + ctx.lines
+    return FuncSig(name, n_floats, False, n_returns, n_vecs, vec_returns), "\n".join(src) + "\n"
+
+
+def gen_vec_funcs(rng, sigs, vectors, first):
+    """Zero to two vector funcs named from ``f{first}`` on, after the scalar ``sigs``."""
+    sources = []
+    for k in range(rng.choice([0, 1, 1, 2])):
+        sig, src = gen_vec_func(rng, f"f{first + k}", list(sigs), vectors)
+        sigs.append(sig)
+        sources.append(src)
+    return sources
 
 
 def gen_funcs(rng):

@@ -9,33 +9,44 @@ index, a scatter (``acc[idx[i]] += v``, ``ad.atomic_add``/``atomic_sub``), or a
 shared total (``ad.atomic_add(tot, 0, v)``). Outputs are never read otherwise, so
 every kernel is one adjoint accepts (see docs/semantics.md). Accumulated values
 are scaled by (bins / threads) so sums stay of size about 1.
+
+A kernel of a vector program (``vectors``: "vec3", maybe "mat33" and "quat") also
+reads arrays of vec3 (``p0: ad.array(dtype=ad.vec3)``, loads ``p0[i]`` and
+neighbours), may write arrays of vec3 (``out1[i] = v``, ``out1[i] += v``, a scatter
+or ``ad.atomic_add`` of a vector into ``bins`` vectors), and its body uses gen_vec's
+statements and scalar forms.
 """
 from dataclasses import dataclass, field
 
 from .gen_expr import Ctx, bounded, comparison, int_condition
 from .gen_stmt import KERNEL_CONSTRUCTS, body
+from .gen_vec import vec
 
 GRID_OUT_MODES = ["store", "store", "store", "add", "cond", "load", "perm", "const"]
 ACC_MODES = ["scatter", "atomic", "atomic_sub"]
+VEC_OUT_MODES = ["vstore", "vstore", "vadd"]
+VEC_ACC_MODES = ["vscatter", "vatomic"]
+VEC_KINDS = ("vin", "vout", "vacc")      # parameters that are arrays of vec3
 
 
 @dataclass
 class Param:
     name: str
-    kind: str       # in, src, idx, perm, n, c (inputs); out, acc, tot (outputs)
+    kind: str       # in, src, idx, perm, n, c, vin (inputs); out, acc, tot, vout, vacc (outputs)
     ndim: int = 1
     mode: str = ""  # outputs: how the kernel writes it
 
     @property
     def is_output(self):
-        return self.kind in ("out", "acc", "tot")
+        return self.kind in ("out", "acc", "tot", "vout", "vacc")
 
     def annotation(self):
         if self.kind == "n":
             return "int"
         if self.kind == "c":
             return "float"
-        dtype = "ad.int32" if self.kind in ("idx", "perm") else "float"
+        dtype = "ad.int32" if self.kind in ("idx", "perm") else \
+            "ad.vec3" if self.kind in VEC_KINDS else "float"
         return f"ad.array(dtype={dtype})" if self.ndim == 1 else \
             f"ad.array(dtype={dtype}, ndim={self.ndim})"
 
@@ -65,10 +76,13 @@ class KernelCtx(Ctx):
 
 # --------------------------------------------------------------------------- parameters
 
-def choose_params(rng, ndim):
+def choose_params(rng, ndim, vectors=frozenset()):
     params = [Param(f"x{k}", "in", ndim) for k in range(rng.randint(1, 3))]
     modes = [rng.choice(GRID_OUT_MODES + ACC_MODES + ["total"]) for _ in range(rng.randint(1, 3))]
-    if rng.random() < 0.4 or any(m in ACC_MODES for m in modes):
+    if vectors:
+        params += [Param(f"p{k}", "vin", ndim) for k in range(rng.randint(1, 2))]
+        modes.append(rng.choice(VEC_OUT_MODES + VEC_ACC_MODES))
+    if rng.random() < 0.4 or any(m in ACC_MODES + VEC_ACC_MODES for m in modes):
         params.append(Param("src", "src", 1))
         params.append(Param("idx", "idx", ndim))
     if "perm" in modes:
@@ -78,8 +92,9 @@ def choose_params(rng, ndim):
     if rng.random() < 0.3:
         params.append(Param("c", "c"))
     for k, mode in enumerate(modes):
-        kind = "acc" if mode in ACC_MODES else "tot" if mode == "total" else "out"
-        params.append(Param(f"out{k}", kind, ndim if kind == "out" else 1, mode))
+        kind = "acc" if mode in ACC_MODES else "tot" if mode == "total" else \
+            "vout" if mode in VEC_OUT_MODES else "vacc" if mode in VEC_ACC_MODES else "out"
+        params.append(Param(f"out{k}", kind, ndim if kind in ("out", "vout") else 1, mode))
     return params
 
 
@@ -119,10 +134,10 @@ def _stencil(ctx):
         ctx.emit(f"{im} = max({t} - 1, 0)")
     ctx.scope.indices += [ip, im]
     for p in ctx.kdef.params:
-        if p.kind == "in":
+        if p.kind in ("in", "vin"):
             for nb in (ip, im):
                 at = [nb if a == axis else "ij"[a] for a in range(ctx.kdef.ndim)]
-                ctx.reads.append(f"{p.name}[{', '.join(at)}]")
+                (ctx.reads if p.kind == "in" else ctx.vreads).append(f"{p.name}[{', '.join(at)}]")
 
 
 def s_load(ctx):
@@ -134,15 +149,49 @@ def s_load(ctx):
 
 # --------------------------------------------------------------------------- writes
 
+def s_vload(ctx):
+    """``u = p0[i]`` (or a neighbour) into a new vec3 local."""
+    t = ctx.fresh("u")
+    ctx.emit(f"{t} = {ctx.pick(ctx.vreads)}")
+    ctx.define(t, "v")
+
+
 def _scaled(ctx, out):
     return f"{ctx.scales[out.kind]} * {bounded(ctx)}"
 
 
-def write(ctx, out):
+def _sink(ctx):
+    """The value of a kernel's last write of a vector: the vec3 locals assigned last
+    reach the loss (as do, through them, the matrices and quaternions they came from)."""
+    last = ctx.scope.vecs[-2:]
+    return " + ".join([f"{0.5 if len(last) > 1 else 0.7} * {u}" for u in last] +
+                      [f"0.3 * {vec(ctx)}" if len(last) == 1 else vec(ctx)][:2 - len(last)])
+
+
+def write_vector(ctx, out, last=False):
+    """One write of an array of vec3 in its mode (``last``: the kernel's final write,
+    of its latest vec3 locals)."""
+    own = f"{out.name}[{ctx.index}]"
+    v = f"({_sink(ctx)})" if last and ctx.scope.vecs else vec(ctx)
+    if out.mode == "vstore":
+        ctx.emit(f"{own} = {v}")
+    elif out.mode == "vadd":
+        ctx.emit(f"{own} {ctx.pick(['+=', '-='])} {v}")
+    elif out.mode == "vscatter":
+        ctx.emit(f"{out.name}[{ctx.idx}[{ctx.index}]] += {ctx.scales['acc']} * {v}")
+    elif out.mode == "vatomic":
+        ctx.emit(f"ad.atomic_add({out.name}, {ctx.idx}[{ctx.index}], {ctx.scales['acc']} * {v})")
+    else:
+        raise ValueError(out.mode)
+
+
+def write(ctx, out, last=False):
     """One write of ``out`` in its mode."""
     own = f"{out.name}[{ctx.index}]"
     mode = out.mode
-    if mode == "store":
+    if out.kind in ("vout", "vacc"):
+        write_vector(ctx, out, last)
+    elif mode == "store":
         ctx.emit(f"{own} = {bounded(ctx)}")
     elif mode == "add":
         ctx.emit(f"{own} {ctx.pick(['+=', '-='])} {bounded(ctx)}")
@@ -210,17 +259,20 @@ KERNEL_CONSTRUCTS += [
     (s_load, 2, lambda ctx: ctx.reads),
     (s_write, 1, _writable),
     (s_pairs, 1, lambda ctx: ctx.depth == 0 and ctx.kdef.ndim == 1),
+    (s_vload, 2, lambda ctx: ctx.vreads),
 ]
 
 
 # --------------------------------------------------------------------------- a kernel
 
-def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6)):
+def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset()):
     """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
     ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
-    ("acc", "tot") to the factor its increments get."""
-    kdef = KernelDef(name, ndim, choose_params(rng, ndim))
+    ("acc", "tot") to the factor its increments get; ``vectors`` names the vector
+    kinds the kernel may use (none: a scalar kernel, drawn as before they existed)."""
+    kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
+    ctx.vectors = vectors
     ctx.emit("i = ad.tid()" if ndim == 1 else "i, j = ad.tid()")
     ctx.scope.indices += ["i"] if ndim == 1 else ["i", "j"]
     ctx.scope.ints += [p.name for p in kdef.params if p.kind == "n"]
@@ -230,10 +282,14 @@ def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6)):
             ctx.reads.append(f"{p.name}[{ctx.index}]")
         elif p.kind == "src":
             ctx.reads.append(f"{p.name}[{ctx.idx}[{ctx.index}]]")
+        elif p.kind == "vin":
+            ctx.vreads.append(f"{p.name}[{ctx.index}]")
     if rng.random() < 0.35:
         _stencil(ctx)
     for _ in range(rng.randint(0, 2)):
         s_load(ctx)
+    if vectors:
+        s_vload(ctx)
     if rng.random() < 0.15:
         cond = int_condition(ctx) if rng.random() < 0.5 else comparison(ctx)
         ctx.emit(f"if {cond}:")
@@ -242,7 +298,7 @@ def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6)):
     body(ctx, rng.randint(*statements))
     for out in ctx.outputs:
         if out.name not in ctx.stored_once:
-            write(ctx, out)
+            write(ctx, out, last=True)
     kdef.source = "\n".join(header(kdef) + ctx.lines) + "\n"
     kdef.features += sorted({p.mode for p in ctx.outputs})
     return kdef

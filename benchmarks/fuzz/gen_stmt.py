@@ -7,9 +7,11 @@ first assigned inside a loop body are dropped after the loop (it may run zero
 times), and nothing is read that the scope does not hold.
 
 Kernel-only constructs (array loads, gathers, stores, atomics) live in
-gen_kernel; they register themselves in ``KERNEL_CONSTRUCTS``.
+gen_kernel; they register themselves in ``KERNEL_CONSTRUCTS``. Vector statements
+(vec3, mat33 and quat locals) live in gen_vec and register in
+``VECTOR_CONSTRUCTS``; they run only in bodies of vector programs (``ctx.vectors``).
 """
-from .gen_expr import bounded, call_source, comparison, int_condition, var
+from .gen_expr import VECTOR_ARG, bounded, call_source, comparison, int_condition, var
 
 MAX_DEPTH = 3
 
@@ -63,34 +65,39 @@ def s_ternary(ctx):
 
 
 def s_call(ctx):
-    """``t = f(...)`` or ``a, b = g(...)`` (sometimes rebinding existing names)."""
-    f = ctx.pick(ctx.funcs)
+    """``t = f(...)`` or ``a, b = g(...)`` (sometimes rebinding existing names); a vec3
+    result goes to a vec3 local."""
+    f = ctx.pick(g for g in ctx.funcs if ctx.callable(g))
+    kinds = ["v" if k in f.vec_returns else "f" for k in range(f.n_returns)]
     targets = []
-    for _ in range(f.n_returns):
-        if _locals(ctx) and ctx.chance(0.3):
-            targets.append(ctx.pick(_locals(ctx)))
+    for kind in kinds:
+        names = ctx.scope.of_kind(kind)
+        if names and ctx.chance(0.3):
+            targets.append(ctx.pick(names))
         else:
-            targets.append(ctx.fresh("r"))
+            targets.append(ctx.fresh("r" if kind == "f" else "u"))
     if len(set(targets)) < len(targets):
-        targets = [ctx.fresh("r") for _ in targets]
+        targets = [ctx.fresh("r" if kind == "f" else "u") for kind in kinds]
     ctx.emit(f"{', '.join(targets)} = {call_source(ctx, f)}")
-    for t in targets:
-        ctx.define(t)
+    for t, kind in zip(targets, kinds):
+        ctx.define(t, kind)
 
 
 # --------------------------------------------------------------------------- branches
 
-def _branch_body(ctx, target):
+def _branch_body(ctx, target, value=None, kind="f"):
+    """A few statements, then ``target = value()`` (a bounded float by default)."""
     body(ctx, ctx.rng.randint(0, 2))
-    ctx.emit(f"{target} = {bounded(ctx)}")
-    ctx.define(target)
+    ctx.emit(f"{target} = {value() if value else bounded(ctx)}")
+    ctx.define(target, kind)
 
 
 def _keep_common(ctx, scopes):
-    """After a branch: keep the names every branch assigned."""
-    for name in scopes[0].floats:
-        if all(name in s.floats for s in scopes[1:]):
-            ctx.define(name)
+    """After a branch: keep the names (of every kind) every branch assigned."""
+    for kind in "fvmq":
+        for name in scopes[0].of_kind(kind):
+            if all(name in s.of_kind(kind) for s in scopes[1:]):
+                ctx.define(name, kind)
 
 
 def s_if_else(ctx):
@@ -153,8 +160,11 @@ def _range(ctx):
 
 
 def _carry(ctx):
-    """First statement of a loop body: update a value from before the loop."""
-    if _locals(ctx):
+    """First statement of a loop body: update a value from before the loop (in a vector
+    program, often a vector: a loop-carried vec3)."""
+    if ctx.vectors and ctx.scope.vecs and ctx.chance(0.5):
+        VECTOR_CARRY[0](ctx)
+    elif _locals(ctx):
         ctx.pick([s_rebind, s_augassign])(ctx)
 
 
@@ -218,7 +228,13 @@ def s_continue(ctx):
 # --------------------------------------------------------------------------- returns
 
 def return_value(ctx):
-    return ", ".join(bounded(ctx) if ctx.chance(0.5) else var(ctx) for _ in range(ctx.n_returns))
+    values = []
+    for k in range(ctx.n_returns):
+        if k in ctx.vec_returns:
+            values.append(VECTOR_ARG[0](ctx))
+        else:
+            values.append(bounded(ctx) if ctx.chance(0.5) else var(ctx))
+    return ", ".join(values)
 
 
 def s_return(ctx):
@@ -242,10 +258,10 @@ CONSTRUCTS = [
     (s_assign, 6, lambda ctx: True),
     (s_rebind, 2, lambda ctx: _locals(ctx)),
     (s_alias, 2, lambda ctx: _locals(ctx)),
-    (s_swap, 1, lambda ctx: len(_locals(ctx)) >= 2),
+    (s_swap, 1, lambda ctx: len(_locals(ctx)) >= 2 and not ctx.vectors),   # refused there
     (s_augassign, 2, lambda ctx: _locals(ctx)),
     (s_ternary, 1, lambda ctx: True),
-    (s_call, 3, lambda ctx: ctx.funcs),
+    (s_call, 3, lambda ctx: any(ctx.callable(f) for f in ctx.funcs)),
     (s_if_else, 3, _compound),
     (s_if_only, 2, lambda ctx: _compound(ctx) and _locals(ctx)),
     (s_const_if, 0.3, _compound),
@@ -256,11 +272,14 @@ CONSTRUCTS = [
     (s_return, 0.7, lambda ctx: ctx.role == "func" or ctx.depth > 0),
 ]
 KERNEL_CONSTRUCTS = []     # filled by gen_kernel: loads, gathers, writes
+VECTOR_CONSTRUCTS = []     # filled by gen_vec: vec3, mat33 and quat statements
+VECTOR_CARRY = []          # gen_vec's loop-carried vec3 update
 
 
 def body(ctx, n):
     """``n`` random statements at the current position."""
-    table = CONSTRUCTS + (KERNEL_CONSTRUCTS if ctx.role == "kernel" else [])
+    table = CONSTRUCTS + (KERNEL_CONSTRUCTS if ctx.role == "kernel" else []) + \
+        (VECTOR_CONSTRUCTS if ctx.vectors else [])
     for _ in range(n):
         usable = [(c, w) for c, w, ok in table if ok(ctx)]
         constructs, weights = zip(*usable)

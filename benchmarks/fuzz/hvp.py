@@ -19,7 +19,7 @@ import numpy as np
 
 import adjoint as ad
 
-from .check import LOCATED, Outcome, _tail
+from .check import LOCATED, Outcome, _array, _tail
 from .program import program_data
 from .reference import Reference
 
@@ -42,7 +42,8 @@ def states(prog, data):
         if s.op == "launch":
             yield s, {n: v.copy() for n, v in arrays.items()}
             with np.errstate(all="ignore"):
-                ref.launch(s.kernel, [arrays[a] if isinstance(a, str) else a for a in s.args])
+                ref.launch(s.kernel, [ref.view(a, arrays[a]) if isinstance(a, str) else a
+                                      for a in s.args])
         elif s.op == "clone":
             arrays[s.dest] = arrays[s.src].copy()
         else:
@@ -80,6 +81,7 @@ class _Launch:
     def __init__(self, prog, mod, step, arrays):
         self.prog, self.kdef = prog, prog.kernel(step.kernel)
         self.kernel = getattr(mod, step.kernel)
+        self.names = step.args
         self.args = [arrays[a].copy() if isinstance(a, str) else a for a in step.args]
         self.outs = [k for k, p in enumerate(self.kdef.params) if p.is_output]
         self.ins = [k for k, p in enumerate(self.kdef.params) if not p.is_output]
@@ -96,7 +98,7 @@ class _Launch:
     def gradient(self, args, w):
         """The gradient of ``sum(w * outputs)`` with respect to the float inputs, by a
         tape's backward; and the reference's branch trace of the launch at ``args``."""
-        arrays = [ad.array(a, requires_grad=k in self.diff or k in self.outs)
+        arrays = [_array(self.prog, self.names[k], a, "cpu", k in self.diff or k in self.outs)
                   if isinstance(a, np.ndarray) else a for k, a in enumerate(args)]
         ins, outs = self.split(arrays)
         tape = ad.Tape()
@@ -105,8 +107,8 @@ class _Launch:
         tape.backward(grads={arrays[k]: w[k] for k in self.outs if k in w})
         ref = Reference(self.prog)
         with np.errstate(all="ignore"):
-            ref.launch(self.kdef.name, [a.copy() if isinstance(a, np.ndarray) else a
-                                        for a in args])
+            ref.launch(self.kdef.name, [ref.view(n, a.copy()) if isinstance(a, np.ndarray)
+                                        else a for n, a in zip(self.names, args)])
         return {k: arrays[k].grad.numpy().copy() for k in self.diff}, list(ref.trace)
 
 

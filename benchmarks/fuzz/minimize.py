@@ -83,7 +83,8 @@ def _regrid(prog, grid):
     """The same program on a smaller grid (accumulator scales are left as they are)."""
     arrays = {}
     for n, a in prog.arrays.items():
-        shape = grid if a.shape == prog.grid else (grid[0],) if a.kind == "perm" else a.shape
+        shape = grid if a.shape == prog.grid else (grid[0],) if a.kind == "perm" else \
+            grid + (3,) if a.dtype and a.shape[:-1] == prog.grid else a.shape
         arrays[n] = dataclasses.replace(a, shape=shape)
     return dataclasses.replace(prog, grid=grid, arrays=arrays)
 

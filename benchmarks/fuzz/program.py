@@ -10,6 +10,12 @@ One array is sometimes passed for several read parameters of one launch.
 
 The loss is ``sum(w * final value)`` over every array a step wrote (``seeded``);
 the gradients checked are those of the ``leaf`` arrays (the random inputs).
+
+A ``Profile.vectors`` share of programs use vector types (drawn from a random
+source of their own, so the other programs are the ones drawn before vectors
+existed): their kernels read and write arrays of vec3 (``dtype`` "vec3", of shape
+grid + (3,) or (bins, 3)), all of them use vec3 locals, some mat33 and quat ones,
+and vector funcs join the scalar ones.
 """
 import math
 import random
@@ -18,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .gen_func import gen_funcs
+from .gen_func import gen_funcs, gen_vec_funcs
 from .gen_kernel import gen_kernel
 
 HEADER = "import math\n\nimport numpy as np\n\nimport adjoint as ad\n"
@@ -32,6 +38,7 @@ class Profile:
     big: float = 0.25
     max_kernels: int = 2
     statements: tuple = (2, 6)      # top-level statements of a kernel body
+    vectors: float = 0.3            # chance of a program with vec3 (mat33, quat) code
 
 
 @dataclass
@@ -41,6 +48,7 @@ class ArrayDecl:
     kind: str          # leaf (random float input), index (ints in [0, high)), perm, buffer
     high: int = 0
     clone_of: str = ""  # buffers made by ad.clone at a step start there, not as zeros
+    dtype: str = ""     # "vec3": an array of vectors (its shape ends in 3); "": floats or ints
 
 
 @dataclass
@@ -140,16 +148,17 @@ class _Builder:
         self.arrays[name] = ArrayDecl(name, shape, kind, **kw)
         return name
 
-    def of_shape(self, shape, kinds=("leaf", "buffer")):
-        return [n for n, a in self.arrays.items() if a.shape == shape and a.kind in kinds]
+    def of_shape(self, shape, kinds=("leaf", "buffer"), dtype=""):
+        return [n for n, a in self.arrays.items()
+                if a.shape == shape and a.kind in kinds and a.dtype == dtype]
 
-    def readable(self, shape, prefix):
+    def readable(self, shape, prefix, dtype=""):
         """An array of ``shape`` to read: often one a step wrote, else a leaf."""
-        written = self.of_shape(shape, ("buffer",))
+        written = self.of_shape(shape, ("buffer",), dtype)
         if written and self.rng.random() < 0.5:
             return self.rng.choice(written)
-        names = self.of_shape(shape)
-        return self.rng.choice(names) if names else self.new(prefix, shape, "leaf")
+        names = self.of_shape(shape, dtype=dtype)
+        return self.rng.choice(names) if names else self.new(prefix, shape, "leaf", dtype=dtype)
 
     def bind_input(self, p, bound):
         if p.kind == "in":
@@ -161,6 +170,8 @@ class _Builder:
             return self.readable(self.grid, "a")
         if p.kind == "src":
             return self.readable((self.bins,), "g")
+        if p.kind == "vin":
+            return self.readable(self.grid + (3,), "p", "vec3")
         if p.kind == "idx":
             names = self.of_shape(self.grid, ("index",))
             return names[0] if names and self.rng.random() < 0.5 else \
@@ -173,16 +184,18 @@ class _Builder:
         return round(self.rng.uniform(-1.0, 1.0), 3)
 
     def bind_output(self, p, taken):
-        shape = {"out": self.grid, "acc": (self.bins,), "tot": (1,)}[p.kind]
-        reuse = [n for n in self.of_shape(shape, ("buffer",)) if n not in taken]
+        shape = {"out": self.grid, "acc": (self.bins,), "tot": (1,),
+                 "vout": self.grid + (3,), "vacc": (self.bins, 3)}[p.kind]
+        dtype = "vec3" if p.kind in ("vout", "vacc") else ""
+        reuse = [n for n in self.of_shape(shape, ("buffer",), dtype) if n not in taken]
         if reuse and self.rng.random() < 0.35:
             return self.rng.choice(reuse)                # overwrite (or accumulate onto) it
-        if p.kind == "out" and self.rng.random() < 0.3:
-            src = self.readable(self.grid, "a")
-            dest = self.new("b", shape, "buffer", clone_of=src)
+        if p.kind in ("out", "vout") and self.rng.random() < 0.3:
+            src = self.readable(shape, "a" if p.kind == "out" else "p", dtype)
+            dest = self.new("b", shape, "buffer", clone_of=src, dtype=dtype)
             self.steps.append(Step("clone", dest=dest, src=src))
             return dest
-        return self.new("b", shape, "buffer")
+        return self.new("b", shape, "buffer", dtype=dtype)
 
     def launch(self, kdef):
         args = []
@@ -201,7 +214,8 @@ class _Builder:
         if not targets:
             return
         dest = self.rng.choice(sorted(targets))
-        sources = [n for n in self.of_shape(self.arrays[dest].shape) if n != dest]
+        sources = [n for n in self.of_shape(self.arrays[dest].shape, dtype=self.arrays[dest].dtype)
+                   if n != dest]
         if sources:
             self.steps.append(Step(self.rng.choice(["copy", "assign"]), dest=dest,
                                    src=self.rng.choice(sources)))
@@ -222,12 +236,17 @@ def gen_program(seed, profile=Profile()):
     threads = math.prod(grid)
     scales = {"acc": round(bins / threads, 6), "tot": round(1.0 / threads, 8)}
     sigs, func_sources = gen_funcs(rng)
+    vectors = _vectors(seed, profile)
+    if vectors:
+        func_sources += gen_vec_funcs(rng, sigs, vectors, len(sigs))
     b = _Builder(rng, grid, bins)
     for _ in range(rng.randint(1, 3)):
         b.new("a", grid, "leaf")
     kernels = []
     for k in range(rng.randint(1, profile.max_kernels)):
-        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements)
+        kinds = vectors and frozenset(["vec3"] + [v for v in ("mat33", "quat")
+                                                  if rng.random() < 0.4])
+        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements, kinds)
         kernels.append(kdef)
         for _ in range(2 if rng.random() < 0.3 else 1):
             if rng.random() < 0.4:
@@ -240,10 +259,22 @@ def gen_program(seed, profile=Profile()):
     return prog
 
 
+def _vectors(seed, profile):
+    """The vector kinds of a program (none, or all three for its funcs; each kernel
+    takes vec3 and some of the others), from a random source of its own."""
+    if random.Random(f"vectors {seed}").random() < profile.vectors:
+        return frozenset(["vec3", "mat33", "quat"])
+    return frozenset()
+
+
 CONSTRUCTS = {"while": "while ", "for": "for ", "break": "break", "continue": "continue",
               "func": "@ad.func\n", "func_grad": "@ad.func_grad", "return-value": "return ",
               "ternary": " else ", "min/max": "min(", "clamp": "clamp(", "abs": "abs(",
-              "swap": "), ("}
+              "swap": "), (",
+              "vec3": "ad.vec3", "vec3-array": "dtype=ad.vec3", "mat33": "ad.mat33(",
+              "quat": "ad.quat", "dot": "ad.dot(", "cross": "ad.cross(", "length": "ad.length(",
+              "normalize": "ad.normalize(", "matmul": " @ ", "transpose": "ad.transpose(",
+              "quat_rotate": "ad.quat_rotate"}
 
 
 def features(prog):
@@ -254,6 +285,10 @@ def features(prog):
     if any(f.split("@ad.func_grad")[0].count("return ") > 1 for f in prog.funcs):
         found.add("early-return")
     found -= {"swap"} if not re.search(r"^\s+\w+, \w+ = \w+, \w+$", text, re.M) else set()
+    if re.search(r"^\s+[uMw]\w*(\.[xyz]|\[\d(, \d)?\]) [-+*]?= ", text, re.M):
+        found.add("component-set")
+    if any("ad.vec3" in f.split("\n")[1] for f in prog.funcs):
+        found.add("vec3-func")
     for s in prog.steps:
         if s.op != "launch":
             found.add(s.op)

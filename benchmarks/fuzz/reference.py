@@ -11,13 +11,23 @@ Every comparison the program makes, and every choice of ``min``/``max``/``abs``/
 branches everywhere, so the program is smooth between their inputs and a central
 difference across them is meaningful; when the traces differ, a branch switched
 and the finite difference is skipped.
+
+Vector types are written here from their definitions, independently of adjoint
+(vecref.py): a vec3, quat (x, y, z, w) or mat33 is a float64 numpy array. A vector
+is a value in adjoint, so none is ever changed in place here: the program's
+``u += w`` runs as ``u = u + w``, and ``u.x = s`` (``m[0, 1] = s``) as
+``u = __set(u, 0, s)``, which returns a changed copy; an array of vec3 (an (n, 3)
+numpy array) is seen through a ``VecArray``, whose loads are copies.
 """
 import ast
 import builtins
+import copy
 import math
 import types
 
 import numpy as np
+
+from .vecref import VecArray, set_component, vector_namespace
 
 
 class _Instrument(ast.NodeTransformer):
@@ -26,6 +36,52 @@ class _Instrument(ast.NodeTransformer):
     def visit_Compare(self, node):
         self.generic_visit(node)
         return ast.Call(func=ast.Name("__cmp", ast.Load()), args=[node], keywords=[])
+
+
+class _ValueSemantics(ast.NodeTransformer):
+    """``x += e`` as ``x = x + e``; ``u.x = e`` and ``u[k] = e`` (``u`` not an array
+    parameter) as ``u = __set(u, k, e)``: no vector is changed in place."""
+
+    def __init__(self):
+        self.arrays = set()
+
+    def visit_FunctionDef(self, node):
+        saved = self.arrays
+        self.arrays = {a.arg for a in node.args.args if isinstance(a.annotation, ast.Call)}
+        self.generic_visit(node)
+        self.arrays = saved
+        return node
+
+    def _component(self, target):
+        """(name, key) when ``target`` is a component of a local, else None."""
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            return target.value.id, ast.Constant("xyzw".index(target.attr))
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and \
+                target.value.id not in self.arrays:
+            return target.value.id, target.slice
+        return None
+
+    @staticmethod
+    def _set(name, key, value):
+        call = ast.Call(ast.Name("__set", ast.Load()), [ast.Name(name, ast.Load()), key, value], [])
+        return ast.Assign([ast.Name(name, ast.Store())], call)
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        part = self._component(node.targets[0]) if len(node.targets) == 1 else None
+        return self._set(*part, node.value) if part else node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        part = self._component(node.target)
+        if not part and not isinstance(node.target, ast.Name):
+            return node                     # an array element: += on numpy is what it means
+        load = copy.deepcopy(node.target)
+        load.ctx = ast.Load()
+        value = ast.BinOp(load, node.op, node.value)
+        if part:
+            return self._set(*part, value)
+        return ast.Assign([ast.Name(node.target.id, ast.Store())], value)
 
 
 class Reference:
@@ -41,7 +97,8 @@ class Reference:
         self.trace = []
         self.thread = 0
         body = "\n\n".join(prog.funcs + [k.source for k in prog.kernels])
-        tree = ast.fix_missing_locations(_Instrument().visit(ast.parse(body)))
+        tree = _ValueSemantics().visit(_Instrument().visit(ast.parse(body)))
+        tree = ast.fix_missing_locations(tree)
         self.ns = self._namespace()
         if float32:
             self._rounded()
@@ -85,9 +142,9 @@ class Reference:
             atomic_add=atomic(1.0), atomic_sub=atomic(-1.0), clamp=clamp,
             min=tmin, max=tmax, abs=tabs, sin=math.sin, cos=math.cos, tan=math.tan,
             atan=math.atan, atan2=math.atan2, tanh=math.tanh, sinh=math.sinh, cosh=math.cosh,
-            exp=math.exp, log=math.log, sqrt=math.sqrt, pow=math.pow)
+            exp=math.exp, log=math.log, sqrt=math.sqrt, pow=math.pow, **vector_namespace())
         return {"__builtins__": builtins, "math": math, "np": np, "ad": ad,
-                "min": tmin, "max": tmax, "abs": tabs, "__cmp": cmp}
+                "min": tmin, "max": tmax, "abs": tabs, "__cmp": cmp, "__set": set_component}
 
     def _rounded(self):
         """Make ``math.*``, ``ad.<math function>`` and ``float`` return float32."""
@@ -117,13 +174,22 @@ class Reference:
                     self.thread = (t0, t1)
                     fn(*args)
 
+    def _view(self, arg, arrays):
+        """A launch argument: a number, a numpy array, or a VecArray over one."""
+        return self.view(arg, arrays[arg]) if isinstance(arg, str) else arg
+
+    def view(self, name, values):
+        """The program's array ``name`` holding ``values``, as its kernels see it (a
+        VecArray for an array of vec3)."""
+        return VecArray(values) if self.prog.arrays[name].dtype else values
+
     def run(self, data):
         """Run the schedule on copies of ``data``; returns (final arrays, trace)."""
         self.trace.clear()
         arrays = {n: v.copy() for n, v in data.items()}
         for s in self.prog.steps:
             if s.op == "launch":
-                self.launch(s.kernel, [arrays[a] if isinstance(a, str) else a for a in s.args])
+                self.launch(s.kernel, [self._view(a, arrays) for a in s.args])
             elif s.op == "clone":
                 arrays[s.dest] = arrays[s.src].copy()
             else:
