@@ -21,6 +21,7 @@ mode is forward over reverse: the tangent of the backward's ``adj_x`` along
 reverse of a JVP. A printed backward is transformed forward-only (no reverse of
 it is built: ``__adjoint_forward_only__``).
 """
+import inspect
 import linecache
 import math
 import types
@@ -32,6 +33,7 @@ from .runtime import builtins as _builtins
 from .runtime import types as _types
 from .runtime.array import array as _array
 from .runtime.jit import cpu_backend_name
+from .runtime.vectypes import vector_type
 
 # What the printed functions see as ``ad`` (the user-level spellings emit/user.py uses).
 _AD = types.SimpleNamespace(
@@ -55,13 +57,38 @@ def _compile(text, fname, namespace, forward_only=False):
 
 
 def _callees(tr, text):
-    """The names a printed function of ``tr`` calls: each func, and its JVP if used."""
+    """The names a printed function of ``tr`` calls: each func (as ``scalar_func``), and
+    its JVP if used."""
     scope = {}
     for g in tr.pf.funcs:
-        scope[g.name] = g
+        scope[g.name] = scalar_func(g)
         if f"{g.name}_jvp(" in text:
             scope[g.name + "_jvp"] = jvp_func(g)
     return scope
+
+
+def scalar_func(g):
+    """Func ``g`` as printed code calls it: code is printed after pass scalarize, so a
+    call passes a vec3 argument as its three components and unpacks a vec3 result
+    (``f_x, f_y, f_z = f(a_x, a_y, a_z)``). ``g`` itself when it takes and returns
+    scalars only; else ``g``'s forward printed with its parameters as components (the
+    twin keeps ``g``'s name). A func with hand-written rules is left as it is: its rules
+    take vectors (the printed call is then refused, as before)."""
+    tr = g.transformed
+    given = list(inspect.signature(g.pyfunc).parameters)
+    returns = g.pyfunc.__annotations__.get("return")
+    if [p.name for p in tr.pf.params] == given and vector_type(returns) is None:
+        return g            # (a struct or vector parameter is split: its name changes)
+    if g.custom_grad is not None or g.custom_jvp is not None:
+        return g
+    cached = g.__dict__.get("_scalar_func")
+    if cached is None:
+        from .emit.user import annotation, function_text
+        params = [(p.name, annotation(p)) for p in tr.pf.params]
+        text = function_text(tr, g.name, params, tr.rev.forward)
+        cached = g.__dict__["_scalar_func"] = Func(_compile(text, g.name, _callees(tr, text)))
+    return cached
+
 
 
 def jvp_func(f):
