@@ -597,3 +597,59 @@ def test_an_array_of_vectors_can_share_numpy_and_torch_memory(kernel_module):
         ad.array(np.zeros((4, 2)), dtype=ad.vec3, copy=False)
     with pytest.raises(ValueError, match="numpy array or a CPU tensor"):
         ad.array([[0.0, 0.0, 0.0]], dtype=ad.vec3, copy=False)
+
+
+SWAPS = """
+@ad.kernel
+def swaps(p: ad.array(dtype=ad.vec3), x: ad.array(dtype=float), out: ad.array(dtype=ad.vec3),
+          s: ad.array(dtype=float)):
+    i = ad.tid()
+    a = x[i]
+    b = 2.0 * x[i] * x[i]
+    a, b = b, a
+    u = p[i]
+    v = u * a + ad.vec3(b, 1.0, 0.5)
+    u, v = v, u
+    w, c = ad.cross(u, v), u.y
+    out[i] = w + v * c
+    s[i] = a - b * c
+"""
+
+
+def _swaps_ref(P, X):
+    a, b = 2.0 * X * X, X
+    u = P * a[:, None] + np.stack([b, np.ones_like(b), 0.5 * np.ones_like(b)], axis=1)
+    v = P
+    w, c = np.cross(u, v), u[:, 1]
+    return w + v * c[:, None], a - b * c
+
+
+def test_swaps_in_code_with_vectors(backend, kernel_module):
+    """``a, b = b, a`` was refused in any kernel that also uses vectors (pass scalarize:
+    "tuples are only supported in assignments and returns"), and vectors could not be
+    swapped at all; found by the fuzzer's vector programs. Every value is read before any
+    name is assigned, as in Python."""
+    m = kernel_module(SWAPS)
+    rng = np.random.default_rng(11)
+    P, X = rng.normal(size=(5, 3)), rng.uniform(-1.0, 1.0, 5)
+    device = "cuda" if backend == "cuda" else "cpu"
+    p = ad.array(P, dtype=ad.vec3, requires_grad=True, device=device)
+    x = ad.array(X, requires_grad=True, device=device)
+    out = ad.zeros(5, dtype=ad.vec3, requires_grad=True, device=device)
+    s = ad.zeros(5, requires_grad=True, device=device)
+    wo, ws = rng.normal(size=(5, 3)), rng.normal(size=5)
+    with ad.Tape() as tape:
+        ad.launch(m.swaps, 5, inputs=[p, x], outputs=[out, s])
+    want_out, want_s = _swaps_ref(P, X)
+    np.testing.assert_allclose(out.numpy(), want_out, rtol=1e-12)
+    np.testing.assert_allclose(s.numpy(), want_s, rtol=1e-12)
+    tape.backward(grads={out: wo, s: ws})
+
+    def loss(P_, X_):
+        o, t = _swaps_ref(P_, X_)
+        return float(np.sum(wo * o) + np.sum(ws * t))
+    h = 1e-6
+    dP, dX = rng.normal(size=P.shape), rng.normal(size=X.shape)
+    fd = (loss(P + h * dP, X + h * dX) - loss(P - h * dP, X - h * dX)) / (2 * h)
+    got = float(np.sum(p.grad.numpy() * dP) + np.sum(x.grad.numpy() * dX))
+    np.testing.assert_allclose(got, fd, rtol=1e-7)

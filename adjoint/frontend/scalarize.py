@@ -183,6 +183,8 @@ class _Scalarize(Expressions):
         return [s]
 
     def assign(self, target, value_node, s):
+        if isinstance(value_node, gast.Tuple):
+            return self.assign_tuple(target, value_node, s)
         value = self.ev(value_node)
         if isinstance(target, gast.Name):
             if isinstance(value, Multi):
@@ -204,8 +206,6 @@ class _Scalarize(Expressions):
             if isinstance(value, V):
                 raise self.err(f"cannot unpack a {value.vt.name} into names; use its "
                                "components (v.x, v[0])", s)
-            if isinstance(value_node, gast.Tuple):
-                raise self.err("tuple assignment (a, b = x, y) is not supported", s)
             for t in target.elts:
                 if isinstance(t, gast.Name) and t.id in self.vars:
                     raise self.err(f"'{t.id}' is a {self.vars[t.id].name}; it cannot be "
@@ -214,6 +214,42 @@ class _Scalarize(Expressions):
         if isinstance(value, Multi):
             raise self.err("this func returns several values: unpack them (a, b = f(...))", s)
         return self.store(target, value, s)
+
+    def assign_tuple(self, target, value_node, s):
+        """``a, b = x, y`` (a swap: ``a, b = b, a``). Of scalars only, it stays as written
+        (pass normalize gives it Python's meaning); with a vector among the values, each
+        value is first copied into fresh names (every value is read before any name is
+        assigned), then each name is bound to its copy."""
+        if not isinstance(target, gast.Tuple) or len(target.elts) != len(value_node.elts) \
+                or not all(isinstance(t, gast.Name) for t in target.elts):
+            raise self.err("a tuple of values is assigned to as many plain names "
+                           "(a, b = x, y)", s)
+        values = [self.ev(e) for e in value_node.elts]
+        if any(isinstance(v, Multi) for v in values):
+            raise self.err("this func returns several values: unpack them first "
+                           "(a, b = f(...))", s)
+        if not any(isinstance(v, V) for v in values):
+            for t in target.elts:
+                if t.id in self.vars:
+                    raise self.err(f"'{t.id}' is a {self.vars[t.id].name}; it cannot be "
+                                   "assigned a scalar", t)
+            self.scalars.update(t.id for t in target.elts)
+            return [gast.Assign(targets=[target], value=gast.Tuple(
+                elts=[expr(v) for v in values], ctx=gast.Load()), type_comment=None)]
+        held = []
+        for v in values:
+            if isinstance(v, V):
+                held.append(self.b.atoms(v, force=True))
+            elif isinstance(v, (float, gast.Constant)):
+                held.append(v)
+            else:
+                copy_ = self.b.fresh("t")
+                self.b.assign(copy_, v)
+                held.append(name(copy_))
+        out = []
+        for t, v in zip(target.elts, held):
+            out += self.bind(t.id, v, s)
+        return out
 
     def bind(self, var, value, s):
         if isinstance(value, V):
