@@ -6,13 +6,18 @@ returns and hand-written rules, kernels with aliasing, data-dependent branches,
 atomics, several launches on one tape with overwrites in between; in about one
 program in three, vec3 locals, arrays of vec3, mat33 and quaternions) and checks
 each backend's forward values and gradients against a float64 plain-Python
-reference and its central differences. The long run is
+reference and its central differences. The same programs run as float32 programs
+(``..._in_float32``), their funcs through ``ad.grad``/``ad.jvp``/``ad.hessian`` from
+Python (``..._of_funcs_from_python``), and their launches through
+``ad.autograd.hvp`` (``..._of_hessian_vector_products``). The long run is
 ``python -m benchmarks.fuzz --count 10000`` (docs/fuzz.md).
 
 The other tests show the fuzzer is not blind: a wrong hand-written rule is a
-mismatch, a refused kernel is a refusal naming file:line, a finite difference
-across a branch switch is skipped, and generated programs are deterministic,
-valid Python that covers every construct the fuzzer promises.
+mismatch (in float64 and float32, from Python, and through a kernel's second
+derivative), a refused kernel is a refusal naming file:line, a finite difference
+across a branch switch is skipped, a float32 run whose rounding took another branch
+is told from a wrong one, and generated programs are deterministic, valid Python that
+covers every construct the fuzzer promises.
 """
 import collections
 import dataclasses
