@@ -17,8 +17,6 @@ always zeroed at once.
 """
 import sys
 
-from . import buffers
-
 DEFER_BYTES = 1 << 16     # smaller arrays are zeroed at once: the write costs less than a check
 
 
