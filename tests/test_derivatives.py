@@ -496,3 +496,23 @@ def test_second_derivatives_through_funcs_of_vectors(backend, vector_funcs):
                 (np.array(g(a, b + 1e-5)) - np.array(g(a, b - 1e-5))) / 2e-5]
         np.testing.assert_allclose(hess, np.array(cols).T, rtol=1e-6, atol=1e-8)
     assert np.abs(want).max() > 1e-2
+
+
+def test_a_2d_kernel_whose_backward_has_nothing_to_do_prints_as_2d(backend, kernel_module):
+    """Its printed backward was ``pass``: with no ``ad.tid()`` in it, the printed kernel
+    read as 1-D, and ``hvp`` (which launches it on the kernel's grid) raised a LaunchError
+    (found by the fuzzer's HVP check, seed 1000084). It now unpacks the thread index."""
+    m = kernel_module('''
+@ad.kernel
+def counts(x: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    t = x[i, j] * 2.0
+    out[i, j] += 1.0
+''')
+    assert "= ad.tid()" in ad.source(m.counts, stage="backward_user")
+    device = "cuda" if backend == "cuda" else "cpu"
+    x = np.linspace(0.0, 1.0, 6).reshape(2, 3)
+    for mode in ("fwd-rev", "rev-fwd"):
+        hv = ad.autograd.hvp(m.counts, (2, 3), [ad.array(x, device=device)],
+                             [ad.zeros((2, 3), device=device)], [np.ones((2, 3))], mode=mode)
+        np.testing.assert_array_equal(np.asarray(hv[0]), np.zeros((2, 3)))

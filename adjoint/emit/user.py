@@ -166,11 +166,32 @@ def function_text(tr, fname, params, body):
     if not ok:
         raise ValueError(f"'{tr.pf.name}': a local of unknown kind is not definitely assigned")
     body = [s for s in decls if not isinstance(s, Comment)] + body
-    unpack = _Unpack({n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)})
-    body = [_Spell().visit(unpack.visit(s)) for s in body]
+    taken = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
+    unpack = _Unpack(taken)
+    body = _with_thread_index(tr, [_Spell().visit(unpack.visit(s)) for s in body], taken)
     p = Printer(tr.pf.source)
     p.function(fname, [f"{n}: {a}" for n, a in params], body)
     return p.text()
+
+
+def _with_thread_index(tr, body, taken):
+    """``body`` of a kernel of a 2-D or 3-D grid with ``ad.tid()`` unpacked into as many
+    names, also where nothing reads them (a backward with nothing to do is ``pass``): how
+    many names it unpacks is what makes the printed kernel 2-D."""
+    if tr.pf.role != "kernel" or tr.dims < 2 or any(
+            isinstance(n, gast.Attribute) and n.attr == "tid" and isinstance(n.value, gast.Name)
+            and n.value.id == "ad" for s in body for n in gast.walk(s)):
+        return body
+    names = []
+    for d in range(tr.dims):
+        k, n = 0, f"tid{d}"
+        while n in taken:
+            k += 1
+            n = f"tid{d}_{k}"
+        names.append(n)
+    index = gast.parse(f"{', '.join(names)} = ad.tid()").body[0]
+    index.lineno = None         # (no line of the user's to quote)
+    return [index] + [s for s in body if not isinstance(s, gast.Pass)]
 
 
 def backward_params(tr):
