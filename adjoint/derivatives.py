@@ -72,15 +72,13 @@ def scalar_func(g):
     call passes a vec3 argument as its three components and unpacks a vec3 result
     (``f_x, f_y, f_z = f(a_x, a_y, a_z)``). ``g`` itself when it takes and returns
     scalars only; else ``g``'s forward printed with its parameters as components (the
-    twin keeps ``g``'s name). A func with hand-written rules is left as it is: its rules
-    take vectors (the printed call is then refused, as before)."""
+    twin keeps ``g``'s name). (A func of vectors with hand-written rules never gets
+    here: pass scalarize refuses a call of one, at the user's line.)"""
     tr = g.transformed
     given = list(inspect.signature(g.pyfunc).parameters)
     returns = g.pyfunc.__annotations__.get("return")
     if [p.name for p in tr.pf.params] == given and vector_type(returns) is None:
         return g            # (a struct or vector parameter is split: its name changes)
-    if g.custom_grad is not None or g.custom_jvp is not None:
-        return g
     cached = g.__dict__.get("_scalar_func")
     if cached is None:
         from .emit.user import annotation, function_text
@@ -88,7 +86,6 @@ def scalar_func(g):
         text = function_text(tr, g.name, params, tr.rev.forward)
         cached = g.__dict__["_scalar_func"] = Func(_compile(text, g.name, _callees(tr, text)))
     return cached
-
 
 
 def jvp_func(f):

@@ -33,6 +33,7 @@ import gast
 from ..rules import RULES, lookup
 from ..transform.ir import CheckStmt, Comment, const
 from .declare import declare
+from .grid import unique
 from .printer import Printer
 
 
@@ -182,13 +183,7 @@ def _with_thread_index(tr, body, taken):
             isinstance(n, gast.Attribute) and n.attr == "tid" and isinstance(n.value, gast.Name)
             and n.value.id == "ad" for s in body for n in gast.walk(s)):
         return body
-    names = []
-    for d in range(tr.dims):
-        k, n = 0, f"tid{d}"
-        while n in taken:
-            k += 1
-            n = f"tid{d}_{k}"
-        names.append(n)
+    names = [unique(taken, f"tid{d}") for d in range(tr.dims)]
     index = gast.parse(f"{', '.join(names)} = ad.tid()").body[0]
     index.lineno = None         # (no line of the user's to quote)
     return [index] + [s for s in body if not isinstance(s, gast.Pass)]

@@ -249,11 +249,8 @@ def run_backend(prog, mod, ref, backend):
                 jvp_refused = ""
     except RaceError as exc:
         return Outcome("mismatch", f"race: {exc}")
-    except ad.AdjointError as exc:
-        msg = str(exc)
-        return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
-    except Exception as exc:  # noqa: BLE001 - every other exception is a finding
-        return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
+        return failed(exc)
     out = compare(ref, forward, after, grads, tangents, TOL32 if float32 else TOL64)
     if jvp_refused:
         out.detail = "\n".join(d for d in (out.detail, jvp_refused) if d)
@@ -302,6 +299,15 @@ def _race_warnings_are_errors():
     except ImportError:
         return
     warnings.simplefilter("error", NumbaParallelSafetyWarning)
+
+
+def failed(exc):
+    """The ``Outcome`` of a run that raised ``exc``: a refusal for one of adjoint's own
+    errors (``located`` when its message names a file:line), else an internal error."""
+    if isinstance(exc, ad.AdjointError):
+        msg = str(exc)
+        return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
+    return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
 
 
 def _tail(exc, lines=12):

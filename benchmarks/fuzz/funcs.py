@@ -29,7 +29,7 @@ import numpy as np
 
 import adjoint as ad
 
-from .check import LOCATED, Outcome, _tail
+from .check import Outcome, failed
 from .reference import Reference
 
 H = 1e-6            # the step of a first difference of the reference
@@ -118,11 +118,8 @@ def check_funcs(prog, mod, backend):
                 _forward(f, pt, values, rng)
                 if len(kinds) == 1:
                     _second(f, pt)
-    except ad.AdjointError as exc:
-        msg = str(exc)
-        return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
-    except Exception as exc:  # noqa: BLE001 - every other exception is a finding
-        return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
+        return failed(exc)
     errors = [e for pt in points for e in pt.errors]
     return Outcome("mismatch" if errors else "ok", "\n".join(errors), errors=errors,
                    checked=sum(pt.checked for pt in points),

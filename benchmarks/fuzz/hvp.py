@@ -19,7 +19,7 @@ import numpy as np
 
 import adjoint as ad
 
-from .check import LOCATED, Outcome, _array, _tail
+from .check import Outcome, _array, failed
 from .program import program_data
 from .reference import Reference
 
@@ -66,11 +66,8 @@ def check_hvp(prog, mod, backend):
                     continue
                 checked += 1
                 errors += [f"launch {n} of {step.kernel}: {e}" for e in found]
-    except ad.AdjointError as exc:
-        msg = str(exc)
-        return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))
-    except Exception as exc:  # noqa: BLE001 - every other exception is a finding
-        return Outcome("internal", f"{type(exc).__name__}: {exc}\n{_tail(exc)}")
+    except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
+        return failed(exc)
     return Outcome("mismatch" if errors else "ok", "\n".join(errors), skipped=skipped,
                    checked=checked, errors=errors)
 
