@@ -137,12 +137,19 @@ def may_alias(a, b):
     return np.may_share_memory(a, b)
 
 
+_NONE = frozenset()
+
+
 def shared(bufs):
     """The positions in ``bufs`` of the buffers that may share memory with another of them
     (empty, and found at once, for distinct host arrays owning their memory)."""
-    if all(owns_memory(b) for b in bufs) and \
-            len({id(b) for b in bufs}) == len(bufs):
-        return frozenset()
+    ids = set()
+    for b in bufs:      # (a loop: this runs on every launch and every backward step)
+        if type(b) is not np.ndarray or b.base is not None or id(b) in ids:
+            break
+        ids.add(id(b))
+    else:
+        return _NONE
     return frozenset(j for j, a in enumerate(bufs)
                      if any(may_alias(a, b) for m, b in enumerate(bufs) if m != j))
 

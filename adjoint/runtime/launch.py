@@ -21,9 +21,15 @@ def _dims(spec, dim):
     most ``MAX_THREADS``; anything else is a ``LaunchError`` naming the kernel."""
     if type(dim) is int and spec.dims == 1 and 0 <= dim <= MAX_THREADS:
         return (dim,)                   # the common case, without the general checks
-    if type(dim) is tuple and len(dim) == spec.dims and all(type(d) is int for d in dim) \
-            and min(dim) >= 0 and max(dim) <= MAX_THREADS and math.prod(dim) <= MAX_THREADS:
-        return dim
+    if type(dim) is tuple and len(dim) == spec.dims:
+        total = 1
+        for d in dim:
+            if type(d) is not int or not 0 <= d <= MAX_THREADS:
+                break
+            total *= d
+        else:
+            if total <= MAX_THREADS:
+                return dim
     where = f"kernel '{spec.name}' ({spec.origin})"
     if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
         dims = (dim,)
@@ -60,16 +66,13 @@ def _describe(value):
     return type(value).__name__
 
 
-_PLAIN_SCALARS = {float: "f", int: "iuf"}   # a Python float for a float, an int for either
-
-
 def _convert(spec, param, value, device):
     if type(value) is Array and param.is_array and value.device == device:   # common case
         data = value._data
         if data.ndim == param.ndim and data.dtype == param.np_dtype:
             return data
-    elif param.np_dtype.kind in _PLAIN_SCALARS.get(type(value), "") and not param.is_array:
-        return _scalar(param, value)    # the other common case, without the checks below
+    elif type(value) in param.plain:
+        return param.to_scalar(value)   # the other common case, without the checks below
     where = f"kernel '{spec.name}' ({spec.origin}), parameter '{param.name}'"
     if param.is_array:
         if isinstance(value, Array):
@@ -93,13 +96,7 @@ def _convert(spec, param, value, device):
         raise LaunchError(f"{where}: expects a scalar {param.dtype}, got {_describe(value)}")
     if param.np_dtype.kind in "iu" and not isinstance(value, numbers.Integral):
         raise LaunchError(f"{where}: expects an integer, got {value!r}")
-    return _scalar(param, value)
-
-
-def _scalar(param, value):
-    """A scalar argument as the kernel's compiled code takes it."""
-    return param.np_dtype.type(value).item() if param.np_dtype == np.float64 or \
-        param.np_dtype == np.int64 else param.np_dtype.type(value)
+    return param.to_scalar(value)
 
 
 @user_frames
@@ -276,10 +273,12 @@ def _launch_device(device, args):
 
 def _propagate_requires_grad(spec, args):
     """Outputs of a recorded launch that reads a requires_grad array require grad too."""
-    if any(isinstance(args[k], Array) and args[k].requires_grad for k in spec.read_floats):
-        for k in spec.written_floats:
-            if isinstance(args[k], Array):
-                args[k].requires_grad = True
+    for k in spec.read_floats:
+        if isinstance(args[k], Array) and args[k].requires_grad:
+            for j in spec.written_floats:
+                if isinstance(args[j], Array):
+                    args[j].requires_grad = True
+            return
 
 
 def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs):

@@ -27,6 +27,24 @@ class ParamSpec:
     def has_adjoint(self):
         return self.is_array and self.np_dtype.kind == "f"
 
+    @functools.cached_property
+    def plain(self):
+        """The kinds of Python scalar a launch passes on as they are for a scalar parameter
+        (a float for a float, an int for either): ``{type: True}``; nothing for an array."""
+        kind = self.np_dtype.kind
+        return {} if self.is_array else {float: True, int: True} if kind == "f" else \
+            {int: True} if kind in "iu" else {}
+
+    @functools.cached_property
+    def to_scalar(self):
+        """A scalar argument as the kernel's compiled code takes it: a Python float or int
+        for a 64-bit parameter (through numpy, so that an int beyond int64 overflows
+        here), a numpy scalar of the parameter's dtype otherwise."""
+        make = self.np_dtype.type
+        if self.np_dtype in (np.float64, np.int64):
+            return lambda value: make(value).item()
+        return make
+
     def describe(self):
         if self.is_array:
             return f"array(dtype={self.dtype}, ndim={self.ndim})"

@@ -48,9 +48,13 @@ class LaunchStep:
                                                          adjs, alias)
         if cleared is not None:
             part = "backward_norest"
-        with owed.stored(stored):
-            verify.run(self.kernel, part + ("_clean" if clean else ""), self.dims,
-                       [*self.values, *self.saved], adjs, alias)
+        run = (self.kernel, part + ("_clean" if clean else ""), self.dims,
+               [*self.values, *self.saved], adjs, alias)
+        if stored:
+            with owed.stored(stored):
+                verify.run(*run)
+        else:
+            verify.run(*run)
         for grad in cleared or ():
             grad._owed = True       # (noted clean by mark_zeroed)
         mark_zeroed(self.kernel, self.args, self.dims, adjs, alias)
@@ -138,8 +142,11 @@ def adjoint_buffers(kernel, args, writer, dims):
     alias = buffers.shared(adjs)
     if alias:
         _refuse_shared_gradient(kernel, args, adjs, grads, alias, writer)
-    clean = bool(kernel.clean_adjoints) and all(
-        k not in grads or watch.is_clean(adjs[k]) for k in kernel.clean_adjoints)
+    clean = bool(kernel.clean_adjoints)
+    for k in kernel.clean_adjoints:     # (a loop: every backward step asks)
+        if k in grads and not watch.is_clean(adjs[k]):
+            clean = False
+            break
     stored = owed.settle(kernel, args, dims, adjs, owing, clean, alias)
     for k in grads:
         watch.before_write(adjs[k], writer)

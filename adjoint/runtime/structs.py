@@ -118,8 +118,9 @@ def _signature(pyfunc):
     got = _SIGNATURES.get(pyfunc)
     if got is None:
         params = inspect.signature(pyfunc).parameters.values()
-        got = (tuple((k, p.annotation if is_struct(p.annotation) else None)
-                     for k, p in enumerate(params)), tuple(p.name for p in params))
+        kinds = tuple((k, p.annotation if is_struct(p.annotation) else None)
+                      for k, p in enumerate(params))
+        got = (kinds, tuple(p.name for p in params), any(cls for _, cls in kinds))
         _SIGNATURES[pyfunc] = got
     return got
 
@@ -160,8 +161,8 @@ def flatten_args(kernel, inputs, outputs, adj_inputs=None, adj_outputs=None):
     pyfunc = getattr(kernel, "pyfunc", None)
     if pyfunc is None:
         return inputs, outputs, adj_inputs, adj_outputs
-    kinds, names = _signature(pyfunc)
-    if not any(cls for _, cls in kinds):
+    kinds, names, has_structs = _signature(pyfunc)
+    if not has_structs:
         return inputs, outputs, adj_inputs, adj_outputs
 
     def flat(lst, start):

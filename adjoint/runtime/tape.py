@@ -33,12 +33,18 @@ from ..errors import TapeError, user_frames
 from . import buffers, memory, watch
 from .steps import CopyStep, FuncStep
 
-_recording = threading.local()      # .tape: the tape recording on this thread
+
+
+class _Recording(threading.local):
+    tape = None         # the tape recording on this thread
+
+
+_recording = _Recording()
 
 
 def active_tape():
     """The tape recording launches made on the calling thread, or ``None``."""
-    return getattr(_recording, "tape", None)
+    return _recording.tape
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ def run(spec, part, dims, values, adjoints=(), alias=None):
     run_part = spec.quieted.get(part)
     if run_part is None:
         run_part = spec.quieted[part] = _quiet(getattr(spec, part))
-    if part == "jvp":                   # (launch refuses aliasing tangent buffers)
+    if part == "jvp" or not adjoints:   # (launch refuses aliasing tangent buffers)
         run_part(*dims, *values, *adjoints)
     else:
         buffers.call_unaliased(run_part, (*dims, *values), adjoints, alias)

@@ -39,7 +39,13 @@ from . import buffers
 LOCK = threading.RLock()
 _watchers = {}      # memory key -> {id(watcher): weakref.ref(watcher)}
 _keys = {}          # id(buffer) -> (weakref.ref(buffer), its memory key)
-_thread = threading.local()     # .observers: [fn(buf, writer)] told of this thread's writes
+
+
+class _ThreadState(threading.local):
+    observers = ()      # (fn(buf, writer), ...) told of this thread's writes
+
+
+_thread = _ThreadState()
 
 
 def memory_key(buf):
@@ -101,14 +107,17 @@ def before_write(buf, writer, by=None):
     function returning one, called only when someone watches ``buf`` or observes writes)
     is about to write ``buf``; ``by`` is the tape recording that write, if any. A
     watcher may raise to refuse the write: nothing has been written yet."""
-    observers = getattr(_thread, "observers", ())
-    if observers and callable(writer):
-        writer = writer()
-    for observe in observers:
-        observe(buf, writer)
+    observers = _thread.observers
+    if observers:
+        if callable(writer):
+            writer = writer()
+        for observe in observers:
+            observe(buf, writer)
     key = memory_key(buf)
-    if _clean:
+    if _spans:
         _forget_clean(key, buf)
+    else:                               # (no clean device memory: only this key's entry)
+        _clean.pop(key, None)
     if key not in _watchers:                  # the common case: nobody read this memory
         return
     if callable(writer):
@@ -206,7 +215,7 @@ class observe_writes:
         self.fn = fn
 
     def __enter__(self):
-        _thread.observers = getattr(_thread, "observers", ()) + (self.fn,)
+        _thread.observers = _thread.observers + (self.fn,)
         return self
 
     def __exit__(self, *exc):
