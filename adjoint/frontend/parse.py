@@ -80,6 +80,17 @@ def _callables():
 CALLABLES = _callables()
 
 
+def _unsupported_call(obj):
+    """The message for a call of ``obj``, which a kernel or func cannot call."""
+    name = getattr(obj, "__name__", repr(obj))
+    if getattr(obj, "__module__", None) == "math" and getattr(math, name, None) is obj:
+        known = sorted({s for r in RULES.values() for s in r.spellings if s.startswith("math.")})
+        return (f"math.{name} is not supported in kernels and funcs (it has no derivative "
+                f"rule); the math functions that are: {', '.join(known)}")
+    return (f"call to unsupported function '{name}' (only math.* functions with a derivative "
+            "rule, ad.* and @ad.func functions can be called)")
+
+
 @dataclass
 class SourceInfo:
     """Where a function came from, to quote it in errors and comments.
@@ -288,6 +299,8 @@ class _Resolver(gast.NodeTransformer):
         raise self.pf.error("unsupported call target", expr)
 
     def visit_Call(self, node):
+        if self._lookup(node.func) is builtins.len:
+            return self._length(node)
         if node.keywords and not _vector_call(self._lookup(node.func)):
             raise self.pf.error("keyword arguments are not supported in kernels and funcs",
                                 node.keywords[0].value)
@@ -318,10 +331,23 @@ class _Resolver(gast.NodeTransformer):
             else:
                 node.func = _name(name)
         else:
-            name = getattr(obj, "__name__", repr(obj))
-            raise self.pf.error(f"call to unsupported function '{name}' (only math.*, ad.* "
-                                "and @ad.func functions can be called)", node)
+            raise self.pf.error(_unsupported_call(obj), node)
         return node
+
+    def _length(self, node):
+        """``len(a)`` of an array parameter ``a``: ``a.shape[0]`` (as in Warp)."""
+        arrays = {p.name for p in self.pf.params if p.is_array}
+        if len(node.args) != 1 or node.keywords or not isinstance(node.args[0], gast.Name) \
+                or node.args[0].id not in arrays:
+            raise self.pf.error("len() takes one array parameter of the kernel or func (its "
+                                "length along the first axis, a.shape[0]); write x.shape[k] "
+                                "for another axis", node)
+        shape = gast.Attribute(value=node.args[0], attr="shape", ctx=gast.Load())
+        out = gast.Subscript(value=shape, slice=gast.Constant(value=0, kind=None),
+                             ctx=gast.Load())
+        for new in (shape, out, out.slice):
+            gast.copy_location(new, node)
+        return self.visit(out)
 
     def visit_Attribute(self, node):
         flat = self.pf.structs.field(node, self.pf)       # s.x, s.x.shape of a struct

@@ -45,7 +45,7 @@ def clamp(z, x, lo, hi):
         d_x = g
 
 
-@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: FLOAT)
+@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: FLOAT, runtime="to_float")
 def float_(z, x):
     d_x = g
 

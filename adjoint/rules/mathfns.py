@@ -2,7 +2,7 @@
 import math  # noqa: F401 - the templates below name math.* in their source
 
 from .registry import rule
-from .types import FLOAT, INT
+from .types import BOOL, FLOAT, INT
 
 # flake8: noqa: F821
 
@@ -13,6 +13,10 @@ def _float(*kinds):
 
 def _int(*kinds):
     return INT
+
+
+def _bool(*kinds):
+    return BOOL
 
 
 def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=(),
@@ -162,3 +166,50 @@ def degrees(z, x):
 @math_rule("radians", domain=[(-3, 3)])
 def radians(z, x):
     d_x = g * 0.017453292519943295              # pi / 180
+
+
+@math_rule("asinh", domain=[(-2, 2)])
+def asinh(z, x):
+    d_x = g / math.sqrt(x * x + 1.0)
+
+
+@math_rule("acosh", domain=[(1.2, 3)])
+def acosh(z, x):
+    d_x = g / math.sqrt(x * x - 1.0)
+
+
+@math_rule("atanh", domain=[(-0.9, 0.9)])
+def atanh(z, x):
+    d_x = g / (1.0 - x * x)
+
+
+# hypot(x, y) = sqrt(x^2 + y^2): at the origin the derivative is stated as 0 (as for
+# ad.length2, Warp's convention for a vector's length), where x / z would be nan
+@math_rule("hypot", domain=[(-2, 2), (-2, 2)])
+def hypot(z, x, y):
+    if z > 0.0:
+        d_x = g / z * x
+        d_y = g / z * y
+
+
+# fmod(x, y) = x - n * y with n = trunc(x / y) an integer constant between the jumps:
+# dz/dx = 1, dz/dy = -n, and n = (x - z) / y (to rounding: z is exact)
+@math_rule("fmod", domain=[(0.1, 5), (0.7, 2)])
+def fmod(z, x, y):
+    d_x = g
+    d_y = -(g * ((x - z) / y))
+
+
+@math_rule("isnan", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
+def isnan(z, x):
+    pass
+
+
+@math_rule("isinf", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
+def isinf(z, x):
+    pass
+
+
+@math_rule("isfinite", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
+def isfinite(z, x):
+    pass

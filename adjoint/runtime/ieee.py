@@ -173,6 +173,46 @@ erf = math_function(math.erf, _nan)                 # erf, erfc, degrees, radian
 erfc = math_function(math.erfc, _nan)
 degrees = math_function(math.degrees, lambda x: math.copysign(INF, x))
 radians = math_function(math.radians, lambda x: math.copysign(INF, x))
+asinh = math_function(math.asinh, lambda x: x)      # never raises (asinh(±inf) is ±inf)
+acosh = math_function(math.acosh, lambda x: INF if x == INF else NAN)    # nan below 1
+atanh = math_function(math.atanh, lambda x: math.copysign(INF, x) if abs(x) == 1 else NAN)
+
+
+@builtin(ieee_compiled.hypot, user=math.hypot)
+def hypot(x, y):
+    """``math.hypot(x, y)``: ``sqrt(x*x + y*y)`` without overflow or underflow in
+    between (C's ``hypot``: inf if either is ±inf, even with a nan)."""
+    try:
+        r = math.hypot(x, y)
+    except OverflowError:
+        r = INF
+    return _typed(r, x, y)
+
+
+@builtin(ieee_compiled.fmod, user=math.fmod, device=ieee_compiled.fmod_device)
+def fmod(x, y):
+    """``math.fmod(x, y)``: C's ``fmod``, ``x - trunc(x / y) * y`` computed exactly, with
+    the sign of ``x`` (Python's ``%`` has the sign of ``y``); nan for ``y = 0`` or
+    ``x = ±inf``."""
+    try:
+        r = math.fmod(x, y)
+    except ValueError:
+        r = NAN
+    return _typed(r, x, y)
+
+
+def _bool_test(fn):
+    """``math.isnan``, ``isinf``, ``isfinite``: a bool, for an int too (numba's)."""
+    def call(x):
+        return bool(fn(x))
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = f"``math.{fn.__name__}(x)``: a bool."
+    return _register(fn.__name__, call, _compiled_call(fn), fn)
+
+
+isnan = _bool_test(math.isnan)
+isinf = _bool_test(math.isinf)
+isfinite = _bool_test(math.isfinite)
 
 
 @builtin(ieee_compiled.cbrt, user=math.cbrt, device=ieee_compiled.cbrt_device)
@@ -208,6 +248,12 @@ def ceil(x):
     if _is_int(x):
         return int(x)
     return math.ceil(x) if -_INT_RANGE <= x < _INT_RANGE else INT64_MIN
+
+
+@builtin(ieee_compiled.to_float, device=ieee_compiled.to_float_device)
+def to_float(x):
+    """``float(x)``: an int as a float, a bool as 1.0 or 0.0."""
+    return float(x)
 
 
 @builtin(ieee_compiled.to_int)

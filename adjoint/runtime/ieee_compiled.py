@@ -79,6 +79,20 @@ def ceil(x):
     return INT64_MIN
 
 
+def to_float(x):
+    """numba has no ``float()`` of a bool (a comparison, ``math.isnan``)."""
+    if isinstance(x, bool):
+        return 1.0 if x else 0.0
+    return float(x)
+
+
+def to_float_device(x):
+    """``to_float`` for numba.cuda, which types ``float(x)`` of a bool even in a branch
+    ``isinstance`` rules out: a product with 1.0 is exact (-0.0 stays -0.0) and takes a
+    bool, an int or a float."""
+    return x * 1.0
+
+
 def to_int(x):
     if isinstance(x, int):
         return x
@@ -89,6 +103,25 @@ def to_int(x):
 
 def copysign(x, y):
     return math.copysign(x, y)
+
+
+def hypot(x, y):
+    return math.hypot(x, y)
+
+
+def fmod(x, y):
+    """numba CPU has no ``math.fmod``; NumPy's ``fmod`` is C's (a float, as Python's
+    ``math.fmod``, also of two ints: NumPy's would be an int)."""
+    if isinstance(x, int) and isinstance(y, int):
+        return np.fmod(float(x), float(y))
+    return np.fmod(x, y)
+
+
+def fmod_device(x, y):
+    """numba.cuda has ``math.fmod`` (CUDA's ``fmod``), not NumPy's."""
+    if isinstance(x, int) and isinstance(y, int):
+        return math.fmod(float(x), float(y))
+    return math.fmod(x, y)
 
 
 def cbrt(x):
