@@ -301,7 +301,16 @@ def jvp(f, primals=None, tangents=None):
     if not isinstance(f, Func):
         raise TypeError(f"ad.jvp expects an @ad.func, got {type(f).__name__}")
     if primals is None:
-        return lambda primals, tangents: jvp(f, primals, tangents)
+        def jvp_of(*args):
+            if len(args) != 2:
+                raise TypeError(f"ad.jvp(f) of func '{f.name}' takes two tuples, the primals "
+                                "and the tangents (ad.jvp(f)((x, y), (dx, dy))), got "
+                                f"{len(args)} arguments")
+            return jvp(f, *args)
+        return jvp_of
+    if tangents is None:
+        raise TypeError(f"ad.jvp of func '{f.name}': give the tangents too, one per "
+                        "parameter (ad.jvp(f, (x, y), (dx, dy)))")
     primals, tangents = tuple(primals), tuple(tangents)
     if len(tangents) != len(primals):
         raise TypeError(f"ad.jvp of func '{f.name}': {len(primals)} primals but "

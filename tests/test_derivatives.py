@@ -188,6 +188,12 @@ def test_int_parameters_and_errors(cpu, funcs):
         ad.grad(funcs.polar)(1.0, 0.5)
     with pytest.raises(AdjointError, match="single argnums"):
         ad.grad(ad.grad(funcs.loop, (0, 1)))
+    assert ad.jvp(f)((0.5, 3, 1.2), (1.0, 0.0, 0.0)) == (value, tangent)
+    with pytest.raises(TypeError, match=r"ad.jvp\(f\) of func 'with_int' takes two tuples, "
+                                        r"the primals and the tangents .* got 6 arguments"):
+        ad.jvp(f)(0.5, 3, 1.2, 1.0, 0.0, 0.0)
+    with pytest.raises(TypeError, match="ad.jvp of func 'with_int': give the tangents too"):
+        ad.jvp(f, (0.5, 3, 1.2))
     (a, b), (da, db) = ad.jvp(funcs.polar, (2.0, 0.5), (0.0, 1.0))
     assert (a, b) == pytest.approx((2 * math.cos(0.5), 2 * math.sin(0.5)), rel=1e-15)
     assert (da, db) == pytest.approx((-2 * math.sin(0.5), 2 * math.cos(0.5)), rel=1e-15)
