@@ -34,6 +34,7 @@ from benchmarks.fuzz.ckpt import check_ckpt, segment
 from benchmarks.fuzz.driver import run_seed
 from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
+from benchmarks.fuzz.minimize import minimize
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
 from benchmarks.fuzz.reference import Reference
@@ -263,6 +264,23 @@ def test_a_wrong_recomputation_of_a_checkpointed_segment_is_a_mismatch(tmp_path,
     assert out.status == "mismatch", out.detail
     assert out.detail.startswith("checkpointed gradient of a0") and "bit for bit" in out.detail
     assert "finite difference" not in out.detail        # within the FD tolerance: bits only
+
+
+def test_a_checkpointed_failure_shrinks_with_its_segment(monkeypatch):
+    """The minimizer pins the segment (Program.segment) and moves it with the steps it
+    drops: here the copy after the segment goes, and the segment is still launch k1."""
+    backward = CheckpointStep.backward
+
+    def one_ulp_off(step):
+        step.values = [np.nextafter(v, np.inf) for v in step.values]
+        backward(step)
+
+    monkeypatch.setattr(CheckpointStep, "backward", one_ulp_off)
+    prog = dataclasses.replace(_segment_program(), segment=(1, 2))
+    small, out = minimize(prog, "python-ckpt", log=lambda _: None)
+    assert out.status == "mismatch" and out.detail.startswith("checkpointed gradient of a0")
+    assert [s.op for s in small.steps] == ["launch", "launch"]
+    assert small.steps[slice(*small.segment)] == [prog.steps[1]]
 
 
 def test_as_float32_makes_a_float32_program(tmp_path):

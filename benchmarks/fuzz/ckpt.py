@@ -39,9 +39,12 @@ def split(backend):
 
 def segment(prog):
     """``(start, stop)``: steps ``start .. stop - 1`` of the schedule run as one
-    checkpointed segment. Drawn from the seed: a first launch, a number of launches
-    (at least 1, at most all that follow), and at each end some of the clones and
-    copies between the segment's launch and the launch beyond it."""
+    checkpointed segment: ``prog.segment`` where set (the minimizer pins it), else drawn
+    from the seed: a first launch, a number of launches (at least 1, at most all that
+    follow), and at each end some of the clones and copies between the segment's launch
+    and the launch beyond it."""
+    if prog.segment is not None:
+        return prog.segment
     launches = [k for k, s in enumerate(prog.steps) if s.op == "launch"]
     if not launches:
         return 0, 0
@@ -56,8 +59,9 @@ def segment(prog):
 def describe(prog, start, stop):
     launches = [k for k, s in enumerate(prog.steps) if s.op == "launch"]
     inside = [n for n, k in enumerate(launches) if start <= k < stop]
+    which = f"launches {inside[0] + 1}-{inside[-1] + 1}" if inside else "no launch"
     return (f"checkpointed segment: steps {start}-{stop - 1} of the schedule's "
-            f"{len(prog.steps)} (launches {inside[0] + 1}-{inside[-1] + 1} of {len(launches)})")
+            f"{len(prog.steps)} ({which} of {len(launches)})")
 
 
 def check_ckpt(prog, mod, ref, backend, steps=None):
