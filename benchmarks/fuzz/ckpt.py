@@ -57,10 +57,11 @@ def segment(prog):
 
 
 def describe(prog, start, stop):
+    """The segment ``(start, stop)`` in words, steps and launches counted from 1."""
     launches = [k for k, s in enumerate(prog.steps) if s.op == "launch"]
     inside = [n for n, k in enumerate(launches) if start <= k < stop]
     which = f"launches {inside[0] + 1}-{inside[-1] + 1}" if inside else "no launch"
-    return (f"checkpointed segment: steps {start}-{stop - 1} of the schedule's "
+    return (f"checkpointed segment: steps {start + 1}-{stop} of the schedule's "
             f"{len(prog.steps)} ({which} of {len(launches)})")
 
 
