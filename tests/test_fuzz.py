@@ -9,7 +9,8 @@ each backend's forward values and gradients against a float64 plain-Python
 reference and its central differences. The same programs run as float32 programs
 (``..._in_float32``), their funcs through ``ad.grad``/``ad.jvp``/``ad.hessian`` from
 Python (``..._of_funcs_from_python``), and their launches through
-``ad.autograd.hvp`` (``..._of_hessian_vector_products``). The long run is
+``ad.autograd.hvp`` (``..._of_hessian_vector_products``), and with a run of their
+launches under ``ad.checkpoint`` (``..._with_a_checkpointed_segment``). The long run is
 ``python -m benchmarks.fuzz --count 10000`` (docs/fuzz.md).
 
 The other tests show the fuzzer is not blind: a wrong hand-written rule is a
@@ -26,11 +27,14 @@ import numpy as np
 import pytest
 
 import adjoint as ad
+from adjoint.checkpoint import CheckpointStep
 from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, compare, \
-    finite_differences, load_module, run_backend
+    finite_differences, load_module, record, run_backend
+from benchmarks.fuzz.ckpt import check_ckpt, segment
 from benchmarks.fuzz.driver import run_seed
 from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
+from benchmarks.fuzz.minimize import minimize
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
 from benchmarks.fuzz.reference import Reference
@@ -98,6 +102,23 @@ def test_seeded_subset_of_hessian_vector_products(backend):
                                 backend + "-hvp")
     assert not failures, "\n\n".join(failures)
     assert sum(r.get("checked", 0) for r in results) >= 1
+
+
+def test_seeded_subset_with_a_checkpointed_segment(backend):
+    """Each program's schedule with a run of its steps under ad.checkpoint (from a launch
+    to a launch, drawn from the seed): gradients against the finite differences, and
+    bit for bit against the same backend's plain tape (benchmarks/fuzz/ckpt.py). The
+    seeds' segments include runs of two and three launches and clones made inside."""
+    seeds = {"python": (1, 10, 20, 21, 22, 24), "numba": (10, 20),
+             "cuda": (1, 24)}[backend]
+    failures, results = _seeded(seeds, backend + "-ckpt")
+    assert not failures, "\n\n".join(failures)
+    assert len(results) == len(seeds) and sum(r["checked"] for r in results) >= 10 * len(seeds)
+    progs = [gen_program(seed, SMALL) for seed in seeds]
+    launches = [sum(s.op == "launch" for s in p.steps[slice(*segment(p))]) for p in progs]
+    assert min(launches) >= 1 and (backend == "numba" or max(launches) >= 2), launches
+    if backend == "python":
+        assert any(s.op == "clone" for p in progs for s in p.steps[slice(*segment(p))])
 
 
 # --------------------------------------------------------------------------- the fuzzer can fail
@@ -195,6 +216,71 @@ def test_a_wrong_second_derivative_of_a_kernel_is_a_mismatch(tmp_path):
         out = check_hvp(prog, load_module(prog, str(tmp_path / str(k))), "python")
         assert out.status == status and out.checked == 1, out.detail
     assert "hvp (rev-fwd) of parameter x0" in out.detail and "fwd-rev" not in out.detail
+
+
+K_SIN = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+         "    i = ad.tid()\n    out0[i] = math.sin(x0[i])\n")
+K_SQUARE = ("@ad.kernel\ndef k1(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+            "    i = ad.tid()\n    out0[i] = x0[i] * x0[i]\n")
+
+
+def _segment_program():
+    """``b0 = sin(a0)``; the segment ``b1 = b0 * b0`` (step 1); then ``ad.copy(b0, a1)``
+    overwrites what the segment read: its backward must recompute from a kept copy."""
+    io = [Param("x0", "in"), Param("out0", "out", mode="store")]
+    arrays = {n: ArrayDecl(n, (6,), k) for n, k in
+              (("a0", "leaf"), ("a1", "leaf"), ("b0", "buffer"), ("b1", "buffer"))}
+    kernels = [KernelDef("k0", 1, list(io), K_SIN), KernelDef("k1", 1, list(io), K_SQUARE)]
+    steps = [Step("launch", "k0", ["a0", "b0"]), Step("launch", "k1", ["b0", "b1"]),
+             Step("copy", dest="b0", src="a1")]
+    return Program(7, (6,), 3, arrays, [], kernels, steps)
+
+
+def test_a_wrong_recomputation_of_a_checkpointed_segment_is_a_mismatch(tmp_path, monkeypatch):
+    prog = _segment_program()
+    mod, ref = load_module(prog, str(tmp_path)), finite_differences(prog)
+    with ad.backend_scope("python"):
+        _, tape = record(prog, mod, ref.data, "cpu", (1, 2))
+    assert [type(s).__name__ for s in tape.steps].count("CheckpointStep") == 1
+    out = check_ckpt(prog, mod, ref, "python", steps=(1, 2))
+    assert out.status == "ok" and out.checked >= 4, out.detail
+    backward = CheckpointStep.backward
+
+    def forgets_the_copy(step):      # recomputes from what the inputs hold now (a1's values)
+        step.values = [buf for _, buf in step.inputs]
+        backward(step)
+
+    def one_ulp_off(step):           # recomputes from inputs one ulp off what they held
+        step.values = [np.nextafter(v, np.inf) for v in step.values]
+        backward(step)
+
+    monkeypatch.setattr(CheckpointStep, "backward", forgets_the_copy)
+    out = check_ckpt(prog, mod, ref, "python", steps=(1, 2))
+    assert out.status == "mismatch", out.detail
+    assert "gradient of a0" in out.detail and "finite difference" in out.detail
+    assert "checkpointed gradient of a0" in out.detail and "steps 2-2 of the schedule's 3 (launches 2-2 of 2)" in out.detail
+    monkeypatch.setattr(CheckpointStep, "backward", one_ulp_off)
+    out = check_ckpt(prog, mod, ref, "python", steps=(1, 2))
+    assert out.status == "mismatch", out.detail
+    assert out.detail.startswith("checkpointed gradient of a0") and "bit for bit" in out.detail
+    assert "finite difference" not in out.detail        # within the FD tolerance: bits only
+
+
+def test_a_checkpointed_failure_shrinks_with_its_segment(monkeypatch):
+    """The minimizer pins the segment (Program.segment) and moves it with the steps it
+    drops: here the copy after the segment goes, and the segment is still launch k1."""
+    backward = CheckpointStep.backward
+
+    def one_ulp_off(step):
+        step.values = [np.nextafter(v, np.inf) for v in step.values]
+        backward(step)
+
+    monkeypatch.setattr(CheckpointStep, "backward", one_ulp_off)
+    prog = dataclasses.replace(_segment_program(), segment=(1, 2))
+    small, out = minimize(prog, "python-ckpt", log=lambda _: None)
+    assert out.status == "mismatch" and out.detail.startswith("checkpointed gradient of a0")
+    assert [s.op for s in small.steps] == ["launch", "launch"]
+    assert small.steps[slice(*small.segment)] == [prog.steps[1]]
 
 
 def test_as_float32_makes_a_float32_program(tmp_path):

@@ -27,6 +27,7 @@ from collections import Counter, defaultdict
 
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")   # before numba is imported
 
+from . import ckpt  # noqa: E402
 from .driver import run_seed, signature, write_reproducer  # noqa: E402
 from .minimize import minimize  # noqa: E402
 from .program import Profile, gen_program  # noqa: E402
@@ -42,7 +43,9 @@ def parse(argv):
                     help="comma-separated: python, race, numba, cuda; with 32 after one "
                          "(numba32), the program runs in float32; with -funcs after python "
                          "or numba, its funcs' ad.grad/jvp/hessian are checked; with -hvp, "
-                         "its launches' Hessian-vector products")
+                         "its launches' Hessian-vector products; with -ckpt after python, "
+                         "race, numba or cuda, its launches with a run of them under "
+                         "ad.checkpoint")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes at once")
     ap.add_argument("--big", type=float, default=Profile.big,
                     help="chance of a grid above the parallel threshold (2048 threads)")
@@ -57,7 +60,12 @@ def parse(argv):
                     help="shrink the program of --seed on the first of --backends and print it")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--seeds", default="", help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    for b in args.backends.split(","):
+        if ckpt.split(b) is not None and ckpt.split(b) not in ckpt.BASES:
+            ap.error(f"backend {b!r}: -ckpt runs after {', '.join(ckpt.BASES)} (float64 "
+                     f"only), not after {ckpt.split(b)!r}")
+    return args
 
 
 # --------------------------------------------------------------------------- worker

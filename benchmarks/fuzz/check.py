@@ -195,26 +195,54 @@ def _array(prog, name, values, device, requires_grad=False):
     return ad.array(values, requires_grad=requires_grad, device=device, **kw)
 
 
-def record(prog, mod, data, device):
-    """Arrays and a tape holding the program's schedule, run on ``device``."""
+def record(prog, mod, data, device, segment=None):
+    """Arrays and a tape holding the program's schedule, run on ``device``. ``segment``:
+    ``(start, stop)``, steps ``start .. stop - 1`` run as one ``ad.checkpoint`` segment
+    (ckpt.py); None: every step recorded on its own."""
     arrays = {n: _array(prog, n, v, device, prog.arrays[n].kind in ("leaf", "buffer"))
               for n, v in data.items()}
+    start, stop = segment or (len(prog.steps), len(prog.steps))
     tape = ad.Tape()
     with tape:
-        for s in prog.steps:
-            if s.op == "launch":
-                k = prog.kernel(s.kernel)
-                vals = [arrays[a] if isinstance(a, str) else a for a in s.args]
-                ad.launch(getattr(mod, s.kernel), prog.dim,
-                          inputs=[v for p, v in zip(k.params, vals) if not p.is_output],
-                          outputs=[v for p, v in zip(k.params, vals) if p.is_output])
-            elif s.op == "clone":
-                arrays[s.dest] = ad.clone(arrays[s.src])
-            elif s.op == "copy":
-                ad.copy(arrays[s.dest], arrays[s.src])
-            else:
-                arrays[s.dest].assign(arrays[s.src])
+        run_steps(prog, mod, arrays, prog.steps[:start])
+        if start < stop:
+            arrays.update(zip(*_checkpointed(prog, mod, arrays, prog.steps[start:stop])))
+        run_steps(prog, mod, arrays, prog.steps[stop:])
     return arrays, tape
+
+
+def run_steps(prog, mod, arrays, steps):
+    """Run ``steps`` of the schedule on ``arrays`` (names to ``ad.Array``; a clone
+    rebinds its name there)."""
+    for s in steps:
+        if s.op == "launch":
+            k = prog.kernel(s.kernel)
+            vals = [arrays[a] if isinstance(a, str) else a for a in s.args]
+            ad.launch(getattr(mod, s.kernel), prog.dim,
+                      inputs=[v for p, v in zip(k.params, vals) if not p.is_output],
+                      outputs=[v for p, v in zip(k.params, vals) if p.is_output])
+        elif s.op == "clone":
+            arrays[s.dest] = ad.clone(arrays[s.src])
+        elif s.op == "copy":
+            ad.copy(arrays[s.dest], arrays[s.src])
+        else:
+            arrays[s.dest].assign(arrays[s.src])
+
+
+def _checkpointed(prog, mod, arrays, steps):
+    """``(names, arrays)`` of the clones ``steps`` make, the steps run as one
+    ``ad.checkpoint`` segment. The segment's function changes no Python state (it runs
+    again in the backward): it works on a copy of the name table and returns the arrays
+    it created, which ``ad.checkpoint`` matches with those of the recomputation."""
+    made = list(dict.fromkeys(s.dest for s in steps if s.op == "clone"))
+
+    @ad.checkpoint
+    def segment(given):
+        local = dict(given)
+        run_steps(prog, mod, local, steps)
+        return tuple(local[n] for n in made)
+
+    return made, segment(dict(arrays))
 
 
 def run_backend(prog, mod, ref, backend):
@@ -229,16 +257,8 @@ def run_backend(prog, mod, ref, backend):
     if float32:
         data, weights = _as_float32(data), _as_float32(weights)
     try:
-        with ad.backend_scope("python" if backend == "race" else backend), \
-                racecheck() if backend == "race" else contextlib.nullcontext(), \
-                warnings.catch_warnings():
-            _race_warnings_are_errors()
-            arrays, tape = record(prog, mod, data, device)
-            forward = {n: arrays[n].numpy().copy() for n in weights}
-            tape.backward(grads={arrays[n]: w for n, w in weights.items()})
-            after = {n: arrays[n].numpy() for n in weights}
-            grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
-                     else np.zeros(data[n].shape) for n in prog.leaves()}
+        with backend_context(backend):
+            forward, after, grads = taped(prog, mod, data, weights, device)
             try:
                 tangents = {c.leaf: directional(prog, mod, data, weights, device, c.leaf,
                                                 c.direction.astype(data[c.leaf].dtype))
@@ -247,14 +267,36 @@ def run_backend(prog, mod, ref, backend):
                 tangents, jvp_refused = None, f"JVP {type(exc).__name__}: {exc}"
             else:
                 jvp_refused = ""
-    except RaceError as exc:
-        return Outcome("mismatch", f"race: {exc}")
     except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
         return failed(exc)
     out = compare(ref, forward, after, grads, tangents, TOL32 if float32 else TOL64)
     if jvp_refused:
         out.detail = "\n".join(d for d in (out.detail, jvp_refused) if d)
     return out
+
+
+@contextlib.contextmanager
+def backend_context(backend):
+    """Launches on ``backend`` (``race``: python with the race checker on); numba's
+    parallel-safety warnings are errors."""
+    with ad.backend_scope("python" if backend == "race" else backend), \
+            racecheck() if backend == "race" else contextlib.nullcontext(), \
+            warnings.catch_warnings():
+        _race_warnings_are_errors()
+        yield
+
+
+def taped(prog, mod, data, weights, device, segment=None):
+    """``(forward, after, grads)``: the schedule recorded (``record``) and its tape's
+    backward seeded with ``weights``; the values of the weighed arrays before and after
+    the backward, and the leaves' gradients."""
+    arrays, tape = record(prog, mod, data, device, segment)
+    forward = {n: arrays[n].numpy().copy() for n in weights}
+    tape.backward(grads={arrays[n]: w for n, w in weights.items()})
+    after = {n: arrays[n].numpy() for n in weights}
+    grads = {n: arrays[n].grad.numpy() if arrays[n].grad is not None
+             else np.zeros(data[n].shape) for n in prog.leaves()}
+    return forward, after, grads
 
 
 def _as_float32(arrays):
@@ -302,8 +344,11 @@ def _race_warnings_are_errors():
 
 
 def failed(exc):
-    """The ``Outcome`` of a run that raised ``exc``: a refusal for one of adjoint's own
-    errors (``located`` when its message names a file:line), else an internal error."""
+    """The ``Outcome`` of a run that raised ``exc``: a mismatch for a race the checker
+    saw, a refusal for one of adjoint's own errors (``located`` when its message names a
+    file:line), else an internal error."""
+    if isinstance(exc, RaceError):
+        return Outcome("mismatch", f"race: {exc}")
     if isinstance(exc, ad.AdjointError):
         msg = str(exc)
         return Outcome("refusal", f"{type(exc).__name__}: {msg}", bool(LOCATED.search(msg)))

@@ -7,14 +7,15 @@ backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA
 takes only programs of at most ``cuda_max_threads`` threads. A float32 backend
 (``numba32``: check.split_backend) runs the program's float32 module, made once; a
 ``-funcs`` one (``python-funcs``) checks the funcs called from Python (funcs.py), a
-``-hvp`` one the Hessian-vector products of its launches (hvp.py).
+``-hvp`` one the Hessian-vector products of its launches (hvp.py), a ``-ckpt`` one its
+launches with a run of them under ``ad.checkpoint`` (ckpt.py).
 """
 import os
 import re
 import tempfile
 import time
 
-from . import funcs, hvp
+from . import ckpt, funcs, hvp
 from .check import finite_differences, load_module, run_backend, split_backend
 from .program import Profile, gen_program
 
@@ -55,7 +56,8 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
         rec["transform_s"] = time.perf_counter() - t
         for b in backends:
             base, float32 = split_backend(b)
-            if float32 not in mods or base == "cuda" and prog.threads > cuda_max_threads:
+            if float32 not in mods or base.split("-")[0] == "cuda" and \
+                    prog.threads > cuda_max_threads:
                 continue
             t = time.perf_counter()
             out = outcome(prog, mods[float32], ref, b)
@@ -73,6 +75,8 @@ def outcome(prog, mod, ref, backend):
         return funcs.check_funcs(prog, mod, funcs.split(backend))
     if hvp.split(backend):
         return hvp.check_hvp(prog, mod, hvp.split(backend))
+    if ckpt.split(backend):
+        return ckpt.check_ckpt(prog, mod, ref, ckpt.split(backend))
     return run_backend(prog, mod, ref, backend)
 
 

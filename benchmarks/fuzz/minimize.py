@@ -5,6 +5,8 @@ longer launched), drop a func nobody calls, drop one statement anywhere in a
 kernel or func (``pass`` fills an emptied block), replace an ``if``/``for``/
 ``while`` by its body. A candidate counts when the reference still runs it
 (it is still a valid program) and the backend fails with the same ``kind``.
+For a ``-ckpt`` backend the checkpointed segment is pinned (``Program.segment``) and
+moves with the steps dropped before it.
 """
 import ast
 import copy
@@ -13,6 +15,7 @@ import itertools
 import math
 import tempfile
 
+from . import ckpt
 from .check import finite_differences, load_module, split_backend
 from .driver import outcome
 
@@ -108,8 +111,9 @@ def candidates(prog):
     for k in reversed(range(len(prog.steps))):
         steps = prog.steps[:k] + prog.steps[k + 1:]
         used = {s.kernel for s in steps if s.op == "launch"}
+        segment = prog.segment and tuple(end - (k < end) for end in prog.segment)
         if used:
-            yield dataclasses.replace(prog, steps=steps,
+            yield dataclasses.replace(prog, steps=steps, segment=segment,
                                       kernels=[kd for kd in prog.kernels if kd.name in used])
     for k in reversed(range(len(prog.funcs))):
         yield dataclasses.replace(prog, funcs=prog.funcs[:k] + prog.funcs[k + 1:])
@@ -123,6 +127,8 @@ def minimize(prog, backend, log=print, max_tries=2000):
     """A smaller program failing like ``prog`` on ``backend``, and its outcome. After a
     candidate succeeds the search goes on from the same position in the new program's
     candidate list, and passes repeat until one changes nothing."""
+    if ckpt.split(backend):
+        prog = dataclasses.replace(prog, segment=ckpt.segment(prog))
     with tempfile.TemporaryDirectory() as folder:
         first = attempt(prog, backend, folder)
         if first is None or first.status == "ok":

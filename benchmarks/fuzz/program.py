@@ -70,6 +70,7 @@ class Program:
     kernels: list
     steps: list
     features: list = field(default_factory=list)
+    segment: tuple = None   # (start, stop): the steps a -ckpt backend checkpoints (ckpt.py)
 
     @property
     def threads(self):
