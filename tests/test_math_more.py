@@ -173,9 +173,15 @@ def test_len_of_an_array_is_its_first_axis(backend, kernel_module):
     ("v = 1.0\n    out[i] = float(len(v))", "len() takes one array parameter"),
     ("out[i] = sum(x)", "call to unsupported function 'sum' (only math.* functions with a "
                         "derivative rule, ad.* and @ad.func functions can be called)"),
+    ("out[i] = plain(x[i])", "'plain' is a plain Python function: decorate it with @ad.func"),
+    ("out[i] = k(x, out)", "kernel 'k' cannot be called inside a kernel or func (a kernel is "
+                           "launched, with ad.launch): write the code both share as an @ad.func"),
 ])
 def test_unsupported_calls_say_what_is(kernel_module, body, message):
     src = f'''
+    def plain(v):
+        return 2.0 * v
+
     @ad.kernel
     def k(x: ad.array(dtype=float), out: ad.array(dtype=float)):
         i = ad.tid()

@@ -87,6 +87,12 @@ def _unsupported_call(obj):
         known = sorted({s for r in RULES.values() for s in r.spellings if s.startswith("math.")})
         return (f"math.{name} is not supported in kernels and funcs (it has no derivative "
                 f"rule); the math functions that are: {', '.join(known)}")
+    if hasattr(obj, "spec_for"):                       # an @ad.kernel
+        return (f"kernel '{obj.name}' cannot be called inside a kernel or func (a kernel is "
+                "launched, with ad.launch): write the code both share as an @ad.func")
+    if inspect.isfunction(obj):
+        return (f"'{name}' is a plain Python function: decorate it with @ad.func (its "
+                "parameters annotated, as a kernel's) to call it inside a kernel or func")
     return (f"call to unsupported function '{name}' (only math.* functions with a derivative "
             "rule, ad.* and @ad.func functions can be called)")
 
