@@ -205,6 +205,11 @@ def _spec(f):
 
 def _arguments(f, args, what):
     params = f.transformed.pf.params
+    if len(args) < len(params):         # the defaults of the parameters left out, if any
+        left = list(inspect.signature(f.pyfunc).parameters.values())[len(args):]
+        if len(left) == len(params) - len(args) and \
+                all(p.default is not inspect.Parameter.empty for p in left):
+            args = (*args, *(p.default for p in left))
     if len(args) != len(params):
         raise TypeError(f"{what} of func '{f.name}' takes {len(params)} arguments "
                         f"({', '.join(p.name for p in params)}), got {len(args)}")
@@ -316,6 +321,7 @@ def jvp(f, primals=None, tangents=None):
         raise TypeError(f"ad.jvp of func '{f.name}': {len(primals)} primals but "
                         f"{len(tangents)} tangents (give one per parameter; 0.0 for an int)")
     values = _arguments(f, primals, "ad.jvp")
+    tangents += (0.0,) * (len(values) - len(tangents))      # (a defaulted parameter's)
     dots = [float(t) for p, t in zip(f.transformed.pf.params, tangents) if p.kind == "float"]
     spec = _spec(f)
     if spec.jvp is None:

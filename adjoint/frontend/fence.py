@@ -9,6 +9,7 @@ parse, subscripts of array parameters with integer indices and ``arr.shape[k]``.
 Anything else raises ``TransformError`` with file:line:col and the source line.
 """
 import gast
+import numpy as np
 
 from . import assigned
 
@@ -52,6 +53,17 @@ def reject_syntax(pf):
                             f"'{what}' is not supported", node)
 
 
+def number_constant(node):
+    """The number ``node`` writes out (``2``, ``-0.5``, ``True``), or None."""
+    sign = 1
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, (gast.USub, gast.UAdd)):
+        sign = -1 if isinstance(node.op, gast.USub) else 1
+        node = node.operand
+    if isinstance(node, gast.Constant) and type(node.value) in (int, float, bool):
+        return node.value if sign == 1 else -node.value
+    return None
+
+
 class _Fence:
     def __init__(self, pf):
         self.pf = pf
@@ -63,8 +75,26 @@ class _Fence:
         return self.pf.error(reason, node, stage="fence")
 
     def check(self, fdef):
-        if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs or fdef.args.defaults:
-            raise self.err("*args, **kwargs, keyword-only and default arguments are not supported", fdef)
+        if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
+            raise self.err("*args, **kwargs and keyword-only arguments are not supported", fdef)
+        if fdef.args.defaults:
+            self.defaults(fdef)
+        self.block(fdef.body)
+        assigned.check(self.pf)
+
+    def defaults(self, fdef):
+        """A func's parameter may default to a number (its callers' calls are completed
+        where they are parsed: frontend/parse.py); a kernel's may not (a launch passes
+        every argument)."""
+        if self.pf.role == "kernel":
+            raise self.err("default arguments are not supported in a kernel (a launch passes "
+                           "every argument)", fdef.args.defaults[0])
+        scalars = {p.name for p in self.pf.params if isinstance(p.type, np.dtype)}
+        params = fdef.args.args[len(fdef.args.args) - len(fdef.args.defaults):]
+        for param, value in zip(params, fdef.args.defaults):
+            if number_constant(value) is None or param.id not in scalars:
+                raise self.err(f"the default of parameter '{param.id}' must be a number (an int, "
+                               "a float or a bool written out)", value)
         self.block(fdef.body)
         assigned.check(self.pf)
 

@@ -307,10 +307,12 @@ class _Resolver(gast.NodeTransformer):
     def visit_Call(self, node):
         if self._lookup(node.func) is builtins.len:
             return self._length(node)
-        if node.keywords and not _vector_call(self._lookup(node.func)):
-            raise self.pf.error("keyword arguments are not supported in kernels and funcs",
-                                node.keywords[0].value)
         obj = self._lookup(node.func)
+        if isinstance(obj, DeviceFunction):
+            node.args, node.keywords = self._bind(obj, node), []
+        if node.keywords and not _vector_call(obj):
+            raise self.pf.error("keyword arguments are not supported in kernels and funcs, "
+                                "but in calls of an @ad.func", node.keywords[0].value)
         node.args = self.pf.structs.expand(
             node.args, obj if isinstance(obj, DeviceFunction) else None, self.pf, node)
         node.args = [self.visit(a) for a in node.args]
@@ -339,6 +341,39 @@ class _Resolver(gast.NodeTransformer):
         else:
             raise self.pf.error(_unsupported_call(obj), node)
         return node
+
+    def _bind(self, func, node):
+        """The arguments of a call of ``func`` in the order of its parameters: keyword
+        arguments put in place, left-out parameters given their defaults (numbers)."""
+        params = list(inspect.signature(func.pyfunc).parameters.values())
+        where = f"func '{func.name}' ({', '.join(p.name for p in params)})"
+        if len(node.args) > len(params):
+            raise self.pf.error(f"{where} takes {len(params)} arguments, got "
+                                f"{len(node.args)}", node)
+        given = dict(zip((p.name for p in params), node.args))
+        for kw in node.keywords:
+            if kw.arg is None or kw.arg not in {p.name for p in params}:
+                raise self.pf.error(f"{where} has no parameter '{kw.arg}'", kw.value)
+            if kw.arg in given:
+                raise self.pf.error(f"{where}: parameter '{kw.arg}' is given twice", kw.value)
+            given[kw.arg] = kw.value
+        order = [kw.arg for kw in node.keywords]
+        if order != sorted(order, key=[p.name for p in params].index) and \
+                any(isinstance(n, gast.Call) for kw in node.keywords for n in gast.walk(kw.value)):
+            raise self.pf.error(f"{where}: keyword arguments that call functions are evaluated "
+                                "in the parameters' order here, not as written: write them in "
+                                "that order", node.keywords[0].value)
+        args = []
+        for p in params:
+            if p.name in given:
+                args.append(given[p.name])
+            elif type(p.default) in (int, float, bool):
+                args.append(gast.copy_location(gast.Constant(value=p.default, kind=None), node))
+            else:
+                raise self.pf.error(f"{where}: parameter '{p.name}' is not given" + (
+                    "" if p.default is inspect.Parameter.empty else
+                    f" and its default, {p.default!r}, is not a number"), node)
+        return args
 
     def _length(self, node):
         """``len(a)`` of an array parameter ``a``: ``a.shape[0]`` (as in Warp)."""
