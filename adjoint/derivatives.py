@@ -25,6 +25,7 @@ import inspect
 import linecache
 import math
 import types
+import weakref
 
 from .api import Func, Kernel
 from .errors import AdjointError, user_frames
@@ -245,14 +246,32 @@ def _positions(f, argnums, what):
     return [k % len(params) for k in nums], many
 
 
+_PLAIN = weakref.WeakKeyDictionary()     # plain function -> its Func (ad.grad(plain))
+
+
+def as_func(f, what):
+    """``f`` as an ``@ad.func``: a plain function defined with ``def`` (its unannotated
+    parameters are floats) is made one, once, as Tangent's ``grad`` took one."""
+    if isinstance(f, Func):
+        return f
+    if inspect.isfunction(f) and f.__name__ != "<lambda>":
+        made = _PLAIN.get(f)
+        if made is None:
+            made = _PLAIN[f] = Func(f)
+        return made
+    if inspect.isfunction(f):
+        raise TypeError(f"{what} expects an @ad.func or a function defined with def: a "
+                        "lambda's source is not a function adjoint can read")
+    raise TypeError(f"{what} expects an @ad.func (or a function defined with def), got "
+                    f"{type(f).__name__}")
+
+
 class Grad:
     """``ad.grad(f, argnums)``: calling it returns the derivative of ``f`` with respect to
     the parameter(s) ``argnums`` (a number, or a tuple for a tuple of them)."""
 
     def __init__(self, f, argnums=0, with_value=False):
-        if not isinstance(f, Func):
-            raise TypeError(f"ad.grad expects an @ad.func (or an ad.grad of one), got "
-                            f"{type(f).__name__}")
+        f = as_func(f, "ad.grad")
         self.f, self.argnums, self.with_value = f, argnums, with_value
         self.positions, self.many = _positions(f, argnums, "ad.grad")
         self.__name__ = f"grad_{f.name}"
@@ -303,8 +322,7 @@ def jvp(f, primals=None, tangents=None):
     """Forward mode of a func: ``ad.jvp(f, (x, y), (dx, dy))`` returns ``(value, tangent)``
     -- tuples when ``f`` returns several values. ``ad.jvp(f)`` is that function of
     ``(primals, tangents)``."""
-    if not isinstance(f, Func):
-        raise TypeError(f"ad.jvp expects an @ad.func, got {type(f).__name__}")
+    f = as_func(f, "ad.jvp")
     if primals is None:
         def jvp_of(*args):
             if len(args) != 2:
@@ -344,6 +362,7 @@ def hessian(f, argnums=0, mode="fwd-rev"):
     gradient of ``f``'s JVP along ``e_j``."""
     if mode not in ("fwd-rev", "rev-fwd"):
         raise ValueError(f"ad.hessian: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
+    f = as_func(f, "ad.hessian")
     positions, many = _positions(f, argnums, "ad.hessian")
     if mode == "fwd-rev" and len(f.return_kinds) != 1:
         raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "

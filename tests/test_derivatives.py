@@ -522,3 +522,35 @@ def counts(x: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2))
         hv = ad.autograd.hvp(m.counts, (2, 3), [ad.array(x, device=device)],
                              [ad.zeros((2, 3), device=device)], [np.ones((2, 3))], mode=mode)
         np.testing.assert_array_equal(np.asarray(hv[0]), np.zeros((2, 3)))
+
+
+PLAIN = '''
+def plain(x, y):
+    s = 0.0
+    k = 0
+    while k < 3:
+        s += math.sin(x * y) + x ** 2
+        k += 1
+    return s
+'''
+
+
+def test_a_plain_function_is_differentiated_as_a_func(cpu, tmp_path_factory):
+    """ad.grad, value_and_grad, jvp and hessian take a function defined with def (as
+    Tangent's grad did): it is made an @ad.func once; a lambda is refused by name."""
+    plain = _module(tmp_path_factory, "plain_funcs", PLAIN).plain
+    args = (0.7, 1.3)
+    dx = fd(plain, args, 0)
+    assert ad.grad(plain)(*args) == pytest.approx(dx, rel=1e-7)
+    assert ad.grad(plain, 1)(*args) == pytest.approx(fd(plain, args, 1), rel=1e-7)
+    assert ad.value_and_grad(plain)(*args) == pytest.approx((plain(*args), dx), rel=1e-7)
+    assert ad.jvp(plain, args, (1.0, 0.0)) == pytest.approx((plain(*args), dx), rel=1e-7)
+    g = ad.grad(plain)
+    assert ad.grad(ad.grad(plain))(*args) == pytest.approx(fd(g, args, 0, 1e-5), rel=1e-6)
+    assert ad.hessian(plain)(*args) == pytest.approx(fd(g, args, 0, 1e-5), rel=1e-6)
+    assert ad.grad(plain).f is g.f          # made once
+    with pytest.raises(TypeError, match="a lambda's source is not a function adjoint can read"):
+        ad.grad(lambda x: x * x)
+    with pytest.raises(TypeError, match=r"ad.jvp expects an @ad.func \(or a function defined "
+                                        r"with def\), got int"):
+        ad.jvp(3, (1.0,), (1.0,))
