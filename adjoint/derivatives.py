@@ -22,39 +22,14 @@ reverse of a JVP. A printed backward is transformed forward-only (no reverse of
 it is built: ``__adjoint_forward_only__``).
 """
 import inspect
-import linecache
-import math
-import types
 import weakref
 
 from .api import Func, Kernel
 from .errors import AdjointError, user_frames
 from .modules import load_func
-from .runtime import builtins as _builtins
-from .runtime import types as _types
-from .runtime.array import array as _array
+from .printed import compile_printed
 from .runtime.jit import cpu_backend_name
 from .runtime.vectypes import vector_type
-
-# What the printed functions see as ``ad`` (the user-level spellings emit/user.py uses).
-_AD = types.SimpleNamespace(
-    **{n: getattr(_builtins, n) for n in _builtins.__all__}, array=_array,
-    **{n: getattr(_builtins, n) for n in _builtins.STACK},
-    float32=_types.float32, float64=_types.float64, int32=_types.int32, int64=_types.int64, bool_=bool)
-
-
-def _compile(text, fname, namespace, forward_only=False):
-    """The function ``fname`` defined by ``text``, its source kept in ``linecache`` (so the
-    transformer can read it, as it reads a notebook cell's). ``forward_only``: a printed
-    backward, whose reverse mode is not built (pipeline.transform)."""
-    filename = f"<adjoint generated {fname}>"
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    scope = {"math": math, "ad": _AD, **namespace}
-    exec(compile(text, filename, "exec"), scope)     # noqa: S102 - our own generated code
-    fn = scope[fname]
-    fn.__adjoint_generated__ = True     # may use the adj_/dot_ names reserved to users
-    fn.__adjoint_forward_only__ = forward_only
-    return fn
 
 
 def _callees(tr, text):
@@ -85,7 +60,7 @@ def scalar_func(g):
         from .emit.user import annotation, function_text
         params = [(p.name, annotation(p)) for p in tr.pf.params]
         text = function_text(tr, g.name, params, tr.rev.forward)
-        cached = g.__dict__["_scalar_func"] = Func(_compile(text, g.name, _callees(tr, text)))
+        cached = g.__dict__["_scalar_func"] = Func(compile_printed(text, g.name, _callees(tr, text)))
     return cached
 
 
@@ -110,7 +85,7 @@ def jvp_func(f):
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \
         [(d, "ad.float64") for d in tr.tangent.dot_params]
     text = function_text(tr, f"{f.name}_jvp", params, tr.tangent.body)
-    cache[key] = Func(_compile(text, f"{f.name}_jvp", _callees(tr, text)))
+    cache[key] = Func(compile_printed(text, f"{f.name}_jvp", _callees(tr, text)))
     return cache[key]
 
 
@@ -138,7 +113,7 @@ def vjp_func(f):
                            "backward is the user's, which adjoint cannot differentiate again")
     from .emit.user import backward_text
     text = backward_text(f.transformed, f"{f.name}_vjp")
-    cache[key] = Func(_compile(text, f"{f.name}_vjp", _callee_scope(f.transformed, text),
+    cache[key] = Func(compile_printed(text, f"{f.name}_vjp", _callee_scope(f.transformed, text),
                                forward_only=True))
     return cache[key]
 
@@ -154,7 +129,7 @@ def vjp_kernel(k):
     from .emit.user import backward_text
     tr = k.transformed
     text = backward_text(tr, f"{k.name}_vjp")
-    pyfunc = _compile(text, f"{k.name}_vjp", _callee_scope(tr, text), forward_only=True)
+    pyfunc = compile_printed(text, f"{k.name}_vjp", _callee_scope(tr, text), forward_only=True)
     k._vjp_kernel = Kernel(pyfunc, enable_backward=False, loop_capacity=k.loop_capacity,
                            bounds_check=k.bounds_check)
     return k._vjp_kernel
@@ -171,7 +146,7 @@ def jvp_kernel(k):
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \
         [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, tr.pf.differentiable())]
     text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)
-    pyfunc = _compile(text, f"{k.name}_jvp", _callees(tr, text))
+    pyfunc = compile_printed(text, f"{k.name}_jvp", _callees(tr, text))
     k._jvp_kernel = Kernel(pyfunc, loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)
     return k._jvp_kernel
 
@@ -191,7 +166,7 @@ def _directional(f, k):
     text = (f"def {name}({', '.join(f'{p.name}: {annotation(p)}' for p in tr.pf.params)}):\n"
             f"    value, dot_value = {f.name}_jvp({args}, {seeds})\n"
             f"    return dot_value\n")
-    cache[k] = Func(_compile(text, name, {f"{f.name}_jvp": jvp_func(f)}))
+    cache[k] = Func(compile_printed(text, name, {f"{f.name}_jvp": jvp_func(f)}))
     return cache[k]
 
 
