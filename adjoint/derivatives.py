@@ -24,6 +24,7 @@ it is built: ``__adjoint_forward_only__``).
 import inspect
 import weakref
 
+from . import func_calls
 from .api import Func, Kernel
 from .errors import AdjointError, user_frames
 from .modules import load_func
@@ -197,8 +198,8 @@ def _arguments(f, args, what):
             out.append(float(a) if p.kind == "float" else int(a))
         except (TypeError, ValueError):
             raise TypeError(f"{what} of func '{f.name}' ({_where(f)}): parameter '{p.name}' "
-                            f"takes a number ({p.kind}), got {type(a).__name__} {a!r}; funcs "
-                            "called from Python take numbers, not arrays") from None
+                            f"takes a number ({p.kind}), got {type(a).__name__} {a!r}; an array "
+                            "is passed to a parameter annotated ad.array(...)") from None
     return out
 
 
@@ -257,6 +258,8 @@ class Grad:
     @user_frames
     def __call__(self, *args):
         f = self.f
+        if func_calls.takes_arrays(f):
+            return func_calls.grad(self, args)
         values = _arguments(f, args, "ad.grad")
         kinds = f.return_kinds
         if len(kinds) != 1 or kinds[0] != "float":
@@ -280,6 +283,10 @@ def grad(f, argnums=0):
     ``argnums=(0, 1)`` gives ``(df/dx, df/dy)``. ``ad.grad(ad.grad(f))`` differentiates
     again (the inner one must have a single ``argnums``)."""
     if isinstance(f, Grad):
+        if func_calls.takes_arrays(f.f):
+            raise AdjointError(f"ad.grad of ad.grad of func '{f.f.name}', which takes arrays: "
+                               "higher derivatives of such a func are not supported (write a "
+                               "kernel and use ad.autograd.hvp)")
         if f.many or f.with_value:
             raise AdjointError("ad.grad of an ad.grad needs the inner one to return one float: "
                                "give it a single argnums (and not value_and_grad)")
@@ -313,6 +320,8 @@ def jvp(f, primals=None, tangents=None):
     if len(tangents) != len(primals):
         raise TypeError(f"ad.jvp of func '{f.name}': {len(primals)} primals but "
                         f"{len(tangents)} tangents (give one per parameter; 0.0 for an int)")
+    if func_calls.takes_arrays(f):
+        return func_calls.jvp(f, primals, tangents)
     values = _arguments(f, primals, "ad.jvp")
     tangents += (0.0,) * (len(values) - len(tangents))      # (a defaulted parameter's)
     dots = [float(t) for p, t in zip(f.transformed.pf.params, tangents) if p.kind == "float"]
@@ -338,6 +347,9 @@ def hessian(f, argnums=0, mode="fwd-rev"):
     if mode not in ("fwd-rev", "rev-fwd"):
         raise ValueError(f"ad.hessian: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
     f = as_func(f, "ad.hessian")
+    if func_calls.takes_arrays(f):
+        raise AdjointError(f"ad.hessian of func '{f.name}', which takes arrays, is not "
+                           "supported (ad.grad and ad.jvp are; for a kernel, ad.autograd.hvp)")
     positions, many = _positions(f, argnums, "ad.hessian")
     if mode == "fwd-rev" and len(f.return_kinds) != 1:
         raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "

@@ -554,3 +554,78 @@ def test_a_plain_function_is_differentiated_as_a_func(cpu, tmp_path_factory):
     with pytest.raises(TypeError, match=r"ad.jvp expects an @ad.func \(or a function defined "
                                         r"with def\), got int"):
         ad.jvp(3, (1.0,), (1.0,))
+
+
+ARRAY_FUNCS = '''
+@ad.func
+def energy(x: ad.array(dtype=float), a: float, n: int) -> float:
+    s = 0.0
+    k = 0
+    while k < n:
+        if x[k] > 0.0:
+            s += a * x[k] * x[k]
+        else:
+            s += math.sin(a * x[k])
+        k += 1
+    return s
+
+@ad.func
+def pair(w: ad.array(dtype=float, ndim=2), v: ad.array(dtype=ad.float32)):
+    return w[0, 1] * float(v[0]), w[1, 0] + w[0, 0] * w[0, 0]
+
+@ad.func
+def scratch(x: ad.array(dtype=float)) -> float:
+    x[0] = x[0] * 3.0
+    return x[0] + x[1]
+'''
+
+
+def test_funcs_taking_arrays_from_python(cpu, tmp_path_factory):
+    """ad.grad, value_and_grad and jvp of a func with array parameters, on numpy arrays:
+    its gradient is an array shaped as its argument (a float's a float), against central
+    differences of the func itself run as Python; the caller's arrays are not changed."""
+    m = _module(tmp_path_factory, "array_funcs", ARRAY_FUNCS)
+    x0, a0 = np.array([0.5, -1.2, 0.8, 2.0]), 1.3
+    args = (x0.copy(), a0, 3)
+
+    def at(x=x0, a=a0):
+        return m.energy.pyfunc(x.copy(), a, 3)
+    dx = np.array([(at(x0 + 1e-6 * e) - at(x0 - 1e-6 * e)) / 2e-6 for e in np.eye(4)])
+    da = (at(a=a0 + 1e-6) - at(a=a0 - 1e-6)) / 2e-6
+    gx = ad.grad(m.energy)(*args)
+    assert isinstance(gx, np.ndarray) and gx.shape == (4,) and gx[3] == 0.0
+    np.testing.assert_allclose(gx, dx, rtol=1e-7, atol=1e-12)
+    gx2, ga = ad.grad(m.energy, (0, 1))(*args)
+    np.testing.assert_array_equal(gx2, gx)
+    assert ga == pytest.approx(da, rel=1e-7)
+    value, g = ad.value_and_grad(m.energy, 1)(*args)
+    assert value == pytest.approx(at(), rel=1e-15) and g == ga
+    t = np.array([0.3, -0.5, 1.0, 7.0])
+    value, tangent = ad.jvp(m.energy, args, (t, 2.0, 0))
+    assert tangent == pytest.approx(t @ dx + 2.0 * da, rel=1e-7)
+    assert ad.jvp(m.energy, args, (None, 1.0, 0))[1] == pytest.approx(da, rel=1e-7)
+    np.testing.assert_array_equal(args[0], x0)              # not written
+    # two values, a 2-D array and a float32 one
+    w, v = np.array([[0.5, 2.0], [3.0, 1.0]]), np.array([4.0], np.float32)
+    (p, q), (dp, dq) = ad.jvp(m.pair, (w, v), (np.array([[1.0, 0.0], [0.0, 0.0]]), None))
+    assert (p, q) == (8.0, 3.25) and (dp, dq) == (0.0, 1.0)
+    # a func that reads what it overwrites is refused, as in a kernel that calls it
+    with pytest.raises(ad.TransformError, match="array 'x' is both read and written"):
+        ad.grad(m.scratch)(np.array([1.0, 2.0]))
+
+
+def test_funcs_taking_arrays_refused_where_unsupported(cpu, tmp_path_factory):
+    m = _module(tmp_path_factory, "array_funcs_refused", ARRAY_FUNCS)
+    x = np.array([0.5, -1.2, 0.8])
+    with pytest.raises(AdjointError, match="ad.grad needs a func returning one float; 'pair'"):
+        ad.grad(m.pair)(np.ones((2, 2)), np.ones(1, np.float32))
+    with pytest.raises(TypeError, match="parameter 'x' takes an array of 1 dimension"):
+        ad.grad(m.energy)(np.ones((2, 2)), 1.0, 2)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        ad.grad(m.energy)(x, 1.0)
+    with pytest.raises(AdjointError, match="ad.hessian of func 'energy', which takes arrays"):
+        ad.hessian(m.energy, 1)
+    with pytest.raises(AdjointError, match="ad.grad of ad.grad of func 'energy'"):
+        ad.grad(ad.grad(m.energy, 1))
+    with pytest.raises(TypeError, match="the tangent of 'x' has shape"):
+        ad.jvp(m.energy, (x, 1.0, 2), (np.ones(2), 0.0, 0))
