@@ -7,13 +7,12 @@ one thread printed for it (``call_kernel``): the arrays are the kernel's, each f
 parameter a one-element array (a kernel's scalars have no adjoint), each int or bool a
 scalar, and the func's values are stored into ``ret``. The gradient is that kernel's
 backward on a tape, seeded with 1 on the value; the JVP, its launch with tangents.
-What the func writes into an array argument it writes into a copy: the caller's
-arrays are never changed.
+It runs on the CPU, as a func of numbers does, on copies of the arrays: the caller's
+are never changed.
 """
 import numpy as np
 
 from .api import Kernel
-from .emit.user import annotation
 from .errors import AdjointError
 from .printed import compile_printed
 from .runtime.array import array, zeros
@@ -32,6 +31,7 @@ def call_kernel(f):
     cached = f.__dict__.get("_call_kernel")
     if cached is not None:
         return cached
+    from .emit.user import annotation     # (the transformer: not imported by a warm start)
     tr = f.transformed
     kinds = [str(k) for k in tr.return_kinds]
     if any(k not in ("float", "int", "bool") for k in kinds):
@@ -70,10 +70,11 @@ def _inputs(f, args, what, requires_grad):
                 raise TypeError(f"{what} of func '{f.name}': parameter '{p.name}' takes an "
                                 f"array of {p.type.ndim} dimension(s), got {data.ndim} "
                                 f"({data.dtype})")
-            out.append(array(data.astype(p.type.dtype, copy=True),
+            out.append(array(data.astype(p.type.dtype, copy=True), device="cpu",
                              requires_grad=requires_grad and p.kind == "float"))
         elif p.kind == "float":
-            out.append(array(np.array([float(a)], p.type), requires_grad=requires_grad))
+            out.append(array(np.array([float(a)], p.type), device="cpu",
+                             requires_grad=requires_grad))
         else:
             out.append(int(a))
     return out
@@ -116,7 +117,7 @@ def jvp(f, primals, tangents):
             raise TypeError(f"ad.jvp of func '{f.name}': the tangent of '{p.name}' has shape "
                             f"{dot.shape}, its array {arg.shape}")
         given[p.name] = array(dot.astype(arg.dtype) if p.is_array else
-                              np.array([float(dot)], arg.dtype))
+                              np.array([float(dot)], arg.dtype), device="cpu")
     n = len(f.return_kinds)
     ret = _ret(n)
     dots = launch(call_kernel(f), 1, inputs=inputs, outputs=[ret], tangents=given)
@@ -128,4 +129,4 @@ def jvp(f, primals, tangents):
 
 
 def _ret(n):
-    return zeros(n, requires_grad=True)
+    return zeros(n, device="cpu", requires_grad=True)
