@@ -359,6 +359,11 @@ def _tail(exc, lines=12):
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-lines:])
 
 
+def first_off(bad):
+    """The index of the first True of the mask ``bad`` (C order), as a tuple of ints."""
+    return tuple(int(c) for c in np.argwhere(bad)[0])
+
+
 def compare(ref, forward, after, grads, tangents=None, tol=TOL64):
     """An ``Outcome`` from adjoint's forward values, arrays after the backward, gradients
     and JVPs, against the reference ``ref`` within ``tol`` (a ``Tolerance``)."""
@@ -369,7 +374,7 @@ def compare(ref, forward, after, grads, tangents=None, tol=TOL64):
         bad = ~np.isclose(forward[n], want, rtol=tol.forward,
                           atol=tol.forward * (1.0 + np.max(np.abs(want))))
         if bad.any():
-            e = tuple(int(c) for c in np.argwhere(bad)[0])
+            e = first_off(bad)
             off.append(f"forward value of {n}{list(e)}: adjoint {forward[n][e]!r}, "
                        f"reference {want[e]!r} ({int(bad.sum())} elements differ)")
         if not np.array_equal(after[n], forward[n], equal_nan=True):

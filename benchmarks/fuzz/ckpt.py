@@ -25,7 +25,7 @@ import random
 
 import numpy as np
 
-from .check import TOL64, backend_context, compare, failed, taped
+from .check import TOL64, backend_context, compare, failed, first_off, taped
 
 SUFFIX = "-ckpt"
 BASES = ("python", "race", "numba", "cuda")
@@ -97,7 +97,7 @@ def differences(plain, got, exact=True):
             y = have[n]
             bad = ~_same(x, y, exact)
             if bad.any():
-                e = tuple(int(c) for c in np.argwhere(bad)[0])
+                e = first_off(bad)
                 errors.append(f"checkpointed {what} of {n}{list(e)}: {y[e]!r}, plain tape "
                               f"{x[e]!r} ({int(bad.sum())} elements differ"
                               f"{', bit for bit' if exact else ''})")

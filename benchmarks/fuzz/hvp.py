@@ -19,7 +19,7 @@ import numpy as np
 
 import adjoint as ad
 
-from .check import Outcome, _array, failed
+from .check import Outcome, _array, failed, first_off
 from .program import program_data
 from .reference import Reference
 
@@ -140,7 +140,7 @@ def _check_launch(prog, mod, step, arrays, rng):
                 continue
             bad = ~np.isclose(got[j], want[k], rtol=RTOL, atol=ATOL * scale)
             if bad.any():
-                e = tuple(int(c) for c in np.argwhere(bad)[0])
+                e = first_off(bad)
                 errors.append(f"hvp ({mode}) of parameter {ln.kdef.params[k].name}{list(e)}: "
                               f"{got[j][e]!r}, difference of the gradient {want[k][e]!r} "
                               f"({int(bad.sum())} elements differ)")
