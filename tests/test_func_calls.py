@@ -7,6 +7,8 @@ on every backend: values, gradient (tape) and JVP against an independent NumPy
 reference and central differences; ``ad.grad``/``ad.jvp`` from Python with defaults;
 and the errors, each naming the file and line.
 """
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -134,3 +136,24 @@ def test_a_kernel_has_no_defaults(kernel_module):
         i = ad.tid()
         out[i] = s * x[i]
 ''', "default arguments are not supported in a kernel (a launch passes every argument)")
+
+
+def test_a_generated_module_calls_a_func_with_its_defaults(cpu, tmp_path):
+    """The func a generated module exports keeps its defaults and takes keywords (its
+    forward prints them on the CPU), and the module's kernel makes the calls it was
+    written with."""
+    import importlib.util
+    from adjoint.generate import generate
+    src, out = tmp_path / "funcs_src.py", tmp_path / "funcs_grad.py"
+    src.write_text("import math\nimport adjoint as ad\n" + textwrap.dedent(SRC))
+    text = generate(str(src), str(out))
+    assert "def g_forward(a, b=2.0, n=3, on=True):" in text
+    out.write_text(text)
+    spec = importlib.util.spec_from_file_location("funcs_grad", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert (mod.g(1.5), mod.g(1.5, n=1), mod.g(1.5, 3.0), mod.g(1.5, on=False)) == \
+        (9.0, 3.0, 13.5, -9.0)
+    y = ad.zeros(len(X0))
+    ad.launch(mod.k, dim=len(X0), inputs=[ad.array(X0)], outputs=[y])
+    np.testing.assert_allclose(y.numpy(), reference(X0), rtol=1e-14)

@@ -23,7 +23,7 @@ from .spec import gather_clean, has, jvp_refusal, spec_lines
 from .printer import Printer
 from .targets import TARGETS
 from ..transform import once
-from ..transform.ir import Comment, copy_tree, name, rt_call
+from ..transform.ir import Comment, copy_tree, name, number_constant, rt_call
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 # CPython passes the arguments of a call with more than 30 of them as one tuple
@@ -252,6 +252,17 @@ def _thread_body(body, params, tr):
     return decls + body, INLINE if len(params) <= MAX_INLINED_PARAMS else DECORATOR
 
 
+def with_defaults(pf, params):
+    """``params`` as a func's forward lists them for the CPU: ``b=2.0`` where the user's
+    parameter defaults to a number (frontend/fence.py), so that the func a generated
+    module exports is called from Python as the user's is (calls in generated code
+    pass every argument)."""
+    node = pf.node.args
+    given = {a.id: number_constant(d) for a, d in
+             zip(node.args[len(node.args) - len(node.defaults):], node.defaults)}
+    return [f"{p}={given[p]!r}" if given.get(p) is not None else p for p in params]
+
+
 def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_jvp=None):
     """A func's ``_forward``, ``_adjoint`` and ``_jvp`` functions: the user's where given
     (``@ad.func_grad``, ``@ad.func_jvp``); no JVP for a custom gradient without a custom
@@ -267,7 +278,8 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     def pushing(names):
         """A CUDA func that holds loop stacks (a printed backward) reports an overflow."""
         return [cuda.STATUS] if target == "cuda" and cuda.holds_pushes(tr) else []
-    out = [(f"{f}_forward", params + pushing(params), lower(tr.rev.forward, params), deco)]
+    shown = params if target == "cuda" else with_defaults(tr.pf, params)
+    out = [(f"{f}_forward", shown + pushing(params), lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]

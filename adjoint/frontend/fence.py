@@ -12,6 +12,7 @@ import gast
 import numpy as np
 
 from . import assigned
+from ..transform.ir import number_constant
 
 UNSUPPORTED = {
     gast.Lambda: "lambda expressions", gast.Try: "try/except",
@@ -51,17 +52,6 @@ def reject_syntax(pf):
             if isinstance(node, bad):
                 raise f.err(f"{what} are not supported" if what.endswith("s") else
                             f"'{what}' is not supported", node)
-
-
-def number_constant(node):
-    """The number ``node`` writes out (``2``, ``-0.5``, ``True``), or None."""
-    sign = 1
-    if isinstance(node, gast.UnaryOp) and isinstance(node.op, (gast.USub, gast.UAdd)):
-        sign = -1 if isinstance(node.op, gast.USub) else 1
-        node = node.operand
-    if isinstance(node, gast.Constant) and type(node.value) in (int, float, bool):
-        return node.value if sign == 1 else -node.value
-    return None
 
 
 class _Fence:

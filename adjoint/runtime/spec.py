@@ -160,8 +160,8 @@ class FuncSpec:
     n_returns: int
     jvp: object = None      # forward mode: (params, tangents of float params) -> values, tangents
 
-    def __call__(self, *args):
-        return self.forward(*args)
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
 
 
 def unavailable(what, reason):

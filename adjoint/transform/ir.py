@@ -318,3 +318,14 @@ def operation(v):
     if isinstance(v, gast.UnaryOp):
         return type(v.op).__name__, [v.operand]
     return v.callee.name, v.args
+
+
+def number_constant(node):
+    """The number ``node`` writes out (``2``, ``-0.5``, ``True``), or None."""
+    sign = 1
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, (gast.USub, gast.UAdd)):
+        sign = -1 if isinstance(node.op, gast.USub) else 1
+        node = node.operand
+    if isinstance(node, gast.Constant) and type(node.value) in (int, float, bool):
+        return node.value if sign == 1 else -node.value
+    return None
