@@ -227,3 +227,29 @@ def test_func_array_params_refusals(kernel_module):
             kernel.transformed
         assert info.value.filename == m.__file__
         assert lines[info.value.lineno - 1].strip() == text
+
+
+def test_a_refusal_inside_a_func_names_the_func_line(kernel_module):
+    """A statement inlined from a func keeps where it came from (pass inline): a refusal
+    there names the caller's line (where the kernel reads and writes the array) and the
+    func's own line."""
+    m = kernel_module('''
+    @ad.func
+    def scratch(x: ad.array(dtype=float)) -> float:
+        x[0] = x[0] * 3.0
+        return x[0] + x[1]
+
+
+    @ad.kernel
+    def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+        i = ad.tid()
+        y[i] = scratch(x)
+    ''')
+    lines = open(m.__file__).read().splitlines()
+    with pytest.raises(TransformError, match="array 'x' is both read and written") as info:
+        m.k.transformed
+    assert info.value.filename == m.__file__
+    assert lines[info.value.lineno - 1].strip() == "y[i] = scratch(x)"
+    inner = next(n for n, t in enumerate(lines, 1) if t.strip() == "x[0] = x[0] * 3.0")
+    assert f"(inside func 'scratch', {m.__file__}:{inner}: x[0] = x[0] * 3.0)" in \
+        str(info.value)

@@ -182,6 +182,11 @@ class ParsedFunction:
     def error(self, reason, node=None, stage="parse"):
         lineno = getattr(node, "lineno", self.node.lineno) if node is not None else self.node.lineno
         col = getattr(node, "col_offset", 0) if node is not None else 0
+        origin = getattr(node, "inlined_from", None)      # (pass inline: a func's statement)
+        if origin is not None:
+            func, source, line = origin
+            reason += (f" (inside func '{func}', {source.filename}:{line}: "
+                       f"{source.line(line).strip()})")
         return TransformError(reason, filename=self.source.filename, lineno=lineno, col=col,
                               source_line=self.source.line(lineno), stage=stage,
                               function=self.name)

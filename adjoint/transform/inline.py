@@ -166,6 +166,8 @@ class _State:
         for st in walk_stmts(body):
             for n in gast.walk(st):
                 if hasattr(n, "lineno"):
+                    if getattr(n, "inlined_from", None) is None:    # (innermost func kept)
+                        n.inlined_from = (func.name, tr.pf.source, n.lineno)
                     n.lineno = line
             if isinstance(st, (gast.For, gast.While)):
                 top = max(top, st.loop.uid + 1)
