@@ -253,3 +253,32 @@ def test_a_refusal_inside_a_func_names_the_func_line(kernel_module):
     inner = next(n for n, t in enumerate(lines, 1) if t.strip() == "x[0] = x[0] * 3.0")
     assert f"(inside func 'scratch', {m.__file__}:{inner}: x[0] = x[0] * 3.0)" in \
         str(info.value)
+
+
+def test_an_index_out_of_bounds_inside_a_func_names_the_func(backend, kernel_module):
+    """The runtime check of an access inlined from a func says which func and line, after
+    the kernel's line that calls it; forward and backward, on every backend."""
+    m = kernel_module('''
+    @ad.func
+    def pick(x: ad.array(dtype=float), k: int) -> float:
+        return x[k + 2] * x[k + 2]
+
+
+    @ad.kernel
+    def k(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+        i = ad.tid()
+        y[i] = pick(x, i)
+    ''')
+    lines = open(m.__file__).read().splitlines()
+    inner = next(n for n, t in enumerate(lines, 1) if "return x[k + 2]" in t)
+    dev = "cuda" if backend == "cuda" else "cpu"
+    x = ad.array(np.ones(3), device=dev, requires_grad=True)
+    y = ad.zeros(3, device=dev, requires_grad=True)
+    where = f"index 3 is out of bounds for axis 0 of array 'x' with shape (3,), inside " \
+            f"func 'pick' ({m.__file__.rsplit('/', 1)[-1]}:{inner})"
+    with pytest.raises(ad.BoundsError) as info:
+        ad.launch(m.k, 3, inputs=[x], outputs=[y])
+    assert where in str(info.value) and "y[i] = pick(x, i)" in str(info.value)
+    with pytest.raises(ad.BoundsError) as info:       # the backward checks it too
+        ad.launch(m.k, 3, inputs=[x], outputs=[y], adjoint=True)
+    assert where in str(info.value)

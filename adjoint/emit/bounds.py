@@ -91,4 +91,6 @@ def _site_line(s, source):
     while len(repr(text)) > room:
         n -= 1
         text = source[:n].rstrip() + "..." if n > 0 else ""
+    if s.inside:                # (an access inlined from a func: a second line)
+        return f"{head}{text!r},\n            inside={s.inside!r}),"
     return f"{head}{text!r}),"

@@ -36,13 +36,15 @@ class Site:
 
     ``kind``: ``thread`` (per launch, the thread index ``value``), ``const`` (per
     launch, the index ``value``), ``range`` (a loop's variable, before the loop)
-    or ``index`` (where used). ``source``: the user's line (possibly shortened)."""
+    or ``index`` (where used). ``source``: the user's line (possibly shortened);
+    ``inside``: for an access inlined from a func, which func and line (pass inline)."""
     array: str
     axis: int
     line: int
     kind: str
     value: int = 0
     source: str = ""
+    inside: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,8 @@ class Bounds:
                f"{site.axis} of array '{site.array}' with shape {shape}")
         if index < 0:
             msg += " (a negative index does not wrap around in a kernel)"
+        if site.inside:
+            msg += f", inside {site.inside}"
         if site.source:
             msg += f"\n    {site.source}"
         return BoundsError(msg, kernel=self.kernel, array=site.array, index=index, shape=shape,

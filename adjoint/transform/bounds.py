@@ -53,12 +53,14 @@ class Site:
 
     ``kind``: ``thread`` (per launch; ``value`` = the grid dimension), ``const``
     (per launch; ``value`` = the index), ``range`` (before a loop: the loop's
-    range) or ``index`` (where used, or before a loop for a loop-invariant index)."""
+    range) or ``index`` (where used, or before a loop for a loop-invariant index).
+    ``inside``: for an access inlined from a func, which func and line (``_inside``)."""
     array: str
     axis: int
     line: int
     kind: str
     value: int = 0
+    inside: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,14 +205,16 @@ class _Bounder:
                 size = _shape(arr, axis)
                 bounds = [copy.deepcopy(a) for a in loop.args] if loop is not None else []
                 if loop is not None and self.is_loop_var(c, loop):
-                    hoisted.append(self.check("range", Site(arr, axis, s.lineno, "range"),
+                    hoisted.append(self.check("range", Site(arr, axis, s.lineno, "range", inside=_inside(s)),
                                               bounds + [size], s.lineno))
                 elif loop is not None and (key is not None or isinstance(c, gast.Name) and
                                            c.id not in loop.inside):
-                    hoisted.append(self.check("loop_index", Site(arr, axis, s.lineno, "index"),
+                    hoisted.append(self.check("loop_index", Site(arr, axis, s.lineno, "index",
+                                                                    inside=_inside(s)),
                                               [copy.deepcopy(c)] + bounds + [size], s.lineno))
                 else:
-                    out.append(self.check("index", Site(arr, axis, s.lineno, "index"),
+                    out.append(self.check("index", Site(arr, axis, s.lineno, "index",
+                                               inside=_inside(s)),
                                           [copy.deepcopy(c), size], s.lineno))
         return out
 
@@ -289,3 +293,14 @@ def _int_const(node):
     if isinstance(node, gast.Constant) and type(node.value) is int:
         return node.value
     return None
+
+
+def _inside(s):
+    """Where statement ``s`` came from when pass inline put it there from a func:
+    ``func 'f' (file.py:6)`` (the file's name only: generated text is the same on every
+    machine), else ""."""
+    origin = getattr(s, "inlined_from", None)
+    if origin is None:
+        return ""
+    func, source, line = origin
+    return f"func '{func}' ({source.display_name()}:{line})"
