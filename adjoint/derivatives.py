@@ -249,7 +249,8 @@ class Grad:
     def __init__(self, f, argnums=0, with_value=False):
         f = as_func(f, "ad.grad")
         self.f, self.argnums, self.with_value = f, argnums, with_value
-        self.positions, self.many = _positions(f, argnums, "ad.grad")
+        where = func_calls.positions if func_calls.via_kernel(f) else _positions
+        self.positions, self.many = where(f, argnums, "ad.grad")
         self.__name__ = f"grad_{f.name}"
 
     def __repr__(self):
@@ -258,7 +259,7 @@ class Grad:
     @user_frames
     def __call__(self, *args):
         f = self.f
-        if func_calls.takes_arrays(f):
+        if func_calls.via_kernel(f):
             return func_calls.grad(self, args)
         values = _arguments(f, args, "ad.grad")
         kinds = f.return_kinds
@@ -283,8 +284,9 @@ def grad(f, argnums=0):
     ``argnums=(0, 1)`` gives ``(df/dx, df/dy)``. ``ad.grad(ad.grad(f))`` differentiates
     again (the inner one must have a single ``argnums``)."""
     if isinstance(f, Grad):
-        if func_calls.takes_arrays(f.f):
-            raise AdjointError(f"ad.grad of ad.grad of func '{f.f.name}', which takes arrays: "
+        if func_calls.via_kernel(f.f):
+            raise AdjointError(f"ad.grad of ad.grad of func '{f.f.name}', which takes arrays "
+                               "or vectors: "
                                "higher derivatives of such a func are not supported (write a "
                                "kernel and use ad.autograd.hvp)")
         if f.many or f.with_value:
@@ -320,7 +322,7 @@ def jvp(f, primals=None, tangents=None):
     if len(tangents) != len(primals):
         raise TypeError(f"ad.jvp of func '{f.name}': {len(primals)} primals but "
                         f"{len(tangents)} tangents (give one per parameter; 0.0 for an int)")
-    if func_calls.takes_arrays(f):
+    if func_calls.via_kernel(f):
         return func_calls.jvp(f, primals, tangents)
     values = _arguments(f, primals, "ad.jvp")
     tangents += (0.0,) * (len(values) - len(tangents))      # (a defaulted parameter's)
@@ -347,8 +349,8 @@ def hessian(f, argnums=0, mode="fwd-rev"):
     if mode not in ("fwd-rev", "rev-fwd"):
         raise ValueError(f"ad.hessian: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
     f = as_func(f, "ad.hessian")
-    if func_calls.takes_arrays(f):
-        raise AdjointError(f"ad.hessian of func '{f.name}', which takes arrays, is not "
+    if func_calls.via_kernel(f):
+        raise AdjointError(f"ad.hessian of func '{f.name}', which takes arrays or vectors, is not "
                            "supported (ad.grad and ad.jvp are; for a kernel, ad.autograd.hvp)")
     positions, many = _positions(f, argnums, "ad.hessian")
     if mode == "fwd-rev" and len(f.return_kinds) != 1:

@@ -1,15 +1,19 @@
-"""``ad.grad``, ``ad.value_and_grad`` and ``ad.jvp`` of a func that takes arrays, called
-from plain Python on numpy arrays.
+"""``ad.grad``, ``ad.value_and_grad`` and ``ad.jvp`` of a func that takes arrays or
+vectors, called from plain Python on numpy arrays.
 
-A func with an array parameter has no compiled function of its own: its calls are
-inlined into the caller (pass inline). Called from Python, it runs inside a kernel of
-one thread printed for it (``call_kernel``): the arrays are the kernel's, each float
-parameter a one-element array (a kernel's scalars have no adjoint), each int or bool a
-scalar, and the func's values are stored into ``ret``. The gradient is that kernel's
-backward on a tape, seeded with 1 on the value; the JVP, its launch with tangents.
-It runs on the CPU, as a func of numbers does, on copies of the arrays: the caller's
-are never changed.
+Such a func has no compiled function Python can call with its arguments: a call of a
+func taking arrays is inlined into its caller (pass inline), and a vector is passed
+as its components (pass scalarize). Called from Python, it runs inside a kernel of one
+thread printed for it (``call_kernel``), one parameter per parameter of the func (a
+``Slot``): an array is the kernel's array, a vector or a float a one-element array of
+it (a kernel's scalars have no adjoint), an int or a bool a scalar; the func's values
+are stored into ``ret``. The gradient is that kernel's backward on a tape, seeded with
+1 on the value; the JVP, its launch with tangents. It runs on the CPU, as a func of
+numbers does, on copies of the arrays: the caller's are never changed.
 """
+import inspect
+from dataclasses import dataclass
+
 import numpy as np
 
 from .api import Kernel
@@ -17,12 +21,73 @@ from .errors import AdjointError
 from .printed import compile_printed
 from .runtime.array import array, zeros
 from .runtime.launch import launch
+from .runtime.structs import is_struct
 from .runtime.tape import Tape
+from .runtime.types import ArrayType, scalar_dtype
+from .runtime.vectypes import VectorType
 
 
-def takes_arrays(f):
-    """Whether func ``f`` has an array parameter."""
-    return any(p.is_array for p in f.transformed.pf.params)
+@dataclass(frozen=True)
+class Slot:
+    """One parameter of a func as its call kernel takes it. ``kind``: "array",
+    "vector", "float" (both passed as a one-element array: ``annotation``, the kernel
+    parameter's) or "int" (an int or a bool, passed as it is)."""
+    name: str
+    kind: str
+    annotation: object
+
+    @property
+    def dtype(self):
+        """What ``ad.array`` makes the argument of: the vector type, or the dtype."""
+        return self.annotation.vtype or self.annotation.dtype
+
+    @property
+    def differentiable(self):
+        return self.kind in ("vector", "float") or (
+            self.kind == "array" and np.dtype(self.annotation.dtype).kind == "f")
+
+
+def slots(f):
+    """The ``Slot`` of each parameter of func ``f``, from its signature."""
+    out = []
+    for p in inspect.signature(f.pyfunc).parameters.values():
+        a = p.annotation
+        if isinstance(a, ArrayType):
+            out.append(Slot(p.name, "array", a))
+        elif isinstance(a, VectorType):
+            out.append(Slot(p.name, "vector", array(dtype=a)))
+        elif is_struct(a):
+            raise AdjointError(f"func '{f.name}' takes a struct ('{p.name}'): called from "
+                               "Python, a func takes numbers, vectors and arrays")
+        else:
+            dt = np.dtype(np.float64) if a is inspect.Parameter.empty else scalar_dtype(a)
+            out.append(Slot(p.name, "float", array(dtype=dt)) if dt.kind == "f" else
+                       Slot(p.name, "int", a))
+    return out
+
+
+def via_kernel(f):
+    """Whether ``f`` is called from Python through its call kernel (it takes an array or
+    a vector), not through its own compiled adjoint and JVP (a struct: ``slots`` refuses
+    it by name)."""
+    return any(isinstance(p.annotation, (ArrayType, VectorType)) or is_struct(p.annotation)
+               for p in inspect.signature(f.pyfunc).parameters.values())
+
+
+def positions(f, argnums, what):
+    """``(positions, many)`` of ``argnums`` among ``f``'s parameters (see
+    derivatives._positions), each one with a derivative."""
+    ss = slots(f)
+    many = isinstance(argnums, (tuple, list))
+    nums = tuple(argnums) if many else (argnums,)
+    for k in nums:
+        if not isinstance(k, int) or not -len(ss) <= k < len(ss):
+            raise ValueError(f"{what}: argnums {argnums!r} is not a parameter position of "
+                             f"func '{f.name}' ({len(ss)} parameters)")
+        if not ss[k].differentiable:
+            raise ValueError(f"{what}: parameter '{ss[k].name}' of func '{f.name}' has no "
+                             "derivative (an int, a bool or an array of them)")
+    return [k % len(ss) for k in nums], many
 
 
 def call_kernel(f):
@@ -31,63 +96,77 @@ def call_kernel(f):
     cached = f.__dict__.get("_call_kernel")
     if cached is not None:
         return cached
-    from .emit.user import annotation     # (the transformer: not imported by a warm start)
-    tr = f.transformed
-    kinds = [str(k) for k in tr.return_kinds]
+    kinds = [str(k) for k in f.return_kinds]
     if any(k not in ("float", "int", "bool") for k in kinds):
         raise AdjointError(f"func '{f.name}' returns {', '.join(kinds)}: called from Python "
-                           "with arrays, a func returns numbers")
-    params, args = [], []
-    for p in tr.pf.params:
-        if p.is_array or p.kind != "float":
-            params.append(f"{p.name}: {annotation(p)}")
-            args.append(p.name)
-        else:
-            params.append(f"{p.name}: ad.array(dtype=ad.{p.type.name})")
-            args.append(f"{p.name}[0]")
+                           "with arrays or vectors, a func returns numbers")
+    ss = slots(f)
+    scope = {f.name: f, "ret_type": array(dtype=np.float64)}
+    scope.update({f"type{k}": s.annotation for k, s in enumerate(ss)})
+    params = [f"{s.name}: type{k}" for k, s in enumerate(ss)]
+    args = [f"{s.name}[0]" if s.kind in ("vector", "float") else s.name for s in ss]
     names = [f"value{k}" for k in range(len(kinds))]
     name = f"{f.name}_call"
-    text = (f"def {name}({', '.join(params)}, ret: ad.array(dtype=ad.float64)):\n"
+    text = (f"def {name}({', '.join(params)}, ret: ret_type):\n"
             f"    i = ad.tid()\n"
             f"    {', '.join(names)} = {f.name}({', '.join(args)})\n" +
             "".join(f"    ret[{k}] = float({v})\n" for k, v in enumerate(names)))
-    f.__dict__["_call_kernel"] = Kernel(compile_printed(text, name, {f.name: f}))
+    f.__dict__["_call_kernel"] = Kernel(compile_printed(text, name, scope))
     return f.__dict__["_call_kernel"]
 
 
 def _inputs(f, args, what, requires_grad):
-    """The kernel's arguments for the call ``f(*args)``: a copy of each array (checked
-    against its parameter), a one-element array per float, an int per int."""
-    params = f.transformed.pf.params
-    if len(args) != len(params):
-        raise TypeError(f"{what} of func '{f.name}' takes {len(params)} arguments "
-                        f"({', '.join(p.name for p in params)}), got {len(args)}")
+    """The kernel's arguments for the call ``f(*args)``: a copy of each array and vector
+    (checked against its parameter), a one-element array per float, an int per int."""
+    ss = slots(f)
+    if len(args) != len(ss):
+        raise TypeError(f"{what} of func '{f.name}' takes {len(ss)} arguments "
+                        f"({', '.join(s.name for s in ss)}), got {len(args)}")
     out = []
-    for p, a in zip(params, args):
-        if p.is_array:
-            data = np.asarray(a.numpy() if hasattr(a, "numpy") else a)
-            if data.ndim != p.type.ndim or data.dtype.kind not in "fiub":
-                raise TypeError(f"{what} of func '{f.name}': parameter '{p.name}' takes an "
-                                f"array of {p.type.ndim} dimension(s), got {data.ndim} "
-                                f"({data.dtype})")
-            out.append(array(data.astype(p.type.dtype, copy=True), device="cpu",
-                             requires_grad=requires_grad and p.kind == "float"))
-        elif p.kind == "float":
-            out.append(array(np.array([float(a)], p.type), device="cpu",
-                             requires_grad=requires_grad))
-        else:
+    for s, a in zip(ss, args):
+        if s.kind == "int":
             out.append(int(a))
+            continue
+        grad = requires_grad and s.differentiable
+        if s.kind == "float":
+            out.append(array(np.array([float(a)], s.annotation.dtype), device="cpu",
+                             requires_grad=grad))
+            continue
+        data = np.asarray(a.numpy() if hasattr(a, "numpy") else a)
+        want = _shape(s)
+        if data.ndim != len(want) or any(w is not None and w != n for w, n in
+                                         zip(want, data.shape)) or data.dtype.kind not in "fiub":
+            raise TypeError(f"{what} of func '{f.name}': parameter '{s.name}' takes "
+                            f"{_describe(s)}, got an array of shape {data.shape} "
+                            f"({data.dtype})")
+        if s.kind == "vector":
+            data = data.reshape((1,) + data.shape)
+        out.append(array(data, dtype=s.dtype, device="cpu", requires_grad=grad))
     return out
 
 
-def _taken(params, k, arr):
-    """What the caller gets for parameter ``k`` from its kernel argument's ``arr``: the
-    array itself (a numpy copy), or the float of a float parameter."""
-    return arr.copy() if params[k].is_array else float(arr[0])
+def _shape(s):
+    """The shape an argument for slot ``s`` has (None: any length)."""
+    vshape = tuple(s.annotation.vtype.shape) if s.annotation.vtype else ()
+    return vshape if s.kind == "vector" else (None,) * s.annotation.ndim + vshape
+
+
+def _describe(s):
+    if s.kind == "vector":
+        return f"an {s.dtype} (an array of shape {_shape(s)})"
+    return f"an array of {s.annotation.ndim} index dimension(s) of {s.dtype}"
+
+
+def _taken(s, buf):
+    """What the caller gets for slot ``s`` from its kernel argument's buffer ``buf``: an
+    array's copy, a vector's components, a float."""
+    if s.kind == "array":
+        return buf.copy()
+    return buf[0].copy() if s.kind == "vector" else float(buf[0])
 
 
 def grad(g, args):
-    """``ad.grad(f)(*args)`` (``g``: the ``derivatives.Grad``) of a func taking arrays."""
+    """``ad.grad(f)(*args)`` (``g``: the ``derivatives.Grad``) through the call kernel."""
     f = g.f
     if len(f.return_kinds) != 1:
         raise AdjointError(f"ad.grad needs a func returning one float; '{f.name}' returns "
@@ -97,27 +176,27 @@ def grad(g, args):
     with Tape() as tape:
         launch(call_kernel(f), 1, inputs=inputs, outputs=[ret])
     tape.backward(grads={ret: np.ones(1)})
-    params = f.transformed.pf.params
-    picked = [_taken(params, k, inputs[k].grad.numpy()) for k in g.positions]
+    ss = slots(f)
+    picked = [_taken(ss[k], inputs[k].grad.numpy()) for k in g.positions]
     out = tuple(picked) if g.many else picked[0]
     return (float(ret.numpy()[0]), out) if g.with_value else out
 
 
 def jvp(f, primals, tangents):
-    """``ad.jvp(f, primals, tangents)`` of a func taking arrays: ``(value, tangent)``, a
-    tangent per array parameter shaped like its array (zeros where left out: ``None``)."""
+    """``ad.jvp(f, primals, tangents)`` through the call kernel: ``(value, tangent)``; a
+    tangent per array or vector shaped like it (``None``: zeros)."""
     inputs = _inputs(f, primals, "ad.jvp", requires_grad=False)
-    params = f.transformed.pf.params
     given = {}
-    for p, arg, t in zip(params, inputs, tangents):
-        if t is None or p.kind != "float":
+    for s, arg, t in zip(slots(f), inputs, tangents):
+        if t is None or not s.differentiable:
             continue
         dot = np.asarray(t.numpy() if hasattr(t, "numpy") else t, np.float64)
-        if p.is_array and dot.shape != arg.shape:
-            raise TypeError(f"ad.jvp of func '{f.name}': the tangent of '{p.name}' has shape "
-                            f"{dot.shape}, its array {arg.shape}")
-        given[p.name] = array(dot.astype(arg.dtype) if p.is_array else
-                              np.array([float(dot)], arg.dtype), device="cpu")
+        shape = tuple(arg.shape[1:]) if s.kind == "vector" else tuple(arg.shape)
+        if s.kind != "float" and dot.shape != shape:
+            raise TypeError(f"ad.jvp of func '{f.name}': the tangent of '{s.name}' has shape "
+                            f"{dot.shape}, its argument {shape}")
+        dot = dot.reshape(arg.shape) if s.kind != "float" else np.array([float(dot)])
+        given[s.name] = array(dot, dtype=s.dtype, device="cpu")
     n = len(f.return_kinds)
     ret = _ret(n)
     dots = launch(call_kernel(f), 1, inputs=inputs, outputs=[ret], tangents=given)

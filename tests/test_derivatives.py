@@ -619,7 +619,7 @@ def test_funcs_taking_arrays_refused_where_unsupported(cpu, tmp_path_factory):
     x = np.array([0.5, -1.2, 0.8])
     with pytest.raises(AdjointError, match="ad.grad needs a func returning one float; 'pair'"):
         ad.grad(m.pair)(np.ones((2, 2)), np.ones(1, np.float32))
-    with pytest.raises(TypeError, match="parameter 'x' takes an array of 1 dimension"):
+    with pytest.raises(TypeError, match="parameter .x. takes an array of 1 index dimension"):
         ad.grad(m.energy)(np.ones((2, 2)), 1.0, 2)
     with pytest.raises(TypeError, match="takes 3 arguments"):
         ad.grad(m.energy)(x, 1.0)
@@ -629,3 +629,40 @@ def test_funcs_taking_arrays_refused_where_unsupported(cpu, tmp_path_factory):
         ad.grad(ad.grad(m.energy, 1))
     with pytest.raises(TypeError, match="the tangent of 'x' has shape"):
         ad.jvp(m.energy, (x, 1.0, 2), (np.ones(2), 0.0, 0))
+
+
+VEC_FROM_PYTHON = '''
+@ad.func
+def rot_energy(m: ad.mat33, v: ad.vec3, s: float) -> float:
+    w = m @ v
+    return s * ad.dot(w, w) + w[0] * v[2]
+'''
+
+
+def test_funcs_taking_vectors_from_python(cpu, tmp_path_factory):
+    """A vector parameter takes a numpy array of its shape (an ad.vec3(...) is one) and its
+    gradient is an array of that shape; against central differences of the func itself."""
+    f = _module(tmp_path_factory, "vector_funcs", VEC_FROM_PYTHON).rot_energy
+    m0 = np.array([[1.0, 0.2, 0.0], [0.0, 1.0, 0.1], [0.3, 0.0, 1.0]])
+    v0, s0 = np.array([0.5, -1.0, 2.0]), 1.5
+
+    def at(m=m0, v=v0, s=s0):
+        return f.pyfunc(ad.mat33(*m.ravel()), ad.vec3(*v), s)
+    gm, gv, gs = ad.grad(f, (0, 1, 2))(m0, ad.vec3(*v0), s0)
+    assert gm.shape == (3, 3) and gv.shape == (3,)
+    h = 1e-6
+    np.testing.assert_allclose(gv, [(at(v=v0 + h * e) - at(v=v0 - h * e)) / (2 * h)
+                                    for e in np.eye(3)], rtol=1e-7)
+    np.testing.assert_allclose(gm.ravel(), [(at(m=m0 + h * e.reshape(3, 3)) -
+                                             at(m=m0 - h * e.reshape(3, 3))) / (2 * h)
+                                            for e in np.eye(9)], rtol=1e-7, atol=1e-9)
+    assert gs == pytest.approx((at(s=s0 + h) - at(s=s0 - h)) / (2 * h), rel=1e-7)
+    dv = np.array([0.3, 0.1, -0.2])
+    value, tangent = ad.jvp(f, (m0, v0, s0), (None, dv, 0.0))
+    assert value == pytest.approx(at(), rel=1e-14) and tangent == pytest.approx(gv @ dv, rel=1e-12)
+    with pytest.raises(TypeError, match=r"parameter 'v' takes an ad.vec3 \(an array of shape "
+                                        r"\(3,\)\), got an array of shape \(2,\)"):
+        ad.grad(f, 1)(m0, np.ones(2), s0)
+    with pytest.raises(ValueError, match="argnums 3 is not a parameter position of func "
+                                         "'rot_energy' \\(3 parameters\\)"):
+        ad.grad(f, 3)
