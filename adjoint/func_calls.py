@@ -119,6 +119,9 @@ def _inputs(f, args, what, requires_grad):
     """The kernel's arguments for the call ``f(*args)``: a copy of each array and vector
     (checked against its parameter), a one-element array per float, an int per int."""
     ss = slots(f)
+    left = list(inspect.signature(f.pyfunc).parameters.values())[len(args):]
+    if left and all(p.default is not inspect.Parameter.empty for p in left):
+        args = (*args, *(p.default for p in left))      # (the defaults of those left out)
     if len(args) != len(ss):
         raise TypeError(f"{what} of func '{f.name}' takes {len(ss)} arguments "
                         f"({', '.join(s.name for s in ss)}), got {len(args)}")
@@ -186,6 +189,7 @@ def jvp(f, primals, tangents):
     """``ad.jvp(f, primals, tangents)`` through the call kernel: ``(value, tangent)``; a
     tangent per array or vector shaped like it (``None``: zeros)."""
     inputs = _inputs(f, primals, "ad.jvp", requires_grad=False)
+    tangents = (*tangents, *(None,) * (len(inputs) - len(tangents)))
     given = {}
     for s, arg, t in zip(slots(f), inputs, tangents):
         if t is None or not s.differentiable:

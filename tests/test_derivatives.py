@@ -570,6 +570,13 @@ def energy(x: ad.array(dtype=float), a: float, n: int) -> float:
     return s
 
 @ad.func
+def squares(x: ad.array(dtype=float), a: float = 2.0, n: int = 2) -> float:
+    s = 0.0
+    for k in range(n):
+        s += a * x[k] * x[k]
+    return s
+
+@ad.func
 def pair(w: ad.array(dtype=float, ndim=2), v: ad.array(dtype=ad.float32)):
     return w[0, 1] * float(v[0]), w[1, 0] + w[0, 0] * w[0, 0]
 
@@ -609,6 +616,11 @@ def test_funcs_taking_arrays_from_python(cpu, tmp_path_factory):
     w, v = np.array([[0.5, 2.0], [3.0, 1.0]]), np.array([4.0], np.float32)
     (p, q), (dp, dq) = ad.jvp(m.pair, (w, v), (np.array([[1.0, 0.0], [0.0, 0.0]]), None))
     assert (p, q) == (8.0, 3.25) and (dp, dq) == (0.0, 1.0)
+    # defaults are filled in (a tangent left out is zero)
+    sq = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(ad.grad(m.squares)(sq), [4.0, 8.0, 0.0])
+    assert ad.grad(m.squares, 1)(sq) == 5.0
+    assert ad.jvp(m.squares, (sq,), (np.ones(3),)) == (10.0, 12.0)
     # a func that reads what it overwrites is refused, as in a kernel that calls it
     with pytest.raises(ad.TransformError, match="array 'x' is both read and written"):
         ad.grad(m.scratch)(np.array([1.0, 2.0]))
