@@ -350,8 +350,12 @@ def hessian(f, argnums=0, mode="fwd-rev"):
         raise ValueError(f"ad.hessian: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
     f = as_func(f, "ad.hessian")
     if func_calls.via_kernel(f):
-        raise AdjointError(f"ad.hessian of func '{f.name}', which takes arrays or vectors, is not "
-                           "supported (ad.grad and ad.jvp are; for a kernel, ad.autograd.hvp)")
+        at, many = func_calls.positions(f, argnums, "ad.hessian")
+
+        def hess_through_kernel(*args):
+            return func_calls.hessian(f, at, many, args, mode)
+        hess_through_kernel.__name__ = f"hessian_{f.name}"
+        return hess_through_kernel
     positions, many = _positions(f, argnums, "ad.hessian")
     if mode == "fwd-rev" and len(f.return_kinds) != 1:
         raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "

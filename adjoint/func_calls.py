@@ -211,5 +211,35 @@ def jvp(f, primals, tangents):
     return (vals[0], tans[0]) if n == 1 else (vals, tans)
 
 
+def hessian(f, positions, many, args, mode):
+    """``ad.hessian(f, argnums)(*args)`` through the call kernel: a Hessian-vector product
+    of the kernel (``ad.autograd.hvp``) per component of each parameter in
+    ``positions``. A block is shaped as its two parameters side by side (``(3, 3)`` for
+    two vec3, ``(n,)`` for an array of n and a float); a float's is a float."""
+    from .autograd import hvp
+    if len(f.return_kinds) != 1:
+        raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "
+                           f"{len(f.return_kinds)} value(s)")
+    inputs, ss = _inputs(f, args, "ad.hessian", requires_grad=False), slots(f)
+    shapes = {k: () if ss[k].kind == "float" else tuple(inputs[k].shape[1:])
+              if ss[k].kind == "vector" else tuple(inputs[k].shape) for k in positions}
+    blocks = {}
+    for j in positions:
+        columns = {i: [] for i in positions}
+        for c in range(int(np.prod(shapes[j], dtype=int))):
+            e = np.zeros(inputs[j].shape)
+            e.reshape(-1)[c] = 1.0
+            v = [e if k == j else None for k in range(len(inputs))]
+            products = hvp(call_kernel(f), 1, inputs, [_ret(1)], v, mode=mode)
+            for i in positions:
+                columns[i].append(np.asarray(products[i], np.float64).reshape(-1))
+        for i in positions:
+            block = np.stack(columns[i], axis=-1).reshape(shapes[i] + shapes[j])
+            blocks[i, j] = float(block) if block.ndim == 0 else block
+    if many:
+        return tuple(tuple(blocks[i, j] for j in positions) for i in positions)
+    return blocks[positions[0], positions[0]]
+
+
 def _ret(n):
     return zeros(n, device="cpu", requires_grad=True)
