@@ -302,7 +302,7 @@ def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
     no gradient). Runs on private copies; records nothing.
 
     ``mode="fwd-rev"`` (forward over reverse, the default): the kernel's backward,
-    printed as a kernel of its own (``adjoint.derivatives.vjp_kernel``), runs in
+    printed as a kernel of its own (``adjoint.printed.vjp_kernel``), runs in
     forward mode along ``v`` (its primal state from the kernel's JVP, as a recorded
     launch's backward would see it), seeded with ``w``: the tangents of its input
     adjoints are ``H_w v``. One JVP and one differentiated backward, no stored tape of
@@ -311,7 +311,7 @@ def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
     the output tangents."""
     if mode not in ("fwd-rev", "rev-fwd"):
         raise ValueError(f"hvp: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
-    from .derivatives import jvp_kernel, vjp_kernel
+    from .printed import jvp_kernel, vjp_kernel
     base = _problem(kernel, dim, inputs, outputs)
     n = base.n_inputs
     v = [None] * n if v is None else list(v)

@@ -2,18 +2,19 @@
 
 ``ad.grad(f)``, ``ad.value_and_grad(f)`` and ``ad.jvp(f)`` call a func's
 generated adjoint or JVP (compiled by numba, or plain Python under
-``ADJOINT_JIT=0``) on Python numbers -- what ``tangent.grad`` gave its users.
+``ADJOINT_JIT=0``) on Python numbers -- what ``tangent.grad`` gave its users; a func
+of arrays or vectors runs in a kernel printed for it (adjoint/func_calls.py).
 
 Higher derivatives come from transforming generated code again. The JVP of a
 func or kernel is printed as user-level Python (``adjoint/emit/user.py``) and
-becomes a func or kernel of its own (``jvp_func``, ``jvp_kernel``); its reverse
+becomes a func or kernel of its own (``jvp_func``, ``jvp_kernel``: adjoint/printed.py); its reverse
 mode is then a Hessian-vector product: for ``y = F(x)`` the JVP computes
 ``dot_y = J(x) dot_x``, and the gradient of ``w . dot_y`` with respect to ``x`` is
 ``H_w dot_x``, where ``H_w`` is the Hessian of ``w . F`` (reverse over forward).
 So ``ad.grad(ad.grad(f))`` (f of one argument: the derivative along ``e_k`` is the
 JVP's tangent), and ``mode="rev-fwd"`` of ``ad.hessian(f)`` and ``ad.autograd.hvp``.
 
-The backward is printed the same way (``vjp_func``, ``vjp_kernel``: its ``adj_``
+The backward is printed the same way (``vjp_func``, ``vjp_kernel``, printed.py: its ``adj_``
 names and loop stacks as user code reads them, see emit/user.py) and its forward
 mode is forward over reverse: the tangent of the backward's ``adj_x`` along
 ``dot_x`` is ``H_w dot_x``. That is the default of ``ad.hessian`` and
@@ -25,131 +26,11 @@ import inspect
 import weakref
 
 from . import func_calls
-from .api import Func, Kernel
+from .api import Func
 from .errors import AdjointError, user_frames
 from .modules import load_func
-from .printed import compile_printed
+from .printed import compile_printed, jvp_func, vjp_func
 from .runtime.jit import cpu_backend_name
-from .runtime.vectypes import vector_type
-
-
-def _callees(tr, text):
-    """The names a printed function of ``tr`` calls: each func (as ``scalar_func``), and
-    its JVP if used."""
-    scope = {}
-    for g in tr.pf.funcs:
-        scope[g.name] = scalar_func(g)
-        if f"{g.name}_jvp(" in text:
-            scope[g.name + "_jvp"] = jvp_func(g)
-    return scope
-
-
-def scalar_func(g):
-    """Func ``g`` as printed code calls it: code is printed after pass scalarize, so a
-    call passes a vec3 argument as its three components and unpacks a vec3 result
-    (``f_x, f_y, f_z = f(a_x, a_y, a_z)``). ``g`` itself when it takes and returns
-    scalars only; else ``g``'s forward printed with its parameters as components (the
-    twin keeps ``g``'s name). (A func of vectors with hand-written rules never gets
-    here: pass scalarize refuses a call of one, at the user's line.)"""
-    tr = g.transformed
-    given = list(inspect.signature(g.pyfunc).parameters)
-    returns = g.pyfunc.__annotations__.get("return")
-    if [p.name for p in tr.pf.params] == given and vector_type(returns) is None:
-        return g            # (a struct or vector parameter is split: its name changes)
-    cached = g.__dict__.get("_scalar_func")
-    if cached is None:
-        from .emit.user import annotation, function_text
-        params = [(p.name, annotation(p)) for p in tr.pf.params]
-        text = function_text(tr, g.name, params, tr.rev.forward)
-        cached = g.__dict__["_scalar_func"] = Func(compile_printed(text, g.name, _callees(tr, text)))
-    return cached
-
-
-def jvp_func(f):
-    """The JVP of func ``f`` as a func of its own, ``<f>_jvp(params..., dot_ of each float
-    param)`` returning ``(values..., their tangents...)``: valid input to the transformer."""
-    if not isinstance(f, Func):
-        raise TypeError(f"jvp_func expects an @ad.func, got {type(f).__name__}")
-    cache = f.__dict__.setdefault("_jvp_funcs", {})
-    key = (f.custom_grad, f.custom_jvp)         # rules given after a first use count
-    if key in cache:
-        return cache[key]
-    if f.custom_jvp is not None:
-        cache[key] = Func(f.custom_jvp)
-        return cache[key]
-    if f.custom_grad is not None:
-        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad) and no "
-                           "@ad.func_jvp: its forward mode (and so its higher derivatives) "
-                           "would not use the gradient")
-    from .emit.user import annotation, function_text
-    tr = f.transformed
-    params = [(p.name, annotation(p)) for p in tr.pf.params] + \
-        [(d, "ad.float64") for d in tr.tangent.dot_params]
-    text = function_text(tr, f"{f.name}_jvp", params, tr.tangent.body)
-    cache[key] = Func(compile_printed(text, f"{f.name}_jvp", _callees(tr, text)))
-    return cache[key]
-
-
-def _callee_scope(tr, text):
-    """The names a printed backward of ``tr`` calls: each func, its JVP and its VJP if used."""
-    scope = _callees(tr, text)
-    for g in tr.pf.funcs:
-        if f"{g.name}_vjp(" in text:
-            scope[g.name + "_vjp"] = vjp_func(g)
-    return scope
-
-
-def vjp_func(f):
-    """The backward of func ``f`` as a func of its own, ``<f>_vjp(params..., adj_ret...)``
-    returning the adjoints of ``f``'s parameters (a tuple when there are several): valid
-    input to the transformer, whose forward mode differentiates it again."""
-    if not isinstance(f, Func):
-        raise TypeError(f"vjp_func expects an @ad.func, got {type(f).__name__}")
-    cache = f.__dict__.setdefault("_vjp_funcs", {})
-    key = (f.custom_grad, f.custom_jvp)
-    if key in cache:
-        return cache[key]
-    if f.custom_grad is not None:
-        raise AdjointError(f"func '{f.name}' has a custom gradient (@ad.func_grad): its "
-                           "backward is the user's, which adjoint cannot differentiate again")
-    from .emit.user import backward_text
-    text = backward_text(f.transformed, f"{f.name}_vjp")
-    cache[key] = Func(compile_printed(text, f"{f.name}_vjp", _callee_scope(f.transformed, text),
-                               forward_only=True))
-    return cache[key]
-
-
-def vjp_kernel(k):
-    """The backward of kernel ``k`` as a kernel of its own: its parameters, then an adjoint
-    array per float array parameter (``adj_<name>``), in order. Launched, it accumulates
-    into the input adjoints as ``ad.launch(k, ..., adjoint=True)`` does; its forward mode
-    (``tangents=``) is forward over reverse."""
-    cached = getattr(k, "_vjp_kernel", None)
-    if cached is not None:
-        return cached
-    from .emit.user import backward_text
-    tr = k.transformed
-    text = backward_text(tr, f"{k.name}_vjp")
-    pyfunc = compile_printed(text, f"{k.name}_vjp", _callee_scope(tr, text), forward_only=True)
-    k._vjp_kernel = Kernel(pyfunc, enable_backward=False, loop_capacity=k.loop_capacity,
-                           bounds_check=k.bounds_check)
-    return k._vjp_kernel
-
-
-def jvp_kernel(k):
-    """The JVP of kernel ``k`` as a kernel of its own: its parameters, then a tangent
-    array per float array parameter (``dot_<name>``), in order."""
-    cached = getattr(k, "_jvp_kernel", None)
-    if cached is not None:
-        return cached
-    from .emit.user import annotation, function_text
-    tr = k.transformed
-    params = [(p.name, annotation(p)) for p in tr.pf.params] + \
-        [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, tr.pf.differentiable())]
-    text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)
-    pyfunc = compile_printed(text, f"{k.name}_jvp", _callees(tr, text))
-    k._jvp_kernel = Kernel(pyfunc, loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)
-    return k._jvp_kernel
 
 
 def _directional(f, k):

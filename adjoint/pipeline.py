@@ -66,7 +66,7 @@ def _transform(pyfunc, role, bounds_check):
     s = ssa.ssa(norm, kinds)
     dims = parallel.grid_dims(s)
     threads = parallel.thread_indices(s)        # (the thread index, found once)
-    # a printed backward (derivatives.vjp_kernel) is differentiated in forward mode only:
+    # a printed backward (printed.vjp_kernel) is differentiated in forward mode only:
     # no reverse of it is built, so the hazards of a reverse replay do not apply
     forward_only = getattr(pyfunc, "__adjoint_forward_only__", False)
     if role == "kernel" and not forward_only:

@@ -4,7 +4,7 @@ import inspect
 import math
 
 import adjoint as ad
-from adjoint.derivatives import jvp_func
+from adjoint.printed import jvp_func
 
 
 @ad.func

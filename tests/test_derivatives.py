@@ -334,7 +334,7 @@ def test_kernel_hessian_vector_products_match_differences_of_the_gradient(backen
 def test_printed_backward_is_a_kernel_giving_the_same_gradient(backend, kernels, name):
     """The backward printed as user code (``adjoint show --stage backward_user``) is valid
     input again: transformed and launched, it gives the backward's own numbers."""
-    from adjoint.derivatives import vjp_kernel
+    from adjoint.printed import vjp_kernel
     k = getattr(kernels, name)
     text = ad.source(k, "backward_user")
     assert text.startswith(f"def {name}_vjp(") and "ad.tid()" in text
@@ -370,7 +370,7 @@ def test_loop_stacks_are_refused_in_user_code(kernel_module):
 
 
 def test_printed_backward_holds_loop_stacks_and_has_no_reverse(kernels):
-    from adjoint.derivatives import vjp_func, vjp_kernel
+    from adjoint.printed import vjp_func, vjp_kernel
     text = ad.source(kernels.k_loop, "backward_user")
     assert "= ad.stack_float(3, " in text and "ad.stack_push(" in text and \
         "ad.stack_read(" in text
@@ -471,7 +471,7 @@ def test_second_derivatives_through_funcs_of_vectors(backend, vector_funcs):
     components (``f_x, f_y, f_z = spin(p_x, p_y, p_z, s)``), which the func itself refused
     ("expected a vec3 here"), so no Hessian went through one (found by the fuzzer's
     Hessian-vector products). The printed code now calls the func's forward with its
-    vectors split (derivatives.scalar_func)."""
+    vectors split (printed.scalar_func)."""
     m = vector_funcs
     n = 5
     rng = np.random.default_rng(9)
