@@ -91,16 +91,9 @@ def _where(f):
 
 def _positions(f, argnums, what):
     params = f.transformed.pf.params
-    many = isinstance(argnums, (tuple, list))
-    nums = tuple(argnums) if many else (argnums,)
-    for k in nums:
-        if not isinstance(k, int) or not -len(params) <= k < len(params):
-            raise ValueError(f"{what}: argnums {argnums!r} is not a parameter position of "
-                             f"func '{f.name}' ({len(params)} parameters)")
-        if params[k].kind != "float":
-            raise ValueError(f"{what}: parameter '{params[k].name}' of func '{f.name}' is not "
-                             "a float; only floats have derivatives")
-    return [k % len(params) for k in nums], many
+    return func_calls.argnum_positions(f, argnums, what, [p.name for p in params],
+                                       [p.kind == "float" for p in params],
+                                       "is not a float; only floats have derivatives")
 
 
 _PLAIN = weakref.WeakKeyDictionary()     # plain function -> its Func (ad.grad(plain))

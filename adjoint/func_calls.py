@@ -74,20 +74,27 @@ def via_kernel(f):
                for p in inspect.signature(f.pyfunc).parameters.values())
 
 
-def positions(f, argnums, what):
-    """``(positions, many)`` of ``argnums`` among ``f``'s parameters (see
-    derivatives._positions), each one with a derivative."""
-    ss = slots(f)
+def argnum_positions(f, argnums, what, names, differentiable, why):
+    """``(positions, many)``: ``argnums`` (a position, or a tuple of them) as positions
+    among ``f``'s parameters ``names``, each of which must be ``differentiable`` (else a
+    ValueError saying ``why``); ``many``: whether a tuple was given."""
     many = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if many else (argnums,)
     for k in nums:
-        if not isinstance(k, int) or not -len(ss) <= k < len(ss):
+        if not isinstance(k, int) or not -len(names) <= k < len(names):
             raise ValueError(f"{what}: argnums {argnums!r} is not a parameter position of "
-                             f"func '{f.name}' ({len(ss)} parameters)")
-        if not ss[k].differentiable:
-            raise ValueError(f"{what}: parameter '{ss[k].name}' of func '{f.name}' has no "
-                             "derivative (an int, a bool or an array of them)")
-    return [k % len(ss) for k in nums], many
+                             f"func '{f.name}' ({len(names)} parameters)")
+        if not differentiable[k]:
+            raise ValueError(f"{what}: parameter '{names[k]}' of func '{f.name}' {why}")
+    return [k % len(names) for k in nums], many
+
+
+def positions(f, argnums, what):
+    """``argnum_positions`` among ``f``'s own parameters, arrays and vectors included."""
+    ss = slots(f)
+    return argnum_positions(f, argnums, what, [s.name for s in ss],
+                            [s.differentiable for s in ss],
+                            "has no derivative (an int, a bool or an array of them)")
 
 
 def call_kernel(f):
