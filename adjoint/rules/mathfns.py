@@ -200,16 +200,10 @@ def fmod(z, x, y):
     d_y = -(g * ((x - z) / y))
 
 
-@math_rule("isnan", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
-def isnan(z, x):
+def _predicate(z, x):
     pass
 
 
-@math_rule("isinf", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
-def isinf(z, x):
-    pass
-
-
-@math_rule("isfinite", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
-def isfinite(z, x):
-    pass
+# math.isnan, isinf, isfinite: a bool, no derivative
+for _name in ("isnan", "isinf", "isfinite"):
+    math_rule(_name, domain=[(-2, 2)], result_kind=_bool, differentiable=False)(_predicate)
