@@ -146,13 +146,17 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
                           f"({len(inputs)} inputs + {len(outputs)} outputs)")
     dims = _dims(spec, dim)
     values = [_convert(spec, p, a, device) for p, a in zip(spec.params, args)]
-    _check_aliasing(spec, values)
     if adjoint:
+        _check_aliasing(spec, values)
         if tangents is not None:
             raise LaunchError(f"kernel '{spec.name}': a launch runs the backward "
                               "(adjoint=True) or the JVP (tangents=...), not both")
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
-    dots = None if tangents is None else _tangents(spec, args, values, tangents)
+    if tangents is None:
+        _check_aliasing(spec, values)
+        dots = None
+    else:
+        dots, given = _tangents(spec, args, values, tangents)   # (checks aliasing too)
     tape = active_tape() if record_tape else None
 
     def label():
@@ -164,9 +168,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         _propagate_requires_grad(spec, args)
     saved = ()
     if dots is not None:
-        for _, data, _ in dots:
+        for data in dots:
             watch.mark_dirty(data)          # (a tangent is written: never a clean gradient)
-        verify.run(spec, "jvp", dims, values, [d for _, d, _ in dots])
+        verify.run(spec, "jvp", dims, values, dots)
     elif tape is not None and getattr(spec, "saved", ()) and spec.backward is not None:
         # the store policy (transform/store.py): the forward keeps, per thread, what the
         # backward would otherwise replay loops to recompute
@@ -177,14 +181,15 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if tape is not None:
         tape.record(LaunchStep(spec, dims, args, values, label(), saved))
     if dots is not None:
-        return {name: given for name, _, given in dots}
+        return given
 
 
 def _tangents(spec, args, values, tangents):
-    """[(parameter name, tangent buffer, tangent as given or allocated)] for every float
-    array parameter, from ``tangents`` (see ``launch``); a ``LaunchError`` for a key that
-    names no float array argument, a tangent of the wrong shape, dtype or device, or one
-    sharing memory with another array of the launch."""
+    """``(buffers, given)``: the tangent buffer of every float array parameter, in order,
+    and ``{parameter name: tangent as given or allocated}``, from ``tangents`` (see
+    ``launch``); a ``LaunchError`` for a key that names no float array argument, a tangent
+    of the wrong shape, dtype or device, two arrays of the launch sharing memory (as
+    ``_check_aliasing``), or a tangent sharing memory with another array of the launch."""
     if getattr(spec, "jvp", None) is None:
         raise LaunchError(f"kernel '{spec.name}' ({spec.origin}) was generated without a JVP "
                           "(by an older adjoint): regenerate it")
@@ -193,47 +198,50 @@ def _tangents(spec, args, values, tangents):
                           f"parameter names to tangent arrays, not {type(tangents).__name__}")
     by_param = {}
     for key, tangent in tangents.items():
-        found = [p for p in spec.params if p.name == key] if type(key) is str else \
-            [p for p, a in zip(spec.params, args) if a is key]
+        if type(key) is str:
+            found = [k for k, p in enumerate(spec.params) if p.name == key]
+        else:
+            found = [k for k, a in enumerate(args) if a is key]
         if not found:
             raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): a tangent is given for "
                               f"{key!r}, which is not one of its parameters' names or arguments")
-        for p in found:                 # (one array passed for several parameters)
-            if not p.has_adjoint:
-                raise LaunchError(f"kernel '{spec.name}', parameter '{p.name}' is not a float "
-                                  "array: it has no tangent")
-            by_param[p.name] = tangent
-    out = []
-    for p, v, arg in zip(spec.params, values, args):
-        if not p.has_adjoint:
-            continue
-        given = by_param.get(p.name)
-        if given is None:
-            given = zeros_like(arg) if isinstance(arg, Array) else np.zeros_like(v)
-        data = given.data if type(given) is Array else given
+        for k in found:                 # (one array passed for several parameters)
+            if not spec.params[k].has_adjoint:
+                raise LaunchError(f"kernel '{spec.name}', parameter '{spec.params[k].name}' "
+                                  "is not a float array: it has no tangent")
+            by_param[k] = tangent
+    bufs, given = [], {}
+    for k in spec.adjoint_params:
+        p, v, tangent = spec.params[k], values[k], by_param.get(k)
+        if tangent is None:
+            arg = args[k]
+            tangent = zeros_like(arg) if isinstance(arg, Array) else np.zeros_like(v)
+        data = tangent._data if type(tangent) is Array else tangent
         if type(data) is np.ndarray and type(v) is np.ndarray:     # the common case
             if data.shape != v.shape or data.dtype != v.dtype:
-                raise _bad_tangent(spec, p, v, given)
+                raise _bad_tangent(spec, p, v, tangent)
         elif not hasattr(data, "shape") or tuple(data.shape) != tuple(v.shape) or \
                 data.dtype != v.dtype or _device_of(data) != _device_of(v):
-            raise _bad_tangent(spec, p, v, given)
-        out.append((p.name, data, given))
+            raise _bad_tangent(spec, p, v, tangent)
+        bufs.append(data)
+        given[p.name] = tangent
     # A tangent never shares memory with an array, nor with another tangent unless both
     # parameters are only read (one array passed for two read parameters has one tangent).
-    primals = [v for p, v in zip(spec.params, values) if p.is_array]
-    every = primals + [data for _, data, _ in out]
-    if not buffers.shared(every):
-        return out          # (the common case: no two share memory)
-    for k, (name, data, _) in enumerate(out):
+    primals = [values[k] for k in spec.array_params]
+    if not buffers.shared(primals + bufs):
+        return bufs, given      # (the common case: no two share memory)
+    _check_aliasing(spec, values)
+    names = [spec.params[k].name for k in spec.adjoint_params]
+    for j, (name, data) in enumerate(zip(names, bufs)):
         shared = [other for other in primals if buffers.may_alias(data, other)]
-        shared += [o for j, (other_name, o, _) in enumerate(out) if j != k and
+        shared += [o for m, (other_name, o) in enumerate(zip(names, bufs)) if m != j and
                    buffers.may_alias(data, o) and (name in spec.writes or
                                                    other_name in spec.writes)]
         if shared:
             raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
                               f"'{name}' shares memory with another array of the launch; "
                               "pass a separate array")
-    return out
+    return bufs, given
 
 
 def _bad_tangent(spec, p, v, given):
