@@ -20,7 +20,7 @@ from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
 from .rules.types import INT
 from .transform import (activity, bounds, cover, gather, hazards, inline, jvp, normalize, once,
-                        parallel, reciprocal, reverse, ssa, store, types, zeroed)
+                        parallel, reciprocal, reverse, scale, ssa, store, types, zeroed)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -99,9 +99,10 @@ def _transform(pyfunc, role, bounds_check):
 
 def _inverses(tangent, kinds):
     """``tangent`` with its divisions by a root multiplying by its inverse (pass
-    reciprocal)."""
-    body, new = reciprocal.sharing(tangent.body, set(tangent.names.values()), kinds)
-    return replace(tangent, body=body, kinds={**tangent.kinds, **new})
+    reciprocal), and the powers of two its rules cancel left out (pass scale)."""
+    derived = set(tangent.names.values())
+    body, new = reciprocal.sharing(tangent.body, derived, kinds)
+    return replace(tangent, body=scale.folded(body, derived), kinds={**tangent.kinds, **new})
 
 
 def _backward_inverses(rev, saved, kinds):

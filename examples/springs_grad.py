@@ -72,14 +72,14 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
 def spring_force_jvp(dx, dy, rest, stiffness, dot_dx, dot_dy, dot_rest, dot_stiffness):
     # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
     t1 = dx * dx
-    dot_t1 = dot_dx * dx + dot_dx * dx
+    dot_t1 = dot_dx * dx
     t2 = dy * dy
-    dot_t2 = dot_dy * dy + dot_dy * dy
+    dot_t2 = dot_dy * dy
     t0 = t1 + t2
     dot_t0 = dot_t1 + dot_t2
     length = rt.sqrt(t0)
     length_inv = rt.div(1.0, length)
-    dot_length = dot_t0 * 0.5 * length_inv
+    dot_length = dot_t0 * length_inv
     # springs_kernels.py:18: scale = stiffness * (length - rest) / length
     t4 = length - rest
     dot_t4 = dot_length - dot_rest
@@ -826,13 +826,13 @@ def shape_loss_jvp_thread(
     dot_dy = dot_t2 - dot_t3
     # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
     t5 = dx * dx
-    dot_t5 = dot_dx * dx + dot_dx * dx
+    dot_t5 = dot_dx * dx
     t6 = dy * dy
-    dot_t6 = dot_dy * dy + dot_dy * dy
+    dot_t6 = dot_dy * dy
     t4 = t5 + t6
     dot_t4 = dot_t5 + dot_t6
     loss_at_0 = rt.accumulate(loss_at_0, t4)
-    dot_loss_at_0 = rt.accumulate(dot_loss_at_0, dot_t4)
+    dot_loss_at_0 = rt.accumulate(dot_loss_at_0, dot_t4 * 2.0)
     return (loss_at_0, dot_loss_at_0)
 
 

@@ -1,0 +1,211 @@
+"""Pass scale (adjoint/transform/scale.py): powers of two the rules cancel are left out.
+
+- On small JVP bodies given to ``folded`` itself: a length's tangent keeps no doubling
+  and no halving; what stays scaled and what is multiplied back (a store, a call, a read
+  in a nested block or a loop's next iteration, a name assigned twice, two scales
+  added); no scale below 1; the input is left as it was. Each folded body is run beside
+  the rules' own on random float32 and float64 values: bit for bit the same.
+- A float32 value whose rules' form overflows (``a + a``) is finite folded.
+- Kernels: a spring's and n-body's JVP print no ``0.5``, and match central differences
+  on the python and numba backends.
+"""
+import ast
+import textwrap
+
+import gast
+import numpy as np
+import pytest
+
+import adjoint as ad
+from adjoint.transform import scale
+from adjoint.transform.ir import copy_tree
+
+DERIVED = {"dot_x", "dot_y", "dot_z", "dot_a", "dot_b", "dot_c", "dot_s", "dot_q", "dot_e",
+           "dot_out", "dot_t"}
+
+LENGTH = """
+dot_a = dot_x * x + dot_x * x
+dot_b = dot_y * y + dot_y * y
+dot_c = dot_a + dot_b
+dot_z = dot_z0 * z + dot_z0 * z
+dot_q = dot_c + dot_z
+dot_s = dot_q * 0.5 / s
+dot_out[0] = dot_s
+"""
+
+
+def _body(src):
+    return gast.parse(textwrap.dedent(src)).body
+
+
+def _text(body):
+    return ast.unparse(gast.gast_to_ast(gast.Module(body=body, type_ignores=[])))
+
+
+def _fold(src, derived=DERIVED | {"dot_z0"}):
+    return _text(scale.folded(_body(src), derived))
+
+
+def _run(src, values, dtype):
+    """Run the statements ``src`` on numpy scalars of ``dtype``: the stored ``dot_out``."""
+    env = {k: dtype(v) for k, v in values.items()}
+    env["dot_out"] = np.zeros(4, dtype)
+    with np.errstate(all="ignore"):
+        exec(compile(src, "<body>", "exec"), {"np": np}, env)
+    return env["dot_out"]
+
+
+def _same_values(src, names, rounds=200):
+    """The folded ``src`` stores bit for bit what ``src`` does, on random values."""
+    src = textwrap.dedent(src)
+    folded = _fold(src)
+    rng = np.random.default_rng(7)
+    for dtype in (np.float32, np.float64):
+        for _ in range(rounds):
+            values = {n: rng.standard_normal() * 10.0 ** rng.integers(-3, 4) for n in names}
+            values["s"] = abs(values.get("s", 1.0)) + 0.1
+            want, got = _run(src, values, dtype), _run(folded, values, dtype)
+            assert np.array_equal(want.view(np.uint8), got.view(np.uint8)), (values, dtype)
+    return folded
+
+
+def test_a_length_keeps_no_doubling_and_no_halving():
+    text = _same_values(LENGTH, ["x", "y", "z", "dot_x", "dot_y", "dot_z0", "s"])
+    assert "dot_a = dot_x * x\n" in text + "\n", text
+    assert "dot_s = dot_q / s" in text, text
+    assert "0.5" not in text and "2.0" not in text, text
+
+
+@pytest.mark.parametrize("read, where", [
+    ("dot_out[1] = dot_a", "dot_out[1] = dot_a * 2.0"),            # a store
+    ("dot_e = f(dot_a)", "dot_e = f(dot_a * 2.0)"),                  # a call
+    ("dot_e = dot_a * dot_a", "dot_e = dot_a * 2.0 * (dot_a * 2.0)"),  # not linear
+    ("dot_e = dot_a + 1.0", "dot_e = dot_a * 2.0 + 1.0"),            # not linear
+])
+def test_a_read_that_is_no_scaled_tangent_multiplies_back(read, where):
+    text = _fold(f"dot_a = dot_x * x + dot_x * x\n{read}\n")
+    assert "dot_a = dot_x * x\n" in text, text
+    assert where in text, text
+
+
+def test_a_tangent_that_is_not_deferred_stores_its_value():
+    """A read in a nested block, a read before it in its loop (the next iteration), a
+    second assignment, or no read at all: the doubling is a multiplication there."""
+    for src in ["dot_a = dot_x * x + dot_x * x\nif c:\n    dot_out[0] = dot_a\n",
+                "for k in range(n):\n    dot_e = dot_a * 0.5\n"
+                "    dot_a = dot_x * x + dot_x * x\n",
+                "dot_a = dot_x * x + dot_x * x\ndot_e = dot_a * 0.5\n"
+                "dot_a = dot_y * y + dot_y * y\ndot_out[0] = dot_a\n",
+                "dot_a = dot_x * x + dot_x * x\n"]:
+        text = _fold(src)
+        assert "dot_a = dot_x * x * 2.0" in text, (src, text)
+        assert "dot_e = dot_a * 0.5" in text or "dot_e" not in src, (src, text)
+
+
+def test_no_scale_below_one():
+    """``dot_x * 0.5`` stays: a scale below 1 would store a value twice the rules'."""
+    src = "dot_a = dot_x * 0.5\ndot_b = dot_a * y\ndot_out[0] = dot_b\n"
+    assert _fold(src) == src.strip()
+    text = _same_values("dot_a = dot_x * x + dot_x * x\ndot_b = dot_a * 0.25\n"
+                        "dot_out[0] = dot_b\n", ["x", "dot_x"])
+    assert "dot_b = dot_a * 0.5\ndot_out[0] = dot_b\n" in text + "\n", text
+
+
+def test_two_scales_added_meet_at_the_smaller():
+    src = """
+    dot_a = dot_x * x + dot_x * x
+    dot_b = dot_a + dot_a
+    dot_c = dot_b - dot_a
+    dot_e = -dot_c / 2.0
+    dot_out[0] = dot_e
+    dot_out[1] = dot_c
+    """
+    text = _same_values(src, ["x", "dot_x"])
+    assert "dot_c = dot_b * 2.0 - dot_a" in text, text
+    assert "dot_e = -dot_c\n" in text + "\n", text
+    assert "dot_out[1] = dot_c * 2.0" in text, text
+
+
+def test_primal_statements_and_the_input_stay():
+    body = _body(LENGTH + "t = x * x + x * x\nu = t * 0.5\n")
+    before = _text(body)
+    out = scale.folded(body, DERIVED | {"dot_z0"})
+    assert _text(body) == before
+    assert "t = x * x + x * x\nu = t * 0.5" in _text(out)
+    assert _text(scale.folded(copy_tree(body), DERIVED | {"dot_z0"})) == _text(out)
+
+
+def test_a_float32_tangent_that_overflows_doubled_is_finite():
+    src = "dot_a = dot_x * x + dot_x * x\ndot_s = dot_a * 0.5\ndot_out[0] = dot_s\n"
+    values = {"x": 2.0e19, "dot_x": 1.0e19}        # dot_x * x = 2e38 < 3.4e38 < 4e38
+    assert np.isinf(_run(src, values, np.float32)[0])
+    got = _run(_fold(src), values, np.float32)[0]
+    assert got == np.float32(2.0e38)
+
+
+SPRING = '''
+@ad.kernel
+def spring(a: ad.array(dtype=ad.int32), b: ad.array(dtype=ad.int32),
+           rest: ad.array(dtype=float), pos: ad.array(dtype=float, ndim=2),
+           energy: ad.array(dtype=float)):
+    s = ad.tid()
+    i = a[s]
+    j = b[s]
+    dx = pos[i, 0] - pos[j, 0]
+    dy = pos[i, 1] - pos[j, 1]
+    dz = pos[i, 2] - pos[j, 2]
+    d = ad.sqrt(dx * dx + dy * dy + dz * dz) - rest[s]
+    ad.atomic_add(energy, 0, 0.75 * d * d)
+
+
+@ad.kernel
+def energy(n: int, eps2: float, mass: ad.array(dtype=float),
+           pos: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float)):
+    i = ad.tid()
+    e = 0.0
+    for j in range(n):
+        dx = pos[j, 0] - pos[i, 0]
+        dy = pos[j, 1] - pos[i, 1]
+        dz = pos[j, 2] - pos[i, 2]
+        e += mass[j] / ad.sqrt(dx * dx + dy * dy + dz * dz + eps2)
+    out[i] = -mass[i] * e
+'''
+
+
+@pytest.fixture
+def kernels(kernel_module):
+    return kernel_module(SPRING)
+
+
+def _outputs(kernel, inputs, n_out, tangents=None):
+    out = ad.zeros(n_out)
+    dots = ad.launch(kernel, 6, inputs=inputs, outputs=[out], tangents=tangents)
+    return out.numpy().copy(), dots
+
+
+def test_the_kernels_jvps_print_no_halving_and_match_differences(backend, kernels):
+    """A spring's and n-body's JVP: no ``0.5`` left of the root's rule, the values of the
+    forward, and tangents against central differences along the tangent."""
+    for k in (kernels.spring, kernels.energy):
+        jvp = ad.source(k, stage="jvp")
+        assert "0.5" not in jvp.split("def ", 2)[1], jvp
+    rng = np.random.default_rng(3)
+    pos, dpos = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
+    a, b = np.array([0, 1, 2, 3, 4, 0], np.int32), np.array([1, 2, 3, 4, 5, 5], np.int32)
+    rest, drest = rng.uniform(0.5, 1.5, 6), rng.standard_normal(6)
+    mass, dmass = rng.uniform(0.5, 1.5, 6), rng.standard_normal(6)
+    cases = [(kernels.spring, 1, lambda p, r, m: [ad.array(a), ad.array(b), ad.array(r),
+                                                  ad.array(p)], "energy"),
+             (kernels.energy, 6, lambda p, r, m: [6, 0.01, ad.array(m), ad.array(p)], "out")]
+    h = 1e-6
+    for kernel, n_out, args, out in cases:
+        tangents = {"pos": ad.array(dpos)}
+        tangents.update({"rest": ad.array(drest)} if kernel is kernels.spring else
+                        {"mass": ad.array(dmass)})
+        value, dots = _outputs(kernel, args(pos, rest, mass), n_out, tangents)
+        np.testing.assert_array_equal(value, _outputs(kernel, args(pos, rest, mass), n_out)[0])
+        plus = _outputs(kernel, args(pos + h * dpos, rest + h * drest, mass + h * dmass), n_out)[0]
+        minus = _outputs(kernel, args(pos - h * dpos, rest - h * drest, mass - h * dmass),
+                         n_out)[0]
+        np.testing.assert_allclose(dots[out].numpy(), (plus - minus) / (2 * h), rtol=1e-6,
+                                   atol=1e-8)
