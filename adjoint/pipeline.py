@@ -108,13 +108,16 @@ def _inverses(tangent, kinds):
 def _backward_inverses(rev, saved, kinds):
     """``rev`` and ``saved`` (the store policy's, or None) with their backwards' divisions
     by a root multiplying by its inverse (pass reciprocal), the primal quotients that
-    only adjoints read included."""
+    only adjoints read included, and the powers of two their rules cancel left out
+    (pass scale)."""
     if rev.backward is None:
         return rev, saved
     derived = set(rev.kinds)
     backward, new = reciprocal.sharing(rev.backward, derived, kinds, primal=True)
+    backward = scale.folded_backward(backward, derived)
     if saved is not None:
         body, more = reciprocal.sharing(saved.backward, derived, kinds, primal=True)
+        body = scale.folded_backward(body, derived)
         saved, new = replace(saved, backward=body), {**new, **more}
     return replace(rev, backward=backward, kinds={**rev.kinds, **new}), saved
 

@@ -1,5 +1,7 @@
 """Pass scale (adjoint/transform/scale.py): powers of two the rules cancel are left out.
 
+Of JVPs:
+
 - On small JVP bodies given to ``folded`` itself: a length's tangent keeps no doubling
   and no halving; what stays scaled and what is multiplied back (a store, a call, a read
   in a nested block or a loop's next iteration, a name assigned twice, two scales
@@ -7,9 +9,18 @@
   the rules' own on random float32 and float64 values: bit for bit the same.
 - A float32 value whose rules' form overflows (``a + a``) is finite folded.
 - Kernels: a spring's and n-body's JVP print no ``0.5``, and match central differences
-  on the python and numba backends.
+  on every backend.
+
+Of backwards (``folded_backward``): an adjoint added into from zero twice by the same
+term is added once, at twice the scale; a root's ``0.5`` meets it; not where the
+adjoint may not be zero (no reset, a loop's earlier iteration), nor where the term's
+operands change between; scales are multiplied back at the end of a block, before a
+nested one, and at a read that is no scaled adjoint. Each folded body is run beside
+the rules' own: bit for bit the same. The kernels' backwards print no ``0.5`` and
+their gradients match central differences.
 """
 import ast
+import re
 import textwrap
 
 import gast
@@ -44,6 +55,35 @@ def _text(body):
 
 def _fold(src, derived=DERIVED | {"dot_z0"}):
     return _text(scale.folded(_body(src), derived))
+
+
+ADJ = {"adj_a", "adj_b", "adj_c", "adj_d", "adj_e", "adj_x", "adj_out", "adj_acc"}
+
+
+def _fold_back(src):
+    return _text(scale.folded_backward(_body(textwrap.dedent(src)), ADJ))
+
+
+def _same_backward(src, names, rounds=200):
+    """The folded backward ``src`` stores bit for bit what ``src`` does."""
+    src = textwrap.dedent(src)
+    folded = _fold_back(src)
+    rng = np.random.default_rng(11)
+    for dtype in (np.float32, np.float64):
+        for _ in range(rounds):
+            values = {n: rng.standard_normal() * 10.0 ** rng.integers(-3, 4) for n in names}
+            values.update(n=3, k=0)
+            want, got = _run_ints(src, values, dtype), _run_ints(folded, values, dtype)
+            assert np.array_equal(want.view(np.uint8), got.view(np.uint8)), (values, dtype)
+    return folded
+
+
+def _run_ints(src, values, dtype):
+    env = {k: (v if k in ("n", "k") else dtype(v)) for k, v in values.items()}
+    env["adj_out"] = np.zeros(4, dtype)
+    with np.errstate(all="ignore"):
+        exec(compile(src, "<body>", "exec"), {"np": np}, env)
+    return env["adj_out"]
 
 
 def _run(src, values, dtype):
@@ -187,8 +227,9 @@ def test_the_kernels_jvps_print_no_halving_and_match_differences(backend, kernel
     """A spring's and n-body's JVP: no ``0.5`` left of the root's rule, the values of the
     forward, and tangents against central differences along the tangent."""
     for k in (kernels.spring, kernels.energy):
-        jvp = ad.source(k, stage="jvp")
-        assert "0.5" not in jvp.split("def ", 2)[1], jvp
+        for stage in ("jvp", "backward"):
+            text = ad.source(k, stage=stage)
+            assert "0.5" not in text.split("def ", 2)[1], text
     rng = np.random.default_rng(3)
     pos, dpos = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
     a, b = np.array([0, 1, 2, 3, 4, 0], np.int32), np.array([1, 2, 3, 4, 5, 5], np.int32)
@@ -209,3 +250,83 @@ def test_the_kernels_jvps_print_no_halving_and_match_differences(backend, kernel
                          n_out)[0]
         np.testing.assert_allclose(dots[out].numpy(), (plus - minus) / (2 * h), rtol=1e-6,
                                    atol=1e-8)
+
+
+ROOT_CHAIN = """
+adj_b = -0.0
+adj_c = -0.0
+adj_d = -0.0
+adj_acc = -0.0
+for j in range(n):
+    adj_a = g * x
+    adj_b += adj_a * 0.5 * inv
+    adj_c += adj_b
+    adj_b = -0.0
+    adj_d += adj_c * x
+    adj_d += adj_c * x
+    adj_c = -0.0
+    adj_acc -= adj_d
+    adj_out[1] += adj_d
+    adj_d = -0.0
+adj_out[0] += adj_acc
+"""
+
+
+def test_a_roots_half_meets_the_doubled_add():
+    text = _same_backward(ROOT_CHAIN, ["g", "x", "inv"])
+    assert "adj_b += adj_a * inv" in text, text
+    assert text.count("adj_d += adj_c * x") == 1, text
+    assert "0.5" not in text and "2.0" not in text, text
+
+
+def test_the_same_add_twice_from_zero_is_one():
+    src = "adj_d = -0.0\nadj_d -= a * x\nadj_d -= a * x\nadj_out[0] += adj_d\n"
+    text = _same_backward(src, ["a", "x"])
+    assert text.count("adj_d -= a * x") == 1 and "adj_out[0] += adj_d * 2.0" in text, text
+
+
+@pytest.mark.parametrize("src, adds", [
+    ("adj_d += a * x\nadj_d += a * x\nadj_out[0] += adj_d\n", 2),              # not zero
+    ("adj_d = -0.0\nadj_d += a * x\nx = x * 3.0\nadj_d += a * x\nadj_out[0] += adj_d\n", 2),
+    ("adj_d = -0.0\nadj_d += a * x\nadj_d += a * y\nadj_out[0] += adj_d\n", 2),
+    ("adj_d = -0.0\nfor j in range(n):\n    adj_d += a * x\n    adj_d += a * x\n"
+     "adj_out[0] += adj_d\n", 2),                                    # an earlier iteration
+    ("adj_d = -0.0\nadj_d += a * x\nadj_d += a * x\nadj_d += a * x\nadj_out[0] += adj_d\n",
+     2),                                                        # the third is no doubling
+])
+def test_adds_that_are_not_a_doubling_stay(src, adds):
+    text = _same_backward(src, ["a", "x", "y", "adj_d"])
+    assert len(re.findall(r"adj_d \+= a \* [xy]|adj_d = adj_d \* 2\.0 \+ a", text)) == adds, text
+
+
+def test_scales_are_multiplied_back_before_a_nested_block_and_at_its_end():
+    src = """
+    adj_b = -0.0
+    adj_d = -0.0
+    adj_b += adj_a * 0.5 * x
+    if x > 0.0:
+        adj_d += adj_b * y
+        adj_d += adj_b * y
+        adj_out[2] += adj_d
+        adj_e = adj_d * 0.5
+    else:
+        adj_d += adj_b
+    adj_out[0] += adj_d
+    adj_out[1] += adj_b
+    """
+    text = _same_backward(src, ["adj_a", "x", "y"])
+    assert "adj_b += adj_a * x\nadj_b = adj_b * 0.5\nif x > 0.0:" in text, text
+    assert "adj_out[2] += adj_d * 2.0\n    adj_e = adj_d\n    adj_d = adj_d * 2.0\nelse:" \
+        in text, text
+
+
+def test_no_adjoint_scale_below_one_half():
+    src = "adj_b = -0.0\nadj_b += adj_a * 0.25\nadj_out[0] += adj_b\n"
+    assert _same_backward(src, ["adj_a"]) == src.strip()
+
+
+def test_the_backwards_input_stays():
+    body = _body(textwrap.dedent(ROOT_CHAIN))
+    before = _text(body)
+    out = scale.folded_backward(body, ADJ)
+    assert _text(body) == before and _text(out) != before

@@ -1,46 +1,60 @@
-"""Pass 7g, scale: powers of two that rules multiply tangents by and then divide them by
-again are left out.
+"""Pass 7g, scale: powers of two that rules multiply derivatives by and then divide them by
+again are left out, in a JVP and in a backward.
 
 Expects: a JVP body (pass jvp, after pass reciprocal) and the names of its tangent
-values and arrays.
-Guarantees: a new body (the input is not changed) computing every tangent it stores,
-returns or passes on with the same value, bit for bit, wherever no intermediate value
-overflows or is subnormal (below); primal statements are not changed.
+values and arrays (``folded``); a backward body (pass reverse or store, after pass
+reciprocal) and the names of its adjoints (``folded_backward``).
+Guarantees: a new body (the input is not changed) computing every derivative it
+stores, returns or passes on with the same value, bit for bit, wherever no
+intermediate value overflows or is subnormal (below); primal statements are not
+changed.
 
 What it does: the rules of ``*`` and ``sqrt`` each bring a factor of two. The tangent of
 ``x * x`` is ``dot_x * x + dot_x * x`` (``2 * (dot_x * x)``), that of ``sqrt(r)`` is
 ``dot_r * 0.5 / s``. A length ``sqrt(dx * dx + dy * dy + dz * dz)`` (springs, n-body)
 doubles three products, adds the doubled values, and halves the sum: four operations of
-about twenty that cancel. Here a tangent value may stand for ``s`` times what is
-stored in its name, ``s`` a power of two of at least 1, within one block:
+about twenty that cancel; its backward halves the root's adjoint and then adds
+``adj_t * dx`` into ``adj_dx`` twice. Here a derivative value may stand for ``s`` times
+what is stored in its name, ``s`` a power of two:
 
-- ``a + a`` is ``a`` at twice its scale; ``a + b``, ``a - b``, ``-a`` keep the scale
-  both operands share (at different scales, each is multiplied by what brings it to
-  the smaller); a product or quotient by a value with no tangent keeps the operand's
-  scale, and one by a constant ``2**k`` (``0.5``) takes it into the scale (or, where
-  that would be below 1, is one product by the scale times the constant);
-- a name assigned so is *deferred* when it is assigned once in the whole body and read
-  only by the statements after it in its block (not in nested blocks): its statement
-  assigns the scaled-down value, and every statement reading it that is not another
-  such tangent assignment reads ``(name * s)``. Any other tangent assignment stores
-  ``value * s``.
+- in an expression, ``a + a`` is ``a`` at twice its scale; ``a + b``, ``a - b``, ``-a``
+  keep the scale both operands share (at different scales, each is multiplied by what
+  brings it to the smaller); a product or quotient by a value with no derivative keeps
+  the operand's scale, and one by a constant ``2**k`` (``0.5``) takes it into the scale
+  (where that would go below the lowest scale allowed, it is one product by the scale
+  times the constant);
+- in a JVP, a tangent so assigned is *deferred* when it is assigned once in the whole
+  body and read only by the statements after it in its block (not in nested blocks):
+  its statement assigns the scaled-down value, and every statement reading it that is
+  not another such tangent assignment reads ``(name * s)``. Any other tangent
+  assignment stores ``value * s``. Scales are at least 1.
+- in a backward, adjoints are accumulated: ``adj_x += e`` into an ``adj_x`` known to be
+  zero (set to ``-0.0`` before, in its block, or at the start of every iteration of
+  its loop: zero before the loop and again at the end of its body) holds ``e`` at
+  ``e``'s scale (``-0.0 + v`` is ``v``); the same ``adj_x += e`` again, with nothing
+  ``e`` reads assigned between, doubles the scale and is left out (``v + v`` is
+  ``2 * v``); an add at another scale brings one side to the other's. Each scale is
+  multiplied back into its name (``adj_x = adj_x * 0.5``) at the end of its block and
+  before a nested block, a ``break``, ``continue`` or ``return``, and a statement that
+  reads an adjoint in any other way reads ``(adj_x * s)``. Scales are at least 1/2:
+  the root's half meets the product's double.
 
 Why it is exact: multiplying by a power of two is exact, and ``2a + 2b`` rounds to
 twice ``a + b``, so ``s * value`` is bit for bit what the rules' own expressions give,
-unless one of those intermediates overflows (the scaled-down value, smaller, does not:
-the tangent is finite where the rules' form was an infinity) or falls below the
-smallest normal number (where rounding differs by the scale). Keeping every scale at
-least 1 means no value is ever larger than the rules' form made it.
-
-Why only in a JVP: a backward's adjoints are accumulated (``adj_x += ...``) from several
-statements, each at a scale of its own; the same cancellation there is future work.
+unless one of those intermediates overflows or falls below the smallest normal
+number (where rounding differs by the scale). In a JVP, scales of at least 1 keep
+every stored value at most the rules' own (a doubled tangent that overflowed is finite
+now). In a backward a value may be twice the rules' (the root's adjoint before its
+half): where the rules' value is above half the largest float (1.7e38 in float32) it
+is an infinity here, and the gradients computed from it are infinities (or nan, times
+0) where the rules' form stays finite only when what multiplies it is below 1/2.
 """
 import math
 from collections import defaultdict
 
 import gast
 
-from .ir import copy_tree, value_names, walk_stmts
+from .ir import assign, copy_tree, name, number_constant, value_names, walk_stmts
 
 
 def folded(body, derived):
@@ -146,19 +160,21 @@ def _power_of_two(e):
     return None
 
 
-def _analyze(e, scale, derived):
-    """``(s, e2)``: ``e`` is ``s * e2`` (module docstring), ``s`` a power of two >= 1."""
+def _analyze(e, scale, derived, lowest=1):
+    """``(s, e2)``: ``e`` is ``s * e2`` (module docstring), ``s`` a power of two at least
+    ``lowest``."""
     if not _has_tangent(e, derived):
         return 1, copy_tree(e)
     if isinstance(e, gast.Name):
         return scale.get(e.id, 1), copy_tree(e)
     if isinstance(e, gast.UnaryOp) and isinstance(e.op, (gast.USub, gast.UAdd)):
-        s, a = _analyze(e.operand, scale, derived)
+        s, a = _analyze(e.operand, scale, derived, lowest)
         return s, gast.UnaryOp(op=type(e.op)(), operand=a)
     if isinstance(e, gast.BinOp):
         left, right = _has_tangent(e.left, derived), _has_tangent(e.right, derived)
         if isinstance(e.op, (gast.Add, gast.Sub)) and left and right:
-            (sa, a), (sb, b) = _analyze(e.left, scale, derived), _analyze(e.right, scale, derived)
+            (sa, a), (sb, b) = (_analyze(e.left, scale, derived, lowest),
+                                _analyze(e.right, scale, derived, lowest))
             if sa == sb and isinstance(e.op, gast.Add) and _same(a, b):
                 return 2 * sa, a            # a + a == 2 * a, exactly
             low = min(sa, sb)
@@ -166,12 +182,12 @@ def _analyze(e, scale, derived):
                                    right=_times(b, sb / low))
         if left != right and (isinstance(e.op, gast.Mult) or
                               isinstance(e.op, gast.Div) and left):     # (linear in it)
-            s, a = _analyze(e.left if left else e.right, scale, derived)
+            s, a = _analyze(e.left if left else e.right, scale, derived, lowest)
             other = e.right if left else e.left
             p = _power_of_two(other)
             if p is not None:
                 q = s * p if isinstance(e.op, gast.Mult) else s / p
-                return (q, a) if q >= 1 else (1, _times(a, q))   # (one multiplication)
+                return (q, a) if q >= lowest else (1, _times(a, q))   # (one multiplication)
             other = copy_tree(other)
             return s, gast.BinOp(left=a if left else other, op=type(e.op)(),
                                  right=other if left else a)
@@ -200,3 +216,187 @@ class _Materialize(gast.NodeTransformer):
         if s is None or not isinstance(node.ctx, gast.Load):
             return node
         return _times(node, s)
+
+
+# --------------------------------------------------------------------------- backwards
+
+LOWEST_ADJOINT = 0.5
+
+
+def folded_backward(body, derived):
+    """A copy of the backward ``body`` with the powers of two left out (module docstring,
+    "In a backward"); ``derived`` names the adjoint values and arrays."""
+    body = copy_tree(body)
+    out, _ = _Backward(set(derived)).block(body, set(), top=True)
+    return out
+
+
+def _is_zeroing(s, derived):
+    """``adj_x = -0.0`` (or ``0.0``): an adjoint set to zero."""
+    if _tangent_target(s, derived) is None:
+        return False
+    v = number_constant(s.value)
+    return type(v) is float and v == 0
+
+
+def _loop_parts(s):
+    info = getattr(s, "loop", None)
+    return [] if info is None else list(info.cond) + list(info.latch)
+
+
+def _zeros_after(stmts, zero, derived):
+    """The adjoints known to be zero after ``stmts`` run from ``zero``."""
+    z = set(zero)
+    for s in stmts:
+        if isinstance(s, gast.If):
+            z = _zeros_after(s.body, z, derived) & _zeros_after(s.orelse, z, derived)
+        elif isinstance(s, (gast.For, gast.While)):
+            z = _loop_entry(s, z, derived)
+        elif _is_zeroing(s, derived):
+            z.add(s.targets[0].id)
+        else:
+            z -= set(_assigned(s))
+    return z
+
+
+def _loop_entry(s, zero, derived):
+    """The adjoints zero at the start of every iteration of loop ``s`` entered with
+    ``zero``: zero before it and again at the end of its body (a fixpoint)."""
+    outside = {n for p in _loop_parts(s) for t in walk_stmts([p]) for n in _assigned(t)}
+    z = set(zero) - outside - set(_assigned(s))
+    while True:
+        end = _zeros_after(s.body, z, derived) - outside
+        if z <= end:
+            return z
+        z &= end
+
+
+class _Backward:
+    """One pass over a backward, block by block (module docstring)."""
+
+    def __init__(self, derived):
+        self.derived = derived
+
+    def block(self, stmts, zero, top=False):
+        """``(statements, zero after them)`` of ``stmts`` entered with the adjoints in
+        ``zero`` zero; every scale is multiplied back at the end (unless ``top``: nothing
+        reads a function's adjoints after its last statement) and before each statement
+        that may leave the block or run another block."""
+        st = _State(set(zero), self.derived)
+        for s in stmts:
+            line = getattr(s, "lineno", None)
+            if isinstance(s, gast.If):
+                st.flush(line)
+                body, zb = self.block(s.body, st.zero)
+                orelse, zo = self.block(s.orelse, st.zero)
+                s.body, s.orelse = body or [gast.Pass()], orelse
+                st.zero = zb & zo
+                st.out.append(s)
+            elif isinstance(s, (gast.For, gast.While)):
+                st.flush(line)
+                entry = _loop_entry(s, st.zero, self.derived)
+                s.body, _ = self.block(s.body, entry)
+                st.zero = entry
+                st.out.append(s)
+            elif isinstance(s, (gast.Break, gast.Continue, gast.Return)):
+                st.flush(line)
+                st.out.append(s)
+            else:
+                st.statement(s)
+        if not top:
+            st.flush(getattr(stmts[-1], "lineno", None) if stmts else None)
+        return st.out, st.zero
+
+
+class _State:
+    """A block's statements so far, and what is known after them: each adjoint's scale
+    (its value is the scale times what its name holds), the adjoints known to be zero,
+    and, for an adjoint last set from zero by ``adj_x += e``, that ``e`` (another
+    ``adj_x += e`` doubles it)."""
+
+    def __init__(self, zero, derived):
+        self.zero = zero
+        self.derived = derived
+        self.scale = {}
+        self.holds = {}         # adjoint -> (op, dump of e, names e reads)
+        self.out = []
+
+    def flush(self, lineno=None):
+        """Multiply every scale back into its name (``adj_x = adj_x * 2.0``)."""
+        for n in sorted(self.scale):
+            if self.scale[n] != 1 and n not in self.zero:
+                self.out.append(assign(n, _times(name(n), self.scale[n]), lineno))
+        self.scale.clear()
+        self.holds.clear()
+
+    def changed(self, n):
+        """``n`` is assigned: what it held, and what was computed from it, no longer holds."""
+        self.holds.pop(n, None)
+        for m in [m for m, (_, _, reads) in self.holds.items() if n in reads]:
+            del self.holds[m]
+
+    def statement(self, s):
+        d = self.derived
+        if _is_zeroing(s, d):
+            n = s.targets[0].id
+            self.scale.pop(n, None)
+            self.changed(n)
+            self.zero.add(n)
+            self.out.append(s)
+            return
+        target = _tangent_target(s, d)
+        if target is not None:
+            sc, value = _analyze(s.value, self.scale, d, LOWEST_ADJOINT)
+            s.value = value
+            self.set_scale(target, sc)
+            self.changed(target)
+            self.zero.discard(target)
+            self.out.append(s)
+            return
+        if isinstance(s, gast.AugAssign) and isinstance(s.target, gast.Name) and \
+                s.target.id in d and isinstance(s.op, (gast.Add, gast.Sub)):
+            self.accumulate(s)
+            return
+        if self.scale:
+            _Materialize(self.scale).visit(s)
+        for n in _assigned(s):
+            self.scale.pop(n, None)
+            self.changed(n)
+            self.zero.discard(n)
+        self.out.append(s)
+
+    def set_scale(self, n, sc):
+        if sc == 1:
+            self.scale.pop(n, None)
+        else:
+            self.scale[n] = sc
+
+    def accumulate(self, s):
+        """``adj_x += e`` (or ``-=``)."""
+        n, op = s.target.id, type(s.op)
+        sc, value = _analyze(s.value, self.scale, self.derived, LOWEST_ADJOINT)
+        key = (op, gast.dump(value))
+        if n in self.zero:                          # -0.0 + v is v: n holds v
+            s.value = value
+            self.zero.discard(n)
+            self.set_scale(n, sc)
+            self.changed(n)
+            self.holds[n] = key + (frozenset(x.id for x in value_names(value)),)
+            self.out.append(s)
+            return
+        held = self.holds.get(n)
+        if held is not None and held[:2] == key and self.scale.get(n, 1) == sc:
+            self.set_scale(n, 2 * sc)               # v + v is 2 * v: the add is left out
+            self.holds.pop(n)
+            return
+        mine = self.scale.get(n, 1)
+        if mine == sc:
+            s.value = value
+        elif sc > mine:
+            s.value = _times(value, sc / mine)
+        else:                                       # n's own scale comes down to sc
+            s = assign(n, gast.BinOp(left=_times(name(n), mine / sc), op=op(), right=value),
+                       getattr(s, "lineno", None))
+            self.set_scale(n, sc)
+        self.changed(n)
+        self.out.append(s)
