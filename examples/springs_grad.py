@@ -57,14 +57,19 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     adj_length += adj_t4
     adj_rest = -adj_t4
     # springs_kernels.py:17: length = math.sqrt(dx * dx + dy * dy)
-    adj_t0 = adj_length * 0.5 * length_inv
+    adj_t0 = adj_length * length_inv
     adj_t1 = adj_t0
     adj_t2 = adj_t0
+    adj_dy = adj_dy * 2.0 + adj_t2 * dy
     adj_dy += adj_t2 * dy
-    adj_dy += adj_t2 * dy
-    adj_dx += adj_t1 * dx
+    adj_dx = adj_dx * 2.0 + adj_t1 * dx
     adj_dx += adj_t1 * dx
     # springs_kernels.py:15: def spring_force(dx: float, dy: float, rest: float, stiffness: float):
+    adj_dx = adj_dx * 0.5
+    adj_dy = adj_dy * 0.5
+    adj_t0 = adj_t0 * 0.5
+    adj_t1 = adj_t1 * 0.5
+    adj_t2 = adj_t2 * 0.5
     return (adj_dx, adj_dy, adj_rest, adj_stiffness)
 
 
@@ -775,19 +780,17 @@ def shape_loss_backward_thread(tid0, x, target, loss, adj_x, adj_target, adj_los
     adj_t5 = adj_t4
     adj_t6 = adj_t4
     adj_dy = adj_t6 * dy
-    adj_dy += adj_t6 * dy
     adj_dx = adj_t5 * dx
-    adj_dx += adj_t5 * dx
     # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
     adj_t2 = adj_dy
     adj_t3 = -adj_dy
-    adj_target[p, 1] += adj_t3
-    adj_x[p, 1] += adj_t2
+    adj_target[p, 1] += adj_t3 * 2.0
+    adj_x[p, 1] += adj_t2 * 2.0
     # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
     adj_t0 = adj_dx
     adj_t1 = -adj_dx
-    adj_target[p, 0] += adj_t1
-    adj_x[p, 0] += adj_t0
+    adj_target[p, 0] += adj_t1 * 2.0
+    adj_x[p, 0] += adj_t0 * 2.0
 
 
 @rt.jit_small
