@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
+from conftest import central_fd
 from adjoint.transform import scale
 from adjoint.transform.ir import copy_tree
 
@@ -250,6 +251,27 @@ def test_the_kernels_jvps_print_no_halving_and_match_differences(backend, kernel
                          n_out)[0]
         np.testing.assert_allclose(dots[out].numpy(), (plus - minus) / (2 * h), rtol=1e-6,
                                    atol=1e-8)
+        # the backward (the tape's): the gradient of w . out, against central differences
+        w = rng.standard_normal(n_out)
+        arrays = args(pos, rest, mass)
+        grads = [a for a in arrays if isinstance(a, ad.Array) and a.dtype == np.float64]
+        assert len(grads) == 2, grads          # (pos and rest, pos and mass)
+        for a in grads:
+            a.requires_grad = True
+        result = ad.zeros(n_out, requires_grad=True)
+        tape = ad.Tape()
+        with tape:
+            ad.launch(kernel, 6, inputs=arrays, outputs=[result])
+        tape.backward(grads={result: w})
+        for a in grads:
+            base = a.numpy().copy()
+
+            def f(v, a=a, base=base):
+                given = [ad.array(v) if x is a else
+                         (ad.array(x.numpy()) if isinstance(x, ad.Array) else x) for x in arrays]
+                return float(w @ _outputs(kernel, given, n_out)[0])
+            np.testing.assert_allclose(a.grad.numpy(), central_fd(f, base), rtol=1e-6,
+                                       atol=1e-8)
 
 
 ROOT_CHAIN = """
