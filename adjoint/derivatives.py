@@ -45,7 +45,12 @@ def _directional(f, k):
     from .emit.user import annotation
     args = ", ".join(p.name for p in tr.pf.params)
     name = f"{f.name}_d{k}"
-    text = (f"def {name}({', '.join(f'{p.name}: {annotation(p)}' for p in tr.pf.params)}):\n"
+    defaults = {p.name: p.default for p in inspect.signature(f.pyfunc).parameters.values()
+                if p.default is not inspect.Parameter.empty}     # (numbers: pass fence)
+    params = ", ".join(f"{p.name}: {annotation(p)}" +
+                       (f" = {defaults[p.name]!r}" if p.name in defaults else "")
+                       for p in tr.pf.params)
+    text = (f"def {name}({params}):\n"
             f"    value, dot_value = {f.name}_jvp({args}, {seeds})\n"
             f"    return dot_value\n")
     cache[k] = Func(compile_printed(text, name, {f"{f.name}_jvp": jvp_func(f)}))
@@ -245,7 +250,7 @@ def hessian(f, argnums=0, mode="fwd-rev"):
         return [tangents[i] for i in positions]
 
     def hess(*args):
-        _arguments(f, args, "ad.hessian")
+        args = _arguments(f, args, "ad.hessian")       # (the defaults filled in)
         cols = [column(args, j) for j in positions]
         rows = [[cols[c][r] for c in range(len(positions))] for r in range(len(positions))]
         return tuple(tuple(r) for r in rows) if many else rows[0][0]

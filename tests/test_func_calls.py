@@ -4,7 +4,8 @@ A func's parameter may default to a number; a call inside a kernel or func may n
 its arguments. The call is completed where it is parsed (frontend/parse.py ``_bind``):
 the generated code calls the func with every argument in its parameters' order. Here,
 on every backend: values, gradient (tape) and JVP against an independent NumPy
-reference and central differences; ``ad.grad``/``ad.jvp`` from Python with defaults;
+reference and central differences; ``ad.grad``/``ad.jvp``/``ad.hessian`` and
+``ad.grad(ad.grad(f))`` from Python with defaults;
 and the errors, each naming the file and line.
 """
 import textwrap
@@ -78,6 +79,12 @@ def test_defaults_from_python(cpu, kernel_module):
     assert ad.jvp(g, (1.5, 3.0, 1), (0.0, 1.0, 0.0)) == (4.5, 1.5)
     with pytest.raises(TypeError, match="takes 4 arguments"):
         ad.grad(g)()
+    # second derivatives of a call leaving the defaults out (g = n * a * b here)
+    for mode in ("fwd-rev", "rev-fwd"):
+        assert ad.hessian(g, (0, 1), mode=mode)(1.5) == ((0.0, 3.0), (3.0, 0.0))
+        assert ad.hessian(g, 1, mode=mode)(1.5, 2.0, 4) == 0.0
+    assert ad.grad(ad.grad(g))(1.5) == 0.0 and ad.grad(ad.grad(g), 1)(1.5) == 3.0
+    assert ad.grad(ad.grad(g), 1)(1.5, 2.0, 5) == 5.0
 
 
 def _refused(kernel_module, src, message):
