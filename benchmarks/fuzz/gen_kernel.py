@@ -265,14 +265,17 @@ KERNEL_CONSTRUCTS += [
 
 # --------------------------------------------------------------------------- a kernel
 
-def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset()):
+def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset(),
+               extras=False):
     """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
     ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
     ("acc", "tot") to the factor its increments get; ``vectors`` names the vector
-    kinds the kernel may use (none: a scalar kernel, drawn as before they existed)."""
+    kinds the kernel may use (none: a scalar kernel, drawn as before they existed);
+    ``extras``: gen_expr's extra forms and keyword calls (program.py's Profile.extras)."""
     kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
     ctx.vectors = vectors
+    ctx.extras = extras
     ctx.emit("i = ad.tid()" if ndim == 1 else "i, j = ad.tid()")
     ctx.scope.indices += ["i"] if ndim == 1 else ["i", "j"]
     ctx.scope.ints += [p.name for p in kdef.params if p.kind == "n"]
