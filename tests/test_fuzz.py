@@ -35,6 +35,7 @@ from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, c
     finite_differences, load_module, record, run_backend
 from benchmarks.fuzz.ckpt import check_ckpt, segment
 from benchmarks.fuzz.driver import run_seed
+from benchmarks.fuzz import funcs as fuzz_funcs
 from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.minimize import minimize
@@ -502,3 +503,22 @@ def test_the_reproducer_of_an_extras_program_regenerates_it(tmp_path):
     assert args.extras == 1.0
     again = gen_program(args.seed, profile_of(args))
     assert again.source() == gen_program(5, EXTRAS).source() and "fmod(" in text
+
+
+def test_an_extras_failure_of_funcs_from_python_shrinks(monkeypatch):
+    """``--minimize`` on an extras program and ``python-funcs``: each candidate is checked
+    under the program's seed, so the points (and the defaulted arguments left out) of
+    the failure are drawn again. The failure is made up: ``_forward`` refuses a call
+    without the defaulted arguments (seed 1 calls ``f2`` from Python without ``b``)."""
+    forward = fuzz_funcs._forward
+
+    def fails_without_defaults(f, pt, values, rng):
+        if len(pt.args) < len(f.transformed.pf.params):
+            raise TypeError(f"{f.name} called without its defaults")
+        forward(f, pt, values, rng)
+
+    monkeypatch.setattr(fuzz_funcs, "_forward", fails_without_defaults)
+    prog = gen_program(1, EXTRAS)
+    small, out = minimize(prog, "python-funcs", log=lambda _: None, max_tries=6)
+    assert out.status == "internal" and "f2 called without its defaults" in out.detail, out.detail
+    assert len(small.source()) < len(prog.source())
