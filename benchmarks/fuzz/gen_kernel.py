@@ -240,6 +240,9 @@ def s_pairs(ctx):
     them at an index all threads compute alike (where a privatized backward runs its
     threads two at a time: adjoint/emit/jam.py)."""
     acc, k = ctx.fresh("p"), ctx.fresh("k")
+    taken = {p.name for p in ctx.kdef.params}
+    while acc in taken:         # (p0, p1: a vector program's arrays of vec3)
+        acc = ctx.fresh("p")
     ints = [p.name for p in ctx.kdef.params if p.kind == "n"]
     ctx.emit(f"{acc} = 0.0")
     ctx.emit(f"for {k} in range({ctx.pick(ints + [str(ctx.rng.randint(1, 4))])}):")
