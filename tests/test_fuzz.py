@@ -18,7 +18,10 @@ mismatch (in float64 and float32, from Python, and through a kernel's second
 derivative), a refused kernel is a refusal naming file:line, a finite difference
 across a branch switch is skipped, a float32 run whose rounding took another branch
 is told from a wrong one, and generated programs are deterministic, valid Python that
-covers every construct the fuzzer promises.
+covers every construct the fuzzer promises. Programs drawn with ``--extras`` (math.asinh
+... math.fmod, math.isnan/isinf/isfinite, funcs with defaults called with keywords) leave
+the others as they were, hold their extras, regenerate from their reproducer's command,
+and a few pass on python.
 """
 import collections
 import dataclasses
@@ -32,11 +35,14 @@ from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, c
     finite_differences, load_module, record, run_backend
 from benchmarks.fuzz.ckpt import check_ckpt, segment
 from benchmarks.fuzz.driver import run_seed
+from benchmarks.fuzz import funcs as fuzz_funcs
 from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.minimize import minimize
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
-from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, gen_program
+from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, _extras, gen_program
+from benchmarks.fuzz.__main__ import parse, profile_of
+from benchmarks.fuzz.driver import write_reproducer
 from benchmarks.fuzz.reference import Reference
 from benchmarks.fuzz.vecref import cross, matmul, quat, quat_mul, quat_rotate, quat_rotate_inv, \
     transpose, value
@@ -412,3 +418,107 @@ def test_big_grids_are_above_the_parallel_threshold():
     assert {len(p.grid) for p in big} == {1, 2}
     small = dataclasses.replace(Profile(), big=0.0)
     assert all(gen_program(s, small).threads <= 63 for s in range(30))
+
+
+# --------------------------------------------------------------------------- extras
+
+EXTRAS = Profile(big=0.0, extras=1.0)
+EXTRA_FEATURES = ["asinh", "acosh", "atanh", "hypot", "fmod", "isnan", "isinf", "isfinite",
+                  "default-param", "keyword-arg", "keyword-reordered", "default-omitted"]
+
+
+def test_extras_off_draws_the_programs_drawn_before():
+    """``--extras`` is decided from a random source of its own: with extras at 0.5, every
+    program not drawn with extras is the one drawn without the option; none of the
+    default profile's programs holds an extra."""
+    half = Profile(extras=0.5)
+    drawn = [s for s in range(60) if _extras(s, half)]
+    assert 15 <= len(drawn) <= 45
+    for seed in range(60):
+        a, b = gen_program(seed), gen_program(seed, half)
+        if seed not in drawn:
+            assert a.source() == b.source() and a.schedule() == b.schedule(), seed
+        assert not set(EXTRA_FEATURES) & set(a.features), (seed, a.features)
+    assert any(gen_program(s, half).source() != gen_program(s).source() for s in drawn)
+
+
+def test_extras_programs_are_deterministic_valid_and_hold_the_extras():
+    counts = collections.Counter()
+    for seed in range(60):
+        a, b = gen_program(seed, EXTRAS), gen_program(seed, EXTRAS)
+        assert a.source() == b.source() and a.schedule() == b.schedule()
+        Reference(a)
+        counts.update(a.features)
+    rare = {"keyword-reordered": 1}        # (only where no keyword argument calls a function)
+    assert not [f for f in EXTRA_FEATURES if counts[f] < rare.get(f, 3)], counts
+    text = "\n".join(gen_program(s, EXTRAS).source() for s in range(60))
+    for needle in ("ad.asinh(", "ad.hypot(", "ad.fmod(", "ad.isnan(", ": int = ", "float(math.is"):
+        assert needle in text, needle
+
+
+def test_extras_programs_pass_on_python():
+    """A few programs with the extras, their launches and their funcs from Python (with
+    defaulted arguments left out: seed 1), on the python backend (race checker on)."""
+    failures, results = [], []
+    for backend in ("python", "python-funcs"):
+        for seed in (1, 4, 9):
+            rec = run_seed(seed, [backend], EXTRAS)
+            for name, r in rec["results"].items():
+                results.append(r)
+                if r["status"] != "ok":
+                    failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
+    assert not failures, "\n\n".join(failures)
+    assert sum(r["checked"] for r in results) >= 30
+
+
+FMOD = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), out0: ad.array(dtype=float)):\n"
+        "    i = ad.tid()\n    t = math.fmod(x0[i], 0.5)\n"
+        "    if math.isfinite(t):\n        out0[i] = t * t\n    else:\n        out0[i] = 0.0\n")
+
+
+def test_a_difference_across_a_jump_of_fmod_is_skipped(tmp_path):
+    """The reference records fmod's quotient (and math.isfinite's value) in its trace:
+    a central difference across a jump of fmod is skipped, as one across a branch."""
+    prog = _program(FMOD, [Param("x0", "in"), Param("out0", "out", mode="store")], n=2)
+    ref = Reference(prog)
+    weights = {"b0": np.ones(2)}
+    at_jump = {"a0": np.array([0.5, 0.3]), "b0": np.zeros(2)}
+    e0, e1 = np.array([1.0, 0.0]), np.array([0.0, 1.0])
+    assert not _difference(ref, at_jump, weights, "a0", e0, "entry 0", (0,)).reliable
+    smooth = _difference(ref, at_jump, weights, "a0", e1, "entry 1", (1,))
+    assert smooth.reliable and abs(smooth.fd - 0.6) < 1e-8
+    assert ref.loss(at_jump, weights)[1] == [("fmod", 1), True, ("fmod", 0), True]
+    out = _run(prog, tmp_path)
+    assert out.status == "ok" and out.checked, out.detail
+
+
+def test_the_reproducer_of_an_extras_program_regenerates_it(tmp_path):
+    """The command a reproducer names (``--extras`` and all) draws the same program."""
+    rec = {"seed": 5, "features": [], "threads": 0,
+           "results": {"python": {"status": "mismatch", "detail": "(made up)"}}}
+    path = write_reproducer(str(tmp_path), rec, EXTRAS, ["python"])
+    text = open(path).read()
+    command = next(line for line in text.splitlines() if line.startswith("re-run: "))
+    args = parse(command.split()[4:])
+    assert args.extras == 1.0
+    again = gen_program(args.seed, profile_of(args))
+    assert again.source() == gen_program(5, EXTRAS).source() and "fmod(" in text
+
+
+def test_an_extras_failure_of_funcs_from_python_shrinks(monkeypatch):
+    """``--minimize`` on an extras program and ``python-funcs``: each candidate is checked
+    under the program's seed, so the points (and the defaulted arguments left out) of
+    the failure are drawn again. The failure is made up: ``_forward`` refuses a call
+    without the defaulted arguments (seed 1 calls ``f2`` from Python without ``b``)."""
+    forward = fuzz_funcs._forward
+
+    def fails_without_defaults(f, pt, values, rng):
+        if len(pt.args) < len(f.transformed.pf.params):
+            raise TypeError(f"{f.name} called without its defaults")
+        forward(f, pt, values, rng)
+
+    monkeypatch.setattr(fuzz_funcs, "_forward", fails_without_defaults)
+    prog = gen_program(1, EXTRAS)
+    small, out = minimize(prog, "python-funcs", log=lambda _: None, max_tries=6)
+    assert out.status == "internal" and "f2 called without its defaults" in out.detail, out.detail
+    assert len(small.source()) < len(prog.source())

@@ -51,6 +51,10 @@ def parse(argv):
                     help="chance of a grid above the parallel threshold (2048 threads)")
     ap.add_argument("--vectors", type=float, default=Profile.vectors,
                     help="chance of a program with vector types (vec3, mat33, quat)")
+    ap.add_argument("--extras", type=float, default=Profile.extras,
+                    help="chance of a program with the extras: math.asinh, acosh, atanh, "
+                         "hypot, fmod, isnan/isinf/isfinite, func parameters with defaults "
+                         "and calls passing keyword arguments")
     ap.add_argument("--cuda-max-threads", type=int, default=128,
                     help="CUDA (simulator) runs only programs with at most this many threads")
     ap.add_argument("--batch", type=int, default=20, help="seeds per worker process")
@@ -68,13 +72,17 @@ def parse(argv):
     return args
 
 
+def profile_of(args):
+    return Profile(big=args.big, vectors=args.vectors, extras=args.extras)
+
+
 # --------------------------------------------------------------------------- worker
 
 def worker(args):
     backends = args.backends.split(",")
     for seed in map(int, args.seeds.split(",")):
         print(MARK + json.dumps({"start": seed}), flush=True)
-        rec = run_seed(seed, backends, Profile(big=args.big, vectors=args.vectors),
+        rec = run_seed(seed, backends, profile_of(args),
                        cuda_max_threads=args.cuda_max_threads)
         print(MARK + json.dumps(rec), flush=True)
 
@@ -161,7 +169,7 @@ def run_batch(args, seeds, env, on_record):
     while seeds:
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seeds",
                ",".join(map(str, seeds)), "--backends", args.backends, "--big", str(args.big),
-               "--vectors", str(args.vectors),
+               "--vectors", str(args.vectors), "--extras", str(args.extras),
                "--cuda-max-threads", str(args.cuda_max_threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env, cwd=os.getcwd())
@@ -201,7 +209,7 @@ def run_batch(args, seeds, env, on_record):
 
 
 def shrink(args):
-    prog = gen_program(args.seed, Profile(big=args.big, vectors=args.vectors))
+    prog = gen_program(args.seed, profile_of(args))
     small, outcome = minimize(prog, args.backends.split(",")[0])
     if outcome is None or outcome.status == "ok":
         print(f"seed {args.seed} does not fail on {args.backends.split(',')[0]}")
@@ -219,7 +227,7 @@ def main(argv=None):
     if args.minimize:
         return shrink(args)
     backends = args.backends.split(",")
-    profile = Profile(big=args.big, vectors=args.vectors)
+    profile = profile_of(args)
     env = dict(os.environ)
     cache = tempfile.mkdtemp(prefix="adjoint-fuzz-cache-")
     env["ADJOINT_CACHE_DIR"] = cache

@@ -108,6 +108,8 @@ def write_reproducer(folder, rec, profile, backends):
     prog = gen_program(rec["seed"], profile)
     cmd = (f"python -m benchmarks.fuzz --seed {rec['seed']} --count 1 "
            f"--backends {','.join(backends)} --big {profile.big} --vectors {profile.vectors}")
+    if profile.extras:
+        cmd += f" --extras {profile.extras}"
     path = os.path.join(folder, f"seed-{rec['seed']}.md")
     with open(path, "w") as fh:
         fh.write(reproducer(rec, prog, cmd))

@@ -17,11 +17,14 @@ reference (reference.py) and its central differences:
   ``ad.grad(ad.grad(f))`` too.
 
 A func returning several floats gets its ``ad.jvp`` checked (each output's tangent).
+A func with defaulted parameters (programs drawn with extras) is called, half the time,
+without some of them (their defaults used, from Python as from the reference).
 A difference is skipped where a branch switched between its two points (the
 reference's branch traces differ), as in check.py. A func with a hand-written
 ``@ad.func_grad`` has the exact ``@ad.func_jvp`` too (gen_func.py), so forward mode
 and second derivatives are checked through its rules as well.
 """
+import inspect
 import random
 import re
 
@@ -36,6 +39,11 @@ H = 1e-6            # the step of a first difference of the reference
 H2 = 1e-5           # the step of a difference of ad.grad (second derivatives)
 RTOL, ATOL = 1e-5, 1e-8
 RTOL2, ATOL2 = 1e-5, 1e-6
+# ad.hessian (both modes) and ad.grad(ad.grad(f)) of a func called without its defaulted
+# arguments raise TypeError ("ad.grad of func 'g_d0' takes 2 arguments (a, b), got 1"):
+# the funcs they derive (g_d0, g_vjp) do not fill the defaults. Found by the fuzzer's
+# extras (docs/fuzz.md); until it is fixed, the second derivatives get every argument.
+SECOND_WITHOUT_DEFAULTS = False
 SUFFIX = "-funcs"
 FUNC = re.compile(r"^@ad\.func\ndef (\w+)\(", re.M)
 
@@ -105,6 +113,8 @@ def check_funcs(prog, mod, backend):
                 floats = [k for k, p in enumerate(params) if p.kind == "float"]
                 args = [rng.uniform(-1.0, 1.0) if p.kind == "float" else rng.randint(0, 3)
                         for p in params]
+                full, full_floats = args, floats
+                args, floats = _leave_out_defaults(f, args, floats, rng)
                 pt = _Point(ref, name, args, floats)
                 points.append(pt)
                 values, _ = pt.outputs(args)
@@ -117,6 +127,9 @@ def check_funcs(prog, mod, backend):
                     continue            # (forward mode is refused: documented)
                 _forward(f, pt, values, rng)
                 if len(kinds) == 1:
+                    if len(args) < len(full) and not SECOND_WITHOUT_DEFAULTS:
+                        pt = _Point(ref, name, full, full_floats)
+                        points.append(pt)
                     _second(f, pt)
     except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
         return failed(exc)
@@ -124,6 +137,20 @@ def check_funcs(prog, mod, backend):
     return Outcome("mismatch" if errors else "ok", "\n".join(errors), errors=errors,
                    checked=sum(pt.checked for pt in points),
                    skipped=sum(pt.skipped for pt in points))
+
+
+def _leave_out_defaults(f, args, floats, rng):
+    """``(args, floats)``, half the time without some of the trailing arguments that have
+    defaults (programs drawn with extras), so the call from Python uses the defaults;
+    at least one float argument is kept. A func without defaults draws nothing."""
+    defaults = [p.default is not inspect.Parameter.empty
+                for p in inspect.signature(f.pyfunc).parameters.values()]
+    if not any(defaults) or rng.random() < 0.5:
+        return args, floats
+    first = defaults.index(True)
+    keep = rng.randint(max(first, 1), len(args) - 1) if len(args) > 1 else len(args)
+    kept = [k for k in floats if k < keep]
+    return (args[:keep], kept) if kept else (args, floats)
 
 
 def _first(f, pt, value):

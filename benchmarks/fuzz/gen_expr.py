@@ -18,9 +18,22 @@ so a finite difference that straddles one is detected and skipped.
 In a program drawn with vector types (``Ctx.vectors``), the scope also holds vec3,
 mat33 and quat locals; gen_vec writes their expressions and registers the scalar
 forms that reduce them (``VECTOR_FORMS``), and a leaf is sometimes a component.
+
+In a program drawn with extras (``Ctx.extras``, program.py's ``Profile.extras``), the
+bounded forms also include ``EXTRA_FORMS``: ``asinh``, ``acosh`` of ``1.5 + r * r``,
+``atanh`` of ``0.6 * tanh(r)`` (and the like), ``hypot`` with one argument bounded away
+from 0 (smooth), ``fmod`` by a divisor bounded away from 0 (its jumps, where ``x / y``
+crosses an integer, are recorded in the reference's trace as a branch is, so a finite
+difference across one is skipped), and ``float(math.isnan(...))``; conditions are
+sometimes combined with ``math.isfinite/isnan/isinf`` (always True or False on the
+finite values a program computes, so the branch is still decided by the comparison);
+and calls of funcs with defaulted parameters leave some out or pass some by keyword
+(``call_source``). Nothing of this draws from the random source of a program without
+extras, so those programs are the ones drawn before extras existed.
 """
 import contextlib
 import itertools
+import re
 from dataclasses import dataclass, field
 
 
@@ -53,9 +66,15 @@ class FuncSig:
     n_returns: int
     n_vecs: int = 0               # vec3 parameters, before the floats
     vec_returns: tuple = ()       # which results are vec3 (the others are floats)
+    n_defaults: int = 0           # the last n_defaults parameters have numeric defaults
 
     def returns_float(self):
         return self.n_returns == 1 and not self.vec_returns
+
+    def params(self):
+        """The parameter names in order: vec3 (u, w), floats (a, b, d), the int (m)."""
+        return ["u", "w"][:self.n_vecs] + ["a", "b", "d"][:self.n_floats] + \
+            (["m"] if self.has_int else [])
 
 
 class Ctx:
@@ -75,6 +94,7 @@ class Ctx:
         self.vec_returns = ()             # funcs: which of them are vec3
         self.vectors = frozenset()        # vector kinds this body may use: vec3, mat33, quat
         self.vreads = []                  # vec3 array loads, e.g. "p0[i]"
+        self.extras = False               # a program drawn with extras (EXTRA_FORMS, ...)
         self._names = itertools.count()
 
     # -- writing -------------------------------------------------------------------------
@@ -265,12 +285,77 @@ LEAF_FORMS = [_saturate, _atan, _exp_tanh, _gauss, _log, _sqrt, _ratio, _ratio_c
 VECTOR_FORMS = []      # filled by gen_vec: dot, length, components of vector expressions
 
 
+# --------------------------------------------------------------------------- extras
+# Only in programs drawn with extras (Ctx.extras). Each keeps its function where it is
+# smooth (or, fmod, piecewise smooth with its jumps traced by the reference).
+
+def _asinh(ctx):
+    return f"0.5 * {ctx.pick(['math.asinh', 'ad.asinh'])}({raw(ctx)})"
+
+
+def _acosh(ctx):
+    r = raw(ctx, 1)
+    return f"0.5 * {ctx.pick(['math.acosh', 'ad.acosh'])}(1.5 + {r} * {r})"
+
+
+def _atanh(ctx):
+    inner = ctx.pick(["0.6 * math.tanh", "0.8 * math.sin", "0.7 * math.cos", "0.5 * ad.tanh"])
+    return f"{ctx.pick(['math.atanh', 'ad.atanh'])}({inner}({raw(ctx)}))"
+
+
+def _away(ctx):
+    """A value at least 0.3 from 0: ``0.6 + 0.3 * sin(r)`` (or its negative)."""
+    return f"{ctx.pick(['0.6', '-0.6', '0.75'])} + 0.3 * math.sin({raw(ctx, 1)})"
+
+
+def _hypot(ctx):
+    args = [ctx.pick([leaf(ctx), raw(ctx, 1)]), _away(ctx)]
+    if ctx.chance(0.5):
+        args.reverse()
+    return f"0.5 * {ctx.pick(['math.hypot', 'ad.hypot'])}({args[0]}, {args[1]})"
+
+
+def _fmod(ctx):
+    x = ctx.pick([f"2.0 * math.sin({raw(ctx)})", leaf(ctx), f"1.5 * {leaf(ctx)}"])
+    y = ctx.pick([ctx.pick(["0.45", "-0.55", "0.8", "-0.9", "0.7"]), _away(ctx),
+                  f"0.7 + 0.2 * math.tanh({raw(ctx, 1)})"])
+    return f"{ctx.pick(['math.fmod', 'ad.fmod'])}({x}, {y})"
+
+
+def predicate(ctx):
+    """``math.isfinite(x)`` (always True here), ``math.isnan(x)`` or ``math.isinf(x)``
+    (always False), ``ad.`` spellings too."""
+    fn = ctx.pick(["isfinite", "isnan", "isinf"])
+    arg = ctx.pick([leaf(ctx), raw(ctx, 1)])
+    return f"{ctx.pick(['math', 'math', 'ad'])}.{fn}({arg})", fn == "isfinite"
+
+
+def _flag(ctx):
+    """``float(math.isnan(x))`` (0.0 here) in arithmetic."""
+    pred, true = predicate(ctx)
+    return f"({0.5 if not true else -0.5} * float({pred}) + {ctx.pick(LEAF_FORMS)(ctx)})"
+
+
+EXTRA_FORMS = [_asinh, _acosh, _atanh, _hypot, _hypot, _fmod, _fmod, _flag]
+
+
+def _with_predicate(ctx, cmp):
+    """``cmp`` combined with a predicate that does not change its value."""
+    pred, true = predicate(ctx)
+    if true:
+        return ctx.pick([f"({pred} and {cmp})", f"({cmp} and {pred})", f"(not (not {pred}) and {cmp})"])
+    return ctx.pick([f"(not {pred} and {cmp})", f"({cmp} or {pred})", f"({pred} or {cmp})",
+                     f"(not ({pred} or not ({cmp})))"])
+
+
 def bounded(ctx, depth=0):
     """A smooth (or kinked) expression of about [-2, 2] over the variables in scope;
     ``depth`` counts the combining forms (min, convex sums, ternaries...) around it."""
     if depth >= 2 or not ctx.chance(0.3):
         if ctx.vectors and ctx.chance(0.3):
             return ctx.pick(VECTOR_FORMS)(ctx)
+        if ctx.extras and ctx.chance(0.3):
+            return ctx.pick(EXTRA_FORMS)(ctx)
         return ctx.pick(LEAF_FORMS)(ctx)
     nested = [_convex, _minmax, _abs, _clamp, _ternary]
     if ctx.scope.ints or ctx.scope.indices:
@@ -284,6 +369,14 @@ def bounded(ctx, depth=0):
 
 def comparison(ctx):
     """A float comparison that goes either way on random data (sometimes combined)."""
+    if ctx.extras and ctx.chance(0.2):
+        if ctx.chance(0.15):
+            return predicate(ctx)[0]      # constant on the program's finite values
+        ctx.extras = False                # (one predicate a condition)
+        try:
+            return _with_predicate(ctx, comparison(ctx))
+        finally:
+            ctx.extras = True
     op = ctx.pick(["<", "<=", ">", ">="])
     right = ctx.const(-0.6, 0.6) if ctx.chance(0.5) else leaf(ctx)
     cmp = f"{raw(ctx, 1)} {op} {right}"
@@ -318,4 +411,31 @@ def call_source(ctx, f):
     if f.has_int:
         ints = ctx.scope.ints
         args.append(ctx.pick(ints) if ints and ctx.chance(0.6) else str(ctx.rng.randint(0, 3)))
+    if ctx.extras and ctx.chance(0.6):
+        return _keyword_call(ctx, f, args)
     return f"{f.name}({', '.join(args)})"
+
+
+CALLS = re.compile(r"\w\(")
+
+
+def _keyword_call(ctx, f, args):
+    """``f(x, b=y)``, ``f(d=.., a=..)``, ``f(x)``: the first few arguments positional, the
+    others by keyword or (defaulted ones) left out. Keyword arguments are sometimes
+    written out of the parameters' order, only where none calls a function (adjoint
+    refuses that: it evaluates them in the parameters' order, docs/language.md)."""
+    names = f.params()
+    first_default = len(names) - f.n_defaults
+    given = ctx.rng.randint(0, len(names))
+    out, keywords = list(args[:given]), []
+    for k in range(given, len(names)):
+        if k >= first_default and ctx.chance(0.5):
+            continue                        # left out: its default
+        value = args[k]
+        if names[k] not in ("u", "w") and ctx.chance(0.4):
+            value = leaf(ctx) if names[k] != "m" else str(ctx.rng.randint(0, 3))
+        keywords.append(f"{names[k]}={value}")
+    if len(keywords) > 1 and ctx.chance(0.5) and \
+            not any(CALLS.search(kw) for kw in keywords):
+        ctx.rng.shuffle(keywords)
+    return f"{f.name}({', '.join(out + keywords)})"

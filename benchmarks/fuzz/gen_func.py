@@ -10,6 +10,11 @@ primal check that adjoint uses the rules.
 
 A vector program also gets funcs taking vec3 (``u: ad.vec3``, before its floats)
 and returning a vec3, a float, or a vec3 and a float (``gen_vec_funcs``).
+
+In a program drawn with extras (``extras``), the last parameters of a func (scalar or
+custom-gradient) often have numeric defaults (``b: float = 0.35``, ``m: int = 2``,
+sometimes an int for a float: ``d: float = 1``), which calls leave out or pass by
+keyword (gen_expr's ``call_source``), and the bodies use gen_expr's extra forms.
 """
 from .gen_expr import Ctx, FuncSig
 from .gen_stmt import body, return_value
@@ -28,12 +33,29 @@ SMOOTH = [
 ]
 
 
-def gen_func(rng, name, callable_funcs):
+def _defaults(rng, names):
+    """``(n, [param: annotation[ = default], ...])``: the last ``n`` of ``names`` (float
+    parameters, and ``m``, an int) defaulted to numbers."""
+    n = rng.randint(1, len(names)) if rng.random() < 0.75 else 0
+    out = []
+    for k, p in enumerate(names):
+        text = f"{p}: int" if p == "m" else f"{p}: float"
+        if k >= len(names) - n:
+            value = str(rng.randint(0, 3)) if p == "m" else \
+                rng.choice(["1", "0", "-1"]) if rng.random() < 0.15 else \
+                repr(round(rng.uniform(-0.9, 0.9), 2))
+            text += f" = {value}"
+        out.append(text)
+    return n, out
+
+
+def gen_func(rng, name, callable_funcs, extras=False):
     """A random func; returns (FuncSig, source)."""
     n_floats = rng.randint(1, 3)
     has_int = rng.random() < 0.3
     n_returns = 2 if rng.random() < 0.3 else 1
     ctx = Ctx(rng, "func", callable_funcs)
+    ctx.extras = extras
     ctx.n_returns = n_returns
     ctx.scope.floats += PARAMS[:n_floats]
     if has_int:
@@ -41,19 +63,24 @@ def gen_func(rng, name, callable_funcs):
     body(ctx, rng.randint(1, 4))
     ctx.emit(f"return {return_value(ctx)}")
     args = [f"{p}: float" for p in PARAMS[:n_floats]] + (["m: int"] if has_int else [])
+    n_defaults = 0
+    if extras:
+        n_defaults, args = _defaults(rng, PARAMS[:n_floats] + (["m"] if has_int else []))
     ret = " -> float" if n_returns == 1 else ""
     src = ["@ad.func", f"def {name}({', '.join(args)}){ret}:"] + ctx.lines
-    return FuncSig(name, n_floats, has_int, n_returns), "\n".join(src) + "\n"
+    return FuncSig(name, n_floats, has_int, n_returns, n_defaults=n_defaults), \
+        "\n".join(src) + "\n"
 
 
-def gen_custom_grad_func(rng, name):
+def gen_custom_grad_func(rng, name, extras=False):
     """``A(a) [* B(b)]`` with an exact hand-written adjoint; returns (FuncSig, source)."""
     n = rng.randint(1, 2)
     parts = [rng.choice(SMOOTH) for _ in range(n)]
     prim = [f.format(x=p) for (f, _), p in zip(parts, PARAMS)]
     deriv = [d.format(x=p) for (_, d), p in zip(parts, PARAMS)]
     params = ", ".join(f"{p}: float" for p in PARAMS[:n])
-    lines = ["@ad.func", f"def {name}({params}) -> float:"]
+    n_defaults, signature = (_defaults(rng, PARAMS[:n]) if extras else (0, [params]))
+    lines = ["@ad.func", f"def {name}({', '.join(signature)}) -> float:"]
     if rng.random() < 0.5:
         lines += [f"    u = {prim[0]}", f"    return {' * '.join(['u'] + prim[1:])}"]
     else:
@@ -71,15 +98,16 @@ def gen_custom_grad_func(rng, name):
     lines += ["", "", f"@ad.func_jvp({name})",
               f"def {name}_jvp({params}, {dot_params}):",
               f"    return {' * '.join(prim)}, {' + '.join(dots)}"]
-    return FuncSig(name, n, False, 1), "\n".join(lines) + "\n"
+    return FuncSig(name, n, False, 1, n_defaults=n_defaults), "\n".join(lines) + "\n"
 
 
-def gen_vec_func(rng, name, callable_funcs, vectors):
+def gen_vec_func(rng, name, callable_funcs, vectors, extras=False):
     """A random func of one or two vec3 (and up to two floats); returns (FuncSig, source)."""
     n_vecs, n_floats = rng.randint(1, 2), rng.randint(0, 2)
     vec_returns = rng.choice([(0,), (0,), (), (0,)])
     n_returns = 2 if vec_returns and rng.random() < 0.3 else 1
     ctx = Ctx(rng, "func", callable_funcs)
+    ctx.extras = extras
     ctx.vectors, ctx.n_returns, ctx.vec_returns = vectors, n_returns, vec_returns
     ctx.scope.vecs += VEC_PARAMS[:n_vecs]
     ctx.scope.floats += PARAMS[:n_floats]
@@ -92,25 +120,26 @@ def gen_vec_func(rng, name, callable_funcs, vectors):
     return FuncSig(name, n_floats, False, n_returns, n_vecs, vec_returns), "\n".join(src) + "\n"
 
 
-def gen_vec_funcs(rng, sigs, vectors, first):
+def gen_vec_funcs(rng, sigs, vectors, first, extras=False):
     """Zero to two vector funcs named from ``f{first}`` on, after the scalar ``sigs``."""
     sources = []
     for k in range(rng.choice([0, 1, 1, 2])):
-        sig, src = gen_vec_func(rng, f"f{first + k}", list(sigs), vectors)
+        sig, src = gen_vec_func(rng, f"f{first + k}", list(sigs), vectors, extras)
         sigs.append(sig)
         sources.append(src)
     return sources
 
 
-def gen_funcs(rng):
-    """Zero to three funcs, each able to call the ones before it."""
+def gen_funcs(rng, extras=False):
+    """Zero to two funcs (one to three with ``extras``), each able to call the ones
+    before it."""
     sigs, sources = [], []
-    for k in range(rng.choice([0, 0, 1, 1, 2])):
+    for k in range(rng.choice([1, 2, 2, 3] if extras else [0, 0, 1, 1, 2])):
         name = f"f{k}"
         if rng.random() < 0.25:
-            sig, src = gen_custom_grad_func(rng, name)
+            sig, src = gen_custom_grad_func(rng, name, extras)
         else:
-            sig, src = gen_func(rng, name, sigs)
+            sig, src = gen_func(rng, name, sigs, extras)
         sigs.append(sig)
         sources.append(src)
     return sigs, sources

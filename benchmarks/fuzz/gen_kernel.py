@@ -240,6 +240,9 @@ def s_pairs(ctx):
     them at an index all threads compute alike (where a privatized backward runs its
     threads two at a time: adjoint/emit/jam.py)."""
     acc, k = ctx.fresh("p"), ctx.fresh("k")
+    taken = {p.name for p in ctx.kdef.params}
+    while acc in taken:         # (p0, p1: a vector program's arrays of vec3)
+        acc = ctx.fresh("p")
     ints = [p.name for p in ctx.kdef.params if p.kind == "n"]
     ctx.emit(f"{acc} = 0.0")
     ctx.emit(f"for {k} in range({ctx.pick(ints + [str(ctx.rng.randint(1, 4))])}):")
@@ -265,14 +268,17 @@ KERNEL_CONSTRUCTS += [
 
 # --------------------------------------------------------------------------- a kernel
 
-def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset()):
+def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset(),
+               extras=False):
     """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
     ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
     ("acc", "tot") to the factor its increments get; ``vectors`` names the vector
-    kinds the kernel may use (none: a scalar kernel, drawn as before they existed)."""
+    kinds the kernel may use (none: a scalar kernel, drawn as before they existed);
+    ``extras``: gen_expr's extra forms and keyword calls (program.py's Profile.extras)."""
     kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
     ctx.vectors = vectors
+    ctx.extras = extras
     ctx.emit("i = ad.tid()" if ndim == 1 else "i, j = ad.tid()")
     ctx.scope.indices += ["i"] if ndim == 1 else ["i", "j"]
     ctx.scope.ints += [p.name for p in kdef.params if p.kind == "n"]

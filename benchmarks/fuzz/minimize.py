@@ -17,7 +17,7 @@ import tempfile
 
 from . import ckpt
 from .check import finite_differences, load_module, split_backend
-from .driver import outcome
+from .driver import outcome, signature
 
 _names = itertools.count()
 
@@ -29,7 +29,9 @@ def kind(outcome):
         return "mismatch", first.split(" of ")[0].split(" (")[0]
     if outcome.status == "refusal":
         return "refusal", first.split(": ", 2)[-1][:60]
-    return outcome.status, first.split(":")[0]
+    # an internal error: its first line with numbers, generated names and paths blanked
+    # (the exception's type alone let a TypeError shrink into another TypeError)
+    return outcome.status, signature(outcome.status, first)
 
 
 def attempt(prog, backend, folder):
@@ -38,11 +40,12 @@ def attempt(prog, backend, folder):
         ref = finite_differences(prog, entries=2)
     except Exception:  # noqa: BLE001 - the candidate broke the program
         return None
-    prog = dataclasses.replace(prog, seed=prog.seed * 1000 + next(_names))   # a fresh file name
+    named = dataclasses.replace(prog, seed=prog.seed * 1000 + next(_names))  # a fresh file name
     try:
-        mod = load_module(prog, folder, split_backend(backend)[1])
+        mod = load_module(named, folder, split_backend(backend)[1])
     except Exception:  # noqa: BLE001
         return None
+    # (checked under its own seed: -funcs draws its points, -hvp its data from the seed)
     return outcome(prog, mod, ref, backend)
 
 

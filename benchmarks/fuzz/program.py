@@ -16,7 +16,15 @@ source of their own, so the other programs are the ones drawn before vectors
 existed): their kernels read and write arrays of vec3 (``dtype`` "vec3", of shape
 grid + (3,) or (bins, 3)), all of them use vec3 locals, some mat33 and quat ones,
 and vector funcs join the scalar ones.
+
+A ``Profile.extras`` share of programs (0 by default; drawn from a random source of
+their own too, so a profile without extras draws exactly the programs drawn before
+they existed) are drawn with extras: ``math.asinh/acosh/atanh/hypot/fmod`` and
+``math.isnan/isinf/isfinite`` in their expressions and conditions, and funcs with
+defaulted parameters called with keyword arguments or without the defaulted ones
+(gen_expr, gen_func).
 """
+import ast
 import math
 import random
 import re
@@ -39,6 +47,7 @@ class Profile:
     max_kernels: int = 2
     statements: tuple = (2, 6)      # top-level statements of a kernel body
     vectors: float = 0.3            # chance of a program with vec3 (mat33, quat) code
+    extras: float = 0.0             # chance of a program with the extras (_extras)
 
 
 @dataclass
@@ -236,10 +245,11 @@ def gen_program(seed, profile=Profile()):
     bins = rng.randint(3, 11)
     threads = math.prod(grid)
     scales = {"acc": round(bins / threads, 6), "tot": round(1.0 / threads, 8)}
-    sigs, func_sources = gen_funcs(rng)
+    extras = _extras(seed, profile)
+    sigs, func_sources = gen_funcs(rng, extras)
     vectors = _vectors(seed, profile)
     if vectors:
-        func_sources += gen_vec_funcs(rng, sigs, vectors, len(sigs))
+        func_sources += gen_vec_funcs(rng, sigs, vectors, len(sigs), extras)
     b = _Builder(rng, grid, bins)
     for _ in range(rng.randint(1, 3)):
         b.new("a", grid, "leaf")
@@ -247,7 +257,8 @@ def gen_program(seed, profile=Profile()):
     for k in range(rng.randint(1, profile.max_kernels)):
         kinds = vectors and frozenset(["vec3"] + [v for v in ("mat33", "quat")
                                                   if rng.random() < 0.4])
-        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements, kinds)
+        kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements, kinds,
+                          extras)
         kernels.append(kdef)
         for _ in range(2 if rng.random() < 0.3 else 1):
             if rng.random() < 0.4:
@@ -268,6 +279,13 @@ def _vectors(seed, profile):
     return frozenset()
 
 
+def _extras(seed, profile):
+    """Whether the program of ``seed`` is drawn with extras (math.asinh ... math.fmod,
+    math.isnan/isinf/isfinite, defaulted func parameters and keyword calls), from a
+    random source of its own."""
+    return random.Random(f"extras {seed}").random() < profile.extras
+
+
 CONSTRUCTS = {"while": "while ", "for": "for ", "break": "break", "continue": "continue",
               "func": "@ad.func\n", "func_grad": "@ad.func_grad", "return-value": "return ",
               "ternary": " else ", "min/max": "min(", "clamp": "clamp(", "abs": "abs(",
@@ -275,7 +293,9 @@ CONSTRUCTS = {"while": "while ", "for": "for ", "break": "break", "continue": "c
               "vec3": "ad.vec3", "vec3-array": "dtype=ad.vec3", "mat33": "ad.mat33(",
               "quat": "ad.quat", "dot": "ad.dot(", "cross": "ad.cross(", "length": "ad.length(",
               "normalize": "ad.normalize(", "matmul": " @ ", "transpose": "ad.transpose(",
-              "quat_rotate": "ad.quat_rotate"}
+              "quat_rotate": "ad.quat_rotate",
+              "asinh": "asinh(", "acosh": "acosh(", "atanh": "atanh(", "hypot": "hypot(",
+              "fmod": "fmod(", "isnan": "isnan(", "isinf": "isinf(", "isfinite": "isfinite("}
 
 
 def features(prog):
@@ -307,8 +327,32 @@ def features(prog):
         if s.op == "launch":
             read |= {a for p, a in zip(prog.kernel(s.kernel).params, s.args)
                      if not p.is_output and isinstance(a, str)}
+    if re.search(r": (float|int) = ", text):
+        found.add("default-param")
+        found |= _calls(prog)
     if prog.threads > 2048:
         found.add("big-grid")
     if len([s for s in prog.steps if s.op == "launch"]) > 1:
         found.add("multi-launch")
     return sorted(found)
+
+
+def _calls(prog):
+    """``keyword-arg``, ``keyword-reordered`` and ``default-omitted``: how the program's
+    calls of its funcs pass their arguments."""
+    tree = ast.parse(prog.source())
+    params = {f.name: [a.arg for a in f.args.args] for f in tree.body
+              if isinstance(f, ast.FunctionDef)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id in params:
+            names = params[node.func.id]
+            if node.keywords:
+                found.add("keyword-arg")
+                order = [names.index(k.arg) for k in node.keywords]
+                if order != sorted(order):
+                    found.add("keyword-reordered")
+            if len(node.args) + len(node.keywords) < len(names):
+                found.add("default-omitted")
+    return found

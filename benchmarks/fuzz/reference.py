@@ -6,8 +6,9 @@ thread being run, and whose atomics are ``arr[i] += v``. Threads run in row-majo
 order, which is also the order the serial plan guarantees, so a launch means the
 same here as in adjoint.
 
-Every comparison the program makes, and every choice of ``min``/``max``/``abs``/
-``clamp``, is appended to a trace. Two runs with equal traces took the same
+Every comparison the program makes, every ``math.isnan/isinf/isfinite``, every choice
+of ``min``/``max``/``abs``/``clamp``, and the integer quotient of every ``math.fmod``
+(its value jumps where ``x / y`` crosses an integer) is appended to a trace. Two runs with equal traces took the same
 branches everywhere, so the program is smooth between their inputs and a central
 difference across them is meaningful; when the traces differ, a branch switched
 and the finite difference is skipped.
@@ -30,12 +31,29 @@ import numpy as np
 from .vecref import VecArray, set_component, vector_namespace
 
 
+PREDICATES = ("isnan", "isinf", "isfinite")
+
+
 class _Instrument(ast.NodeTransformer):
-    """Wrap every comparison ``a < b`` as ``__cmp(a < b)``."""
+    """Wrap every comparison ``a < b`` as ``__cmp(a < b)``, and every ``math.isnan(x)``
+    (``isinf``, ``isfinite``, ``ad.`` too) as ``__cmp(math.isnan(x))``; call
+    ``math.fmod`` (``ad.fmod``) as ``__fmod``, which records the quotient it truncated."""
 
     def visit_Compare(self, node):
         self.generic_visit(node)
         return ast.Call(func=ast.Name("__cmp", ast.Load()), args=[node], keywords=[])
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if not (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and
+                f.value.id in ("math", "ad")):
+            return node
+        if f.attr == "fmod":
+            node.func = ast.Name("__fmod", ast.Load())
+        elif f.attr in PREDICATES:
+            return ast.Call(func=ast.Name("__cmp", ast.Load()), args=[node], keywords=[])
+        return node
 
 
 class _ValueSemantics(ast.NodeTransformer):
@@ -128,6 +146,11 @@ class Reference:
             trace.append((x < lo, x > hi))
             return lo if x < lo else hi if x > hi else x
 
+        def fmod(x, y):
+            r = self.ns["math"].fmod(x, y)     # (the float32 one in a float32 run)
+            trace.append(("fmod", int(np.rint(float((x - r) / y)))))
+            return r
+
         def atomic(sign):
             def add(arr, *args):
                 *idx, value = args
@@ -142,9 +165,12 @@ class Reference:
             atomic_add=atomic(1.0), atomic_sub=atomic(-1.0), clamp=clamp,
             min=tmin, max=tmax, abs=tabs, sin=math.sin, cos=math.cos, tan=math.tan,
             atan=math.atan, atan2=math.atan2, tanh=math.tanh, sinh=math.sinh, cosh=math.cosh,
-            exp=math.exp, log=math.log, sqrt=math.sqrt, pow=math.pow, **vector_namespace())
+            exp=math.exp, log=math.log, sqrt=math.sqrt, pow=math.pow, asinh=math.asinh,
+            acosh=math.acosh, atanh=math.atanh, hypot=math.hypot, fmod=math.fmod,
+            isnan=math.isnan, isinf=math.isinf, isfinite=math.isfinite, **vector_namespace())
         return {"__builtins__": builtins, "math": math, "np": np, "ad": ad,
-                "min": tmin, "max": tmax, "abs": tabs, "__cmp": cmp, "__set": set_component}
+                "min": tmin, "max": tmax, "abs": tabs, "__cmp": cmp, "__set": set_component,
+                "__fmod": fmod}
 
     def _rounded(self):
         """Make ``math.*``, ``ad.<math function>`` and ``float`` return float32."""
@@ -152,11 +178,11 @@ class Reference:
             return lambda *args: np.float32(fn(*(float(a) for a in args)))
         names = [n for n in dir(math) if not n.startswith("_")]
         self.ns["math"] = types.SimpleNamespace(**{
-            n: f32(getattr(math, n)) if callable(getattr(math, n)) else getattr(math, n)
-            for n in names})
+            n: f32(getattr(math, n)) if callable(getattr(math, n)) and n not in PREDICATES
+            else getattr(math, n) for n in names})
         ad = self.ns["ad"]
         for n in ("sin", "cos", "tan", "atan", "atan2", "tanh", "sinh", "cosh", "exp", "log",
-                  "sqrt", "pow"):
+                  "sqrt", "pow", "asinh", "acosh", "atanh", "hypot"):
             setattr(ad, n, f32(getattr(math, n)))
         self.ns["float"] = np.float32
 
