@@ -39,11 +39,6 @@ H = 1e-6            # the step of a first difference of the reference
 H2 = 1e-5           # the step of a difference of ad.grad (second derivatives)
 RTOL, ATOL = 1e-5, 1e-8
 RTOL2, ATOL2 = 1e-5, 1e-6
-# ad.hessian (both modes) and ad.grad(ad.grad(f)) of a func called without its defaulted
-# arguments raise TypeError ("ad.grad of func 'g_d0' takes 2 arguments (a, b), got 1"):
-# the funcs they derive (g_d0, g_vjp) do not fill the defaults. Found by the fuzzer's
-# extras (docs/fuzz.md); until it is fixed, the second derivatives get every argument.
-SECOND_WITHOUT_DEFAULTS = False
 SUFFIX = "-funcs"
 FUNC = re.compile(r"^@ad\.func\ndef (\w+)\(", re.M)
 
@@ -113,7 +108,6 @@ def check_funcs(prog, mod, backend):
                 floats = [k for k, p in enumerate(params) if p.kind == "float"]
                 args = [rng.uniform(-1.0, 1.0) if p.kind == "float" else rng.randint(0, 3)
                         for p in params]
-                full, full_floats = args, floats
                 args, floats = _leave_out_defaults(f, args, floats, rng)
                 pt = _Point(ref, name, args, floats)
                 points.append(pt)
@@ -127,9 +121,6 @@ def check_funcs(prog, mod, backend):
                     continue            # (forward mode is refused: documented)
                 _forward(f, pt, values, rng)
                 if len(kinds) == 1:
-                    if len(args) < len(full) and not SECOND_WITHOUT_DEFAULTS:
-                        pt = _Point(ref, name, full, full_floats)
-                        points.append(pt)
                     _second(f, pt)
     except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
         return failed(exc)
