@@ -65,49 +65,37 @@ def _fold_back(src):
     return _text(scale.folded_backward(_body(textwrap.dedent(src)), ADJ))
 
 
-def _same_backward(src, names, rounds=200):
-    """The folded backward ``src`` stores bit for bit what ``src`` does."""
-    src = textwrap.dedent(src)
-    folded = _fold_back(src)
-    rng = np.random.default_rng(11)
-    for dtype in (np.float32, np.float64):
-        for _ in range(rounds):
-            values = {n: rng.standard_normal() * 10.0 ** rng.integers(-3, 4) for n in names}
-            values.update(n=3, k=0)
-            want, got = _run_ints(src, values, dtype), _run_ints(folded, values, dtype)
-            assert np.array_equal(want.view(np.uint8), got.view(np.uint8)), (values, dtype)
-    return folded
-
-
-def _run_ints(src, values, dtype):
+def _run(src, values, dtype, out="dot_out"):
+    """Run the statements ``src`` on numpy scalars of ``dtype`` (the ints ``n`` and ``k``
+    as they are): what they stored into the array ``out``."""
     env = {k: (v if k in ("n", "k") else dtype(v)) for k, v in values.items()}
-    env["adj_out"] = np.zeros(4, dtype)
+    env[out] = np.zeros(4, dtype)
     with np.errstate(all="ignore"):
         exec(compile(src, "<body>", "exec"), {"np": np}, env)
-    return env["adj_out"]
+    return env[out]
 
 
-def _run(src, values, dtype):
-    """Run the statements ``src`` on numpy scalars of ``dtype``: the stored ``dot_out``."""
-    env = {k: dtype(v) for k, v in values.items()}
-    env["dot_out"] = np.zeros(4, dtype)
-    with np.errstate(all="ignore"):
-        exec(compile(src, "<body>", "exec"), {"np": np}, env)
-    return env["dot_out"]
-
-
-def _same_values(src, names, rounds=200):
-    """The folded ``src`` stores bit for bit what ``src`` does, on random values."""
+def _bitwise(src, fold, names, out, rounds=200):
+    """``fold(src)``, having checked that it stores into ``out`` bit for bit what ``src``
+    does, on random float32 and float64 values of ``names`` (``s`` positive)."""
     src = textwrap.dedent(src)
-    folded = _fold(src)
+    folded = fold(src)
     rng = np.random.default_rng(7)
     for dtype in (np.float32, np.float64):
         for _ in range(rounds):
             values = {n: rng.standard_normal() * 10.0 ** rng.integers(-3, 4) for n in names}
-            values["s"] = abs(values.get("s", 1.0)) + 0.1
-            want, got = _run(src, values, dtype), _run(folded, values, dtype)
+            values.update(s=abs(values.get("s", 1.0)) + 0.1, n=3, k=0)
+            want, got = _run(src, values, dtype, out), _run(folded, values, dtype, out)
             assert np.array_equal(want.view(np.uint8), got.view(np.uint8)), (values, dtype)
     return folded
+
+
+def _same_values(src, names):
+    return _bitwise(src, _fold, names, "dot_out")
+
+
+def _same_backward(src, names):
+    return _bitwise(src, _fold_back, names, "adj_out")
 
 
 def test_a_length_keeps_no_doubling_and_no_halving():
