@@ -340,3 +340,28 @@ def test_the_backwards_input_stays():
     before = _text(body)
     out = scale.folded_backward(body, ADJ)
     assert _text(body) == before and _text(out) != before
+
+
+def test_a_loop_that_may_skip_its_resets_knows_no_zero():
+    """A ``continue`` (or ``break``) before the reset: the next iteration's first add is
+    not into zero, so the two adds stay."""
+    for leave in ("continue", "break"):
+        src = f"""
+        adj_d = -0.0
+        for j in range(n):
+            adj_d += adj_a * y
+            adj_d += adj_a * y
+            adj_out[0] += adj_d
+            if x > 0.0:
+                {leave}
+            adj_d = -0.0
+        adj_out[1] += adj_d
+        """
+        text = _same_backward(src, ["adj_a", "x", "y"])
+        assert text.count("adj_d += adj_a * y") == 2, text
+
+
+def test_an_update_that_reads_its_scaled_target_multiplies_it_back_first():
+    src = "adj_d = -0.0\nadj_d += adj_a * y\nadj_d += adj_a * y\nadj_d *= x\nadj_out[0] += adj_d\n"
+    text = _same_backward(src, ["adj_a", "x", "y"])
+    assert "adj_d = adj_d * 2.0\nadj_d *= x\nadj_out[0] += adj_d\n" in text + "\n", text

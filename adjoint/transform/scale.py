@@ -261,14 +261,24 @@ def _zeros_after(stmts, zero, derived):
 
 def _loop_entry(s, zero, derived):
     """The adjoints zero at the start of every iteration of loop ``s`` entered with
-    ``zero``: zero before it and again at the end of its body (a fixpoint)."""
+    ``zero``, and after it: zero before it and again at the end of its body (a fixpoint).
+    A body that may leave an iteration early (``break``, ``continue``, ``return``) may skip
+    its resets: then only what the loop never assigns."""
     outside = {n for p in _loop_parts(s) for t in walk_stmts([p]) for n in _assigned(t)}
     z = set(zero) - outside - set(_assigned(s))
+    if _exits(s.body):
+        return z - {n for t in walk_stmts(s.body) for n in _assigned(t)}
     while True:
         end = _zeros_after(s.body, z, derived) - outside
         if z <= end:
             return z
         z &= end
+
+
+def _exits(stmts):
+    """Whether ``stmts`` hold a ``break``, ``continue`` or ``return`` (in nested loops too:
+    a ``return`` there leaves this loop as well)."""
+    return any(isinstance(t, (gast.Break, gast.Continue, gast.Return)) for t in walk_stmts(stmts))
 
 
 class _Backward:
@@ -357,6 +367,11 @@ class _State:
                 s.target.id in d and isinstance(s.op, (gast.Add, gast.Sub)):
             self.accumulate(s)
             return
+        if isinstance(s, gast.AugAssign) and isinstance(s.target, gast.Name) and \
+                self.scale.get(s.target.id, 1) != 1:      # (it reads its target: ``*=``)
+            n = s.target.id
+            self.out.append(assign(n, _times(name(n), self.scale.pop(n)),
+                                   getattr(s, "lineno", None)))
         if self.scale:
             _Materialize(self.scale).visit(s)
         for n in _assigned(s):
