@@ -50,11 +50,13 @@ is an infinity here, and the gradients computed from it are infinities (or nan, 
 0) where the rules' form stays finite only when what multiplies it is below 1/2.
 """
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import gast
 
-from .ir import assign, copy_tree, name, number_constant, value_names, walk_stmts
+from .ir import (assign, copy_tree, load_names, name, names_in_target, number_constant,
+                 value_names, walk_stmts)
+from .once import assigned_names
 
 
 def folded(body, derived):
@@ -68,17 +70,14 @@ def folded(body, derived):
 class _Scale:
     def __init__(self, derived, body):
         self.derived = derived
-        self.assigned = defaultdict(int)
-        for s in walk_stmts(body):
-            for n in _assigned(s):
-                self.assigned[n] += 1
+        self.assigned = Counter(assigned_names(body))
         self.readers = defaultdict(list)      # name -> [(block id, index, direct)]
         self._reads(body)
 
     def _reads(self, stmts):
         for k, s in enumerate(stmts):
             compound = isinstance(s, (gast.If, gast.For, gast.While))
-            for n in _reads(s):
+            for n in load_names(s):
                 self.readers[n].append((id(stmts), k, not compound))
             if compound:
                 for field in ("body", "orelse"):
@@ -111,31 +110,6 @@ class _Scale:
             else:
                 value = _times(value, sc)
             s.value = value
-
-
-def _assigned(s):
-    if isinstance(s, gast.Assign):
-        out = []
-        for t in s.targets:
-            out += [t.id] if isinstance(t, gast.Name) else \
-                [e.id for e in getattr(t, "elts", ()) if isinstance(e, gast.Name)]
-        return out
-    if isinstance(s, gast.AugAssign) and isinstance(s.target, gast.Name):
-        return [s.target.id]
-    if isinstance(s, gast.For):
-        return [n.id for n in gast.walk(s.target) if isinstance(n, gast.Name)]
-    return []
-
-
-def _reads(s):
-    """The names ``s`` reads (a compound statement: in its test or iterable only)."""
-    if isinstance(s, (gast.If, gast.While)):
-        return {n.id for n in value_names(s.test)}
-    if isinstance(s, gast.For):
-        return {n.id for n in value_names(s.iter)}
-    return {n.id for n in value_names(s)} | (
-        {s.target.id} if isinstance(s, gast.AugAssign) and isinstance(s.target, gast.Name)
-        else set())
 
 
 def _tangent_target(s, derived):
@@ -255,7 +229,7 @@ def _zeros_after(stmts, zero, derived):
         elif _is_zeroing(s, derived):
             z.add(s.targets[0].id)
         else:
-            z -= set(_assigned(s))
+            z -= set(assigned_names([s]))
     return z
 
 
@@ -264,10 +238,10 @@ def _loop_entry(s, zero, derived):
     ``zero``, and after it: zero before it and again at the end of its body (a fixpoint).
     A body that may leave an iteration early (``break``, ``continue``, ``return``) may skip
     its resets: then only what the loop never assigns."""
-    outside = {n for p in _loop_parts(s) for t in walk_stmts([p]) for n in _assigned(t)}
-    z = set(zero) - outside - set(_assigned(s))
+    outside = set(assigned_names(_loop_parts(s)))
+    z = set(zero) - outside - (names_in_target(s.target) if isinstance(s, gast.For) else set())
     if _exits(s.body):
-        return z - {n for t in walk_stmts(s.body) for n in _assigned(t)}
+        return z - set(assigned_names(s.body))
     while True:
         end = _zeros_after(s.body, z, derived) - outside
         if z <= end:
@@ -374,7 +348,7 @@ class _State:
                                    getattr(s, "lineno", None)))
         if self.scale:
             _Materialize(self.scale).visit(s)
-        for n in _assigned(s):
+        for n in assigned_names([s]):
             self.scale.pop(n, None)
             self.changed(n)
             self.zero.discard(n)
