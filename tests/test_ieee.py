@@ -24,7 +24,7 @@ import pytest
 
 import adjoint as ad
 from adjoint.rules import RULES
-from adjoint.runtime import backend_numba, backend_python, ieee
+from adjoint.runtime import backend_numba, backend_python, ieee, simd
 
 INF, NAN = math.inf, math.nan
 BIG = 9.3e18      # just outside int64
@@ -265,9 +265,14 @@ def arity(fn):
 def test_python_and_numba_functions_agree(name):
     """ieee.py (Python backend, simulator) against ieee_compiled.py under numba, over
     float64 and int64 edges: bit for bit, never an exception. (Launches run them with
-    numpy's warnings off: the kernel table above checks that nothing warns.)"""
+    numpy's warnings off: the kernel table above checks that nothing warns.) A math
+    function numba computes with glibc's vector variant (runtime/simd.py) agrees bit for
+    bit where the argument or the result is zero, infinite or nan, and within glibc's
+    4 ulp elsewhere; bit for bit everywhere under ``ADJOINT_VECTOR_MATH=0`` (the next
+    test)."""
     py, nb = getattr(backend_python, name), getattr(backend_numba, name)
     n = arity(ieee.BUILTINS[name].compiled)
+    vector = name in simd.FUNCTIONS and name in simd.VARIANTS
     cases = [args for vals in (F64, [np.int64(v) for v in I64], F64[:6] + I64[:4])
              for args in (itertools.product(vals, repeat=n))]
     with np.errstate(all="ignore"):
@@ -276,7 +281,23 @@ def test_python_and_numba_functions_agree(name):
                 args = (args[0], np.int64(63))
             want = nb(*args)
             got = py(*args)
+            if vector and all(math.isfinite(v) and v != 0 for v in (float(args[0]), got)):
+                assert abs(got - want) <= 4 * np.spacing(abs(got)), f"{name}{args}: {got!r}, {want!r}"
+                continue
             assert same(np.float64(got), np.float64(want)), f"{name}{args}: {got!r} != {want!r}"
+
+
+def test_without_vector_math_python_and_numba_functions_agree_bit_for_bit():
+    """The math functions of runtime/simd.py with ``ADJOINT_VECTOR_MATH=0``: numba's
+    C functions, bit for bit the Python backend's over the edges above."""
+    if not simd.VARIANTS:
+        pytest.skip("no vector math here: the test above compares them bit for bit")
+    names = " or ".join(f"[{name}]" for name in simd.FUNCTIONS)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           f"{__file__}::test_python_and_numba_functions_agree", "-k", names],
+                          env={**os.environ, "ADJOINT_VECTOR_MATH": "0"}, capture_output=True,
+                          text=True)
+    assert done.returncode == 0 and f"{len(simd.FUNCTIONS)} passed" in done.stdout, done.stdout
 
 
 def test_every_runtime_name_exists_on_every_backend():

@@ -24,7 +24,7 @@ from numba.core.errors import NumbaPerformanceWarning
 from numba.core.typing import templates
 from numba.extending import overload
 
-from . import helpers
+from . import helpers, simd
 from .bounds import checked  # noqa: F401
 from .ieee import BUILTINS
 from .spec import unavailable  # noqa: F401
@@ -54,6 +54,8 @@ def _fingerprint():
             digest.update(fh.read())
     # compiled in as constants: the chunks of a privatize grid, one per thread (MAX_CHUNKS)
     digest.update(f"threads={numba.config.NUMBA_NUM_THREADS}".encode())
+    # which vector math functions the math builtins call (simd.py), if any
+    digest.update(f"simd={simd.MODE}".encode())
     return digest.hexdigest()[:16]
 
 
@@ -315,5 +317,6 @@ def jit_builtin(fn):
     return call
 
 
-# rt.div, rt.sin, rt.clamp, ...: every runtime builtin, compiled (runtime/ieee.py)
-globals().update({name: jit_builtin(b.compiled) for name, b in BUILTINS.items()})
+# rt.div, rt.sin, rt.clamp, ...: every runtime builtin, compiled (runtime/ieee.py; the math
+# functions as their vectorizable C functions, simd.py)
+globals().update({name: jit_builtin(simd.spelling(b)) for name, b in BUILTINS.items()})
