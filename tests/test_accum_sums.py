@@ -18,7 +18,7 @@ import pytest
 import adjoint as ad
 from adjoint.runtime import backend_numba
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
-from adjoint.runtime.helpers import chunk_start
+from adjoint.runtime.helpers import SUM_LANES, chunk_start
 from adjoint.runtime import racecheck as racecheck_module
 from adjoint.runtime.racecheck import racecheck
 from conftest import central_fd
@@ -217,15 +217,25 @@ def test_float32_jvp(backend, kernel_module):
     assert float(dot.numpy()[0]) == pytest.approx(0.7 * math.fsum(dx), rel=1e-4, abs=1e-3)
 
 
-def _float32_sum(values, start, chunks):
+def _float32_sum(values, start, chunks, lanes):
     """``start`` plus ``values`` summed as the plan does: from zero per chunk, each
-    addition rounded to float32, then the chunks' sums in order."""
+    addition rounded to float32, then the chunks' sums in order. With ``lanes`` (a
+    straight-line thread: emit/grid.py ``_in_lanes``), a chunk's value ``k`` is first
+    rounded to float32 (added to -0.0), then added into lane ``k % SUM_LANES``, and the
+    lanes are added to the chunk's zero in order; else one after another."""
     total = np.float32(start)
     for c in range(chunks):
+        mine = values[chunk_start(len(values), chunks, c):chunk_start(len(values), chunks, c + 1)]
         part = np.float32(0.0)
-        for v in values[chunk_start(len(values), chunks, c):chunk_start(len(values), chunks,
-                                                                        c + 1)]:
-            part = np.float32(np.float64(part) + v)
+        if lanes:
+            sums = [np.float32(0.0)] * SUM_LANES
+            for k, v in enumerate(mine):
+                sums[k % SUM_LANES] = np.float32(sums[k % SUM_LANES] + np.float32(v))
+            for lane in sums:
+                part = np.float32(part + lane)
+        else:
+            for v in mine:
+                part = np.float32(np.float64(part) + v)
         total = np.float32(total + part)
     return total
 
@@ -248,7 +258,8 @@ def test_float32_sum_rounds_after_every_addition(backend, kernel_module):
     chunks = backend_numba.MAX_CHUNKS if backend == "numba" else \
         racecheck_module.MAX_CHUNKS if racecheck_module.enabled() else 1
     chunks = max(1, min(chunks, n))
-    assert got == _float32_sum(values, 0.125, chunks), (got, math.fsum(values))
+    grid = backend == "numba" or racecheck_module.enabled()     # (else the serial loop)
+    assert got == _float32_sum(values, 0.125, chunks, lanes=grid), (got, math.fsum(values))
     float64_local = np.float32(0.125)
     for c in range(chunks):
         part = math.fsum(values[chunk_start(n, chunks, c):chunk_start(n, chunks, c + 1)])

@@ -444,10 +444,11 @@ def smear(x: ad.array(dtype=float), out: ad.array(dtype=float)):
 '''
 
 
-@pytest.mark.parametrize("kernel, mode", [("rowwise", "threads run in parallel"),
-                                          ("total", "sums into a local"),
-                                          ("smear", "even blocks run in parallel")])
-def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, kernel, mode):
+@pytest.mark.parametrize("kernel, mode, row", [
+    ("rowwise", "threads run in parallel", "tid0"),
+    ("total", "sums into a local", "first + k"),      # (blocks of threads: emit/grid.py)
+    ("smear", "even blocks run in parallel", "tid0")])
+def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, kernel, mode, row):
     """The JVP's grid function runs the forward's plan (its tangent arrays privatized with
     their arrays) and hands the thread its row through ``rt.signed``, as the forward's
     does: numba then knows the row is not negative (no wraparound, no scatter stores)."""
@@ -456,8 +457,8 @@ def test_the_jvp_grid_runs_the_forward_plan_with_a_signed_row(kernel_module, ker
         src = ad.source(k, part)
         grid = src[src.index(f"def {kernel}_{part}("):]
         assert mode in " ".join(grid.split()), grid
-        assert f"{kernel}_{part}_thread(rt.signed(tid0), " in "".join(grid.split()).replace(
-            ",", ", "), grid
+        assert f"{kernel}_{part}_thread(rt.signed({row}), " in " ".join(grid.split()).replace(
+            "( ", "(").replace(" )", ")"), grid
     if kernel == "smear":
         assert "'out', 'dot_out' may" in ad.source(k, "jvp")
     if kernel == "total":       # the tangent's sum kept in a local beside the value's

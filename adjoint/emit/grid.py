@@ -58,10 +58,13 @@ def _results(sums):
     return gast.Tuple(elts=[name(s.local, store=True) for s in sums], ctx=gast.Store())
 
 
-def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None):
+def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=False):
     """Body and decorator of a grid function running ``thread_fn`` for every thread
     (a parallel plan's small launches run ``_small`` instead). ``sums`` (emit/sums.py,
-    privatize plans only): elements the thread function keeps in locals. ``pair``
+    privatize plans only): elements the thread function keeps in locals; with ``lanes``
+    (a thread body LLVM may vectorize across threads: ``sums.straight``), a 1-D grid's
+    chunks run their threads in blocks, each thread's sums added into lanes
+    (``_in_lanes``). ``pair``
     (emit/jam.py, privatize plans of 1-D grids only): the function running two threads
     together, which each chunk runs for its threads two by two."""
     taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
@@ -123,11 +126,15 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None):
     rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
-    inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
-    if pair is not None:
-        inner += _in_pairs(thread_fn, pair, tids[0], start, stop, call_args[1:], fresh)
+    if lanes and sums and len(tids) == 1:
+        inner = _in_lanes(thread_fn, sums, start, stop, call_args[1:-len(sums)],
+                          sum_chunks, chunk, fresh)
     else:
-        inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
+        inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
+        if pair is not None:
+            inner += _in_pairs(thread_fn, pair, tids[0], start, stop, call_args[1:], fresh)
+        else:
+            inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
     inner += [assign(_at(sum_chunks[s.local], name(chunk), store=True), name(s.local), None)
               for s in sums]
     body.append(gast.For(target=name(chunk, store=True), iter=rt_call("prange", name(n_chunks)),
@@ -137,6 +144,61 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None):
         body.append(gast.If(test=s.inside(), body=[assign(s.element(store=True), rt_call(
             "add_sums", s.element(), name(sum_chunks[s.local])), None)], orelse=[]))
     return body, "@rt.jit_grid"
+
+
+def _in_lanes(thread_fn, sums, start, stop, rest, sum_chunks, chunk, fresh):
+    """A chunk's threads ``start`` to ``stop`` in blocks of ``rt.SUM_BLOCK``, for a
+    thread function keeping ``sums`` in locals: each thread runs from partial sums of
+    -0.0 (``-0.0 + v`` is ``v``, bit for bit: a float32 kernel's widened value still
+    rounds once, to the sum's dtype; an integer's zero is 0) and its results are
+    stored in the block, whose values are then added into
+    ``SUM_LANES`` partial sums per element (runtime/helpers.py ``add_lanes``), added to
+    the chunk's sum at the end. ``rest``: the thread function's arguments after the
+    thread index, before the sums.
+
+    Why: a thread loop carrying a sum from one thread to the next is not vectorized
+    (LLVM keeps the additions in order: reordering them would change the rounding);
+    the block loop carries nothing (a loop of threads calling ``sin`` calls libmvec's
+    vector ``sin``, runtime/simd.py), and the lanes are eight independent sums, added
+    as one vector. The order of the additions is fixed by the code, not by the
+    compiler: the same on every machine, in a forward and in its JVP."""
+    lo, hi, first, count, k = (fresh(n) for n in ("lo", "hi", "first", "count", "k"))
+    zeros = {s.local: fresh(f"{s.local}_zero") for s in sums}
+    lanes = {s.local: fresh(f"{s.local}_lanes") for s in sums}
+    blocks = {s.local: fresh(f"{s.local}_block") for s in sums}
+    what = ", ".join(_spelled(s) for s in sums)
+    body = [comment(f"threads in blocks of rt.SUM_BLOCK, each adding to {what} from -0.0 (which "
+                    "adds nothing): the block's values are then added into eight partial "
+                    "sums (value k into sum k % 8), in a fixed order (the thread loop "
+                    "vectorizes)"),
+            assign(lo, start, None), assign(hi, stop, None)]
+    for s in sums:
+        body += [assign(zeros[s.local], gast.UnaryOp(op=gast.USub(), operand=rt_call(
+                     "zero_of", name(s.array))), None),
+                 assign(lanes[s.local], rt_call("zero_lanes", name(s.array)), None),
+                 assign(blocks[s.local], rt_call("lane_block", name(s.array)), None)]
+    tid = rt_call("signed", gast.BinOp(left=name(first), op=gast.Add(), right=name(k)))
+    call = gast.Call(func=name(thread_fn), args=[tid] + copy.deepcopy(rest) +
+                     [name(zeros[s.local]) for s in sums], keywords=[])
+    per_thread = [gast.Assign(targets=[_results(sums)], value=call, type_comment=None)]
+    per_thread += [assign(_at(blocks[s.local], name(k), store=True), name(s.local), None)
+                   for s in sums]
+    block = [assign(count, gast.Call(func=name("min"), args=[
+        gast.BinOp(left=name(hi), op=gast.Sub(), right=name(first)),
+        gast.Attribute(value=name("rt"), attr="SUM_BLOCK", ctx=gast.Load())], keywords=[]),
+        None),
+        gast.For(target=name(k, store=True), iter=_range(name(count)), body=per_thread,
+                 orelse=[], type_comment=None)]
+    block += [assign(lanes[s.local], rt_call("add_lanes", name(lanes[s.local]),
+                                             name(blocks[s.local]), name(count)), None)
+              for s in sums]
+    body.append(gast.For(target=name(first, store=True), iter=_range(
+        name(lo), name(hi), gast.Attribute(value=name("rt"), attr="SUM_BLOCK",
+                                           ctx=gast.Load())),
+        body=block, orelse=[], type_comment=None))
+    body += [assign(s.local, rt_call("lanes_total", _at(sum_chunks[s.local], name(chunk)),
+                                     name(lanes[s.local])), None) for s in sums]
+    return body
 
 
 def _in_pairs(thread_fn, pair, tid, start, stop, rest, fresh):

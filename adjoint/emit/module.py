@@ -140,10 +140,12 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
                  cuda.KERNEL)]
     sums = []
+    lanes = False
     if plan.mode == "privatize":         # one-element accumulations kept in locals
         scalars = [p.name for p in tr.pf.params if not p.is_array]
         sums = sums_.find(body, plan.private, scalars, tids + dims + params)
         if sums:
+            lanes = sums_.straight(body)
             body = sums_.replace(body, sums)
     tparams = tids + params + [s.local for s in sums]
     fns = [(thread, tparams, *_thread_body(body, tparams, tr))]
@@ -155,7 +157,7 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                     "@rt.jit_small"))
     return fns + [(f"{k}_{part}", dims + params,
                    *grid(thread, tids, dims, params, plan, backward=backward, sums=sums,
-                         pair=pair and pair[0]))]
+                         pair=pair and pair[0], lanes=lanes))]
 
 
 def _jam_pair(tr, thread, plan, sums):

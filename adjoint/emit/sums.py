@@ -103,6 +103,17 @@ def _accumulation(s, arrays, invariant):
     return None if index is None else (t.value.id, index)
 
 
+def straight(body):
+    """Whether ``body`` (a thread body, before ``replace``) is straight-line code: no
+    loop and no ``return`` (a failed bounds check's, a kernel's own): ``if`` blocks
+    only. LLVM can then vectorize a loop of such threads (if-converting the blocks), and
+    the grid runs a chunk's threads in blocks whose sums it adds in lanes
+    (emit/grid.py ``_in_lanes``); a thread that may stop early or loops is not
+    vectorized, and the blocks only cost (about 12% of the springs forward, whose
+    gathers are checked), so its chunk carries the sums from thread to thread."""
+    return not any(isinstance(s, (gast.For, gast.While, gast.Return)) for s in walk_stmts(body))
+
+
 def find(body, private, scalars, taken):
     """The ``Sum`` of every element of the arrays ``private`` that ``body`` only
     accumulates into at a thread-invariant index (``scalars``: the kernel's scalar

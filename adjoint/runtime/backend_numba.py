@@ -91,7 +91,7 @@ def _stub(fn):
     return stub
 
 
-def jit_helper(fn):
+def jit_helper(fn, inline=False):
     """A runtime helper only generated code calls (``rt.fault``, ``rt.trip_count``,
     ``rt.stack_push``, ...): compiled into each function that calls it, typed on the plain
     types of its arguments, without a CPython wrapper.
@@ -112,7 +112,8 @@ def jit_helper(fn):
 
     def typer(*args, **kwargs):
         return fn
-    _overload_shared(stub, typer, {"error_model": "numpy"})
+    _overload_shared(stub, typer, {"error_model": "numpy", **({"forceinline": True} if inline
+                                                                else {})})
     return stub
 
 
@@ -230,6 +231,11 @@ private_copies = jit_helper(helpers.private_copies)
 chunk_sums = jit_helper(helpers.chunk_sums)
 zero_of = jit_helper(helpers.zero_of)
 add_sums = jit_helper(helpers.add_sums)
+SUM_BLOCK = helpers.SUM_BLOCK
+lane_block = jit_helper(helpers.lane_block)
+zero_lanes = jit_helper(helpers.zero_lanes)
+add_lanes = jit_helper(helpers.add_lanes, inline=True)
+lanes_total = jit_helper(helpers.lanes_total)
 
 
 def _accumulate_typer(acc, v):

@@ -126,6 +126,53 @@ def add_sums(total, sums):
     return total
 
 
+# A chunk's sums kept in locals (emit/grid.py ``_in_lanes``): its threads run in blocks
+# of SUM_BLOCK; each thread's value is stored in the block, and the block's values are
+# added into SUM_LANES partial sums, value k into sum k % SUM_LANES, each in order.
+# Both are fixed, so the order of the additions is the same on every machine and for
+# every vector width (a forward and its JVP sum alike, bit for bit).
+SUM_BLOCK = 256
+SUM_LANES = 8
+
+
+def lane_block(arr):
+    """Room for a block's values of an element of ``arr`` (``SUM_BLOCK`` of its dtype)."""
+    return np.empty(SUM_BLOCK, arr.dtype)
+
+
+def zero_lanes(arr):
+    """``SUM_LANES`` zeros of ``arr``'s dtype: the partial sums of a chunk's lanes."""
+    z = arr.dtype.type(0)
+    return (z, z, z, z, z, z, z, z)
+
+
+def add_lanes(lanes, block, count):
+    """``lanes`` plus the first ``count`` values of ``block``: value ``k`` added to lane
+    ``k % SUM_LANES``. The rest of the block is zeroed first (adding a zero changes no
+    partial sum: none is ever -0.0, having started at +0.0). Eight independent sums of
+    consecutive values: LLVM adds them as one vector."""
+    for k in range(count, SUM_BLOCK):
+        block[k] = 0
+    a0, a1, a2, a3, a4, a5, a6, a7 = lanes
+    for k in range(0, SUM_BLOCK, SUM_LANES):
+        a0 += block[k]
+        a1 += block[k + 1]
+        a2 += block[k + 2]
+        a3 += block[k + 3]
+        a4 += block[k + 4]
+        a5 += block[k + 5]
+        a6 += block[k + 6]
+        a7 += block[k + 7]
+    return (a0, a1, a2, a3, a4, a5, a6, a7)
+
+
+def lanes_total(total, lanes):
+    """``total`` plus the lanes' partial sums, added in lane order."""
+    for v in lanes:
+        total += v
+    return total
+
+
 def accumulate(acc, v):
     """``acc + v`` in ``acc``'s type (numpy scalar): a sum kept in a local rounds after
     each addition as the store into its array did (emit/sums.py)."""

@@ -51,6 +51,11 @@ HELPERS = {
     "chunk_sums": Needed((CPU,), "a zeroed partial sum per chunk of an element kept in a local"),
     "zero_of": Needed((CPU,), "a zero of an array's dtype: a small launch's partial sum"),
     "add_sums": Needed((CPU,), "an element plus the chunks' partial sums, in chunk order"),
+    "SUM_BLOCK": Needed((CPU,), "threads per block of a chunk whose sums are kept in lanes"),
+    "lane_block": Needed((CPU,), "room for a block's values of a sum kept in lanes"),
+    "zero_lanes": Needed((CPU,), "a chunk's zeroed lanes (partial sums) of a sum"),
+    "add_lanes": Needed((CPU,), "a block's values added to the lanes, value k to lane k % 8"),
+    "lanes_total": Needed((CPU,), "a partial sum plus its lanes, in lane order"),
     "accumulate": Needed((CPU,), "a local partial sum plus a value, in the sum's dtype"),
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
     "zero_fill": Needed((CPU,), "zero a gathered array before a clean gathered backward "
