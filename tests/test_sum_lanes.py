@@ -17,14 +17,9 @@ from adjoint.runtime import backend_numba, simd
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
 from adjoint.runtime.helpers import SUM_LANES, chunk_start
 from conftest import central_fd
+from test_simd import WAVE     # the loss a user writes: wave_loss
 
-KERNELS = '''
-@ad.kernel
-def wave_loss(x: ad.array(dtype=ad.float32), loss: ad.array(dtype=ad.float32)):
-    i = ad.tid()
-    v = x[i]
-    ad.atomic_add(loss, 0, ad.sin(v) * ad.exp(-v * v) + v)
-
+KERNELS = WAVE + '''
 @ad.kernel
 def wave(x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
     i = ad.tid()
