@@ -200,3 +200,45 @@ def test_a_target_without_avx_calls_the_sse_variants():
     code = "from adjoint.runtime import simd; print(simd.MODE, simd.VARIANTS['sinf'][0])"
     assert _runtime_says({"NUMBA_CPU_NAME": "x86-64"}, code) == \
         "libmvec-b128 _ZGVbN4v_sinf"
+
+
+CONSTANT_ARGUMENT = '''
+@ad.func
+def relax(a: float) -> float:
+    w = 0
+    while True:
+        w += 1
+        if w > 3:
+            break
+        t = math.pow(1.5 + math.sin(0.75), 2.0)
+        a -= 0.5 * (a - t)
+    return a
+
+@ad.kernel
+def relaxed(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = relax(x[i]) + ad.sin(x[i])
+'''
+
+
+@needs_libmvec
+def test_a_constant_argument_compiles(kernel_module, monkeypatch, tmp_path):
+    """A func calling ``sin`` of a constant in a loop, in a kernel calling ``sin`` too:
+    the module verifies (with internal linkage LLVM's optimizer changed adjoint's
+    scalar function, and its variant attribute no longer named it: 'invalid name for a
+    VFABI variant', found by the fuzzer). Value and gradient against float64."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here, not cached
+    m = kernel_module(CONSTANT_ARGUMENT)
+    x0 = np.linspace(-1.0, 1.0, 10)
+    with ad.backend_scope("numba"):
+        x = ad.array(x0, requires_grad=True)
+        out = ad.zeros(10, requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(m.relaxed, 10, inputs=[x], outputs=[out])
+        tape.backward(grads={out: np.ones(10)})
+    t = (1.5 + math.sin(0.75)) ** 2
+    a = x0.copy()
+    for _ in range(3):
+        a -= 0.5 * (a - t)
+    np.testing.assert_allclose(out.numpy(), a + np.sin(x0), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), 0.125 + np.cos(x0), rtol=1e-14, atol=1e-15)
