@@ -752,16 +752,16 @@ def shape_loss_forward(dim0, x, target, loss):
     n_chunks = rt.chunk_count(dim0)
     loss_at_0_chunks = rt.chunk_sums(loss, n_chunks)
     for chunk in rt.prange(n_chunks):
-        # threads in blocks of rt.SUM_BLOCK, each adding to loss[0] from -0.0 (which adds
-        # nothing): the block's values are then added into eight partial sums (value k
-        # into sum k % 8), in a fixed order (the thread loop vectorizes)
+        # the chunk's threads in blocks of rt.SUM_BLOCK, each adding to loss[0] from -0.0
+        # (which adds nothing): the block's values are then added into eight partial sums
+        # (value k into sum k % 8), in a fixed order (the thread loop vectorizes)
         lo = rt.chunk_start(dim0, n_chunks, chunk)
         hi = rt.chunk_start(dim0, n_chunks, chunk + 1)
         loss_at_0_zero = -rt.zero_of(loss)
         loss_at_0_lanes = rt.zero_lanes(loss)
         loss_at_0_block = rt.lane_block(loss)
         for first in range(lo, hi, rt.SUM_BLOCK):
-            count = min(hi - first, rt.SUM_BLOCK)
+            count = rt.block_size(first, hi)
             for k in range(count):
                 loss_at_0 = shape_loss_forward_thread(
                         rt.signed(first + k), x, target, loss, loss_at_0_zero)
@@ -874,9 +874,10 @@ def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
     loss_at_0_chunks = rt.chunk_sums(loss, n_chunks)
     dot_loss_at_0_chunks = rt.chunk_sums(dot_loss, n_chunks)
     for chunk in rt.prange(n_chunks):
-        # threads in blocks of rt.SUM_BLOCK, each adding to loss[0], dot_loss[0] from
-        # -0.0 (which adds nothing): the block's values are then added into eight partial
-        # sums (value k into sum k % 8), in a fixed order (the thread loop vectorizes)
+        # the chunk's threads in blocks of rt.SUM_BLOCK, each adding to loss[0],
+        # dot_loss[0] from -0.0 (which adds nothing): the block's values are then added
+        # into eight partial sums (value k into sum k % 8), in a fixed order (the thread
+        # loop vectorizes)
         lo = rt.chunk_start(dim0, n_chunks, chunk)
         hi = rt.chunk_start(dim0, n_chunks, chunk + 1)
         loss_at_0_zero = -rt.zero_of(loss)
@@ -886,7 +887,7 @@ def shape_loss_jvp(dim0, x, target, loss, dot_x, dot_target, dot_loss):
         dot_loss_at_0_lanes = rt.zero_lanes(dot_loss)
         dot_loss_at_0_block = rt.lane_block(dot_loss)
         for first in range(lo, hi, rt.SUM_BLOCK):
-            count = min(hi - first, rt.SUM_BLOCK)
+            count = rt.block_size(first, hi)
             for k in range(count):
                 loss_at_0, dot_loss_at_0 = shape_loss_jvp_thread(
                         rt.signed(first + k), x, target, loss, dot_x, dot_target, dot_loss,

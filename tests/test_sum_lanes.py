@@ -27,6 +27,16 @@ def wave(x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
     out[i] = ad.sin(v) * ad.exp(-v * v) + v
 
 @ad.kernel
+def field_loss(u: ad.array(dtype=ad.float32, ndim=2), loss: ad.array(dtype=ad.float32)):
+    i, j = ad.tid()
+    ad.atomic_add(loss, 0, ad.cos(u[i, j]) * u[i, j])
+
+@ad.kernel
+def field(u: ad.array(dtype=ad.float32, ndim=2), out: ad.array(dtype=ad.float32, ndim=2)):
+    i, j = ad.tid()
+    out[i, j] = ad.cos(u[i, j]) * u[i, j]
+
+@ad.kernel
 def count(x: ad.array(dtype=float), n: ad.array(dtype=int)):
     i = ad.tid()
     c = 0
@@ -49,6 +59,7 @@ def looped(x: ad.array(dtype=float), m: int, loss: ad.array(dtype=float)):
 '''
 
 N = 3 * PARALLEL_MIN_THREADS + 17       # the parallel plan, and a part-filled last block
+ROWS = PARALLEL_MIN_THREADS // 61 + 3     # a (ROWS, 61) grid runs the parallel plan too
 
 
 def test_straight_line_threads_run_in_blocks(kernel_module):
@@ -57,6 +68,8 @@ def test_straight_line_threads_run_in_blocks(kernel_module):
         src = ad.source(k, part)
         assert "for first in range(lo, hi, rt.SUM_BLOCK):" in src, src
         assert "rt.add_lanes(" in src and "rt.lanes_total(" in src
+    src = ad.source(m.field_loss, "forward")      # a 2-D grid: each row's threads in blocks
+    assert "for first in range(0, dim1, rt.SUM_BLOCK):" in src, src
     # a thread stopped by a failed bounds check, a thread with a loop: carried from
     # thread to thread (blocks would cost there: nothing vectorizes)
     for k in (m.gathered, m.looped):
@@ -65,15 +78,17 @@ def test_straight_line_threads_run_in_blocks(kernel_module):
 
 
 def _lanes_model(values, chunks):
-    """The float32 sum of ``values`` (each thread's value, float32) as the grid adds them:
-    per chunk, value ``k`` into lane ``k % SUM_LANES``, the lanes in order onto the
-    chunk's zero, the chunks in order onto the element's zero."""
+    """The float32 sum of ``values`` (each thread's value, float32: 1-D, or 2-D by rows)
+    as the grid adds them: per chunk of (rows of) threads, value ``k`` of each row into
+    lane ``k % SUM_LANES``, the lanes in order onto the chunk's zero, the chunks in order
+    onto the element's zero."""
     total = np.float32(0.0)
     for c in range(chunks):
         mine = values[chunk_start(len(values), chunks, c):chunk_start(len(values), chunks, c + 1)]
         lanes = [np.float32(0.0)] * SUM_LANES
-        for k, v in enumerate(mine):
-            lanes[k % SUM_LANES] = np.float32(lanes[k % SUM_LANES] + v)
+        for row in (mine if mine.ndim == 2 else [mine]):
+            for k, v in enumerate(row):
+                lanes[k % SUM_LANES] = np.float32(lanes[k % SUM_LANES] + v)
         part = np.float32(0.0)
         for lane in lanes:
             part = np.float32(part + lane)
@@ -96,6 +111,17 @@ def test_the_order_of_the_additions(kernel_module):
     assert got == _lanes_model(out.numpy(), chunks)
     v = x0.astype(np.float64)
     assert float(got) == pytest.approx(math.fsum(np.sin(v) * np.exp(-v * v) + v), rel=1e-5)
+    # a 2-D grid: each row's threads in blocks (rows of 61: blocks, lanes part-filled)
+    u0 = np.random.default_rng(5).uniform(-2, 2, (ROWS, 61)).astype(np.float32)
+    with ad.backend_scope("numba"):
+        out = ad.zeros(u0.shape, dtype=ad.float32)
+        ad.launch(m.field, u0.shape, inputs=[ad.array(u0)], outputs=[out])
+        loss = ad.zeros(1, dtype=ad.float32)
+        ad.launch(m.field_loss, u0.shape, inputs=[ad.array(u0)], outputs=[loss])
+    got = loss.numpy()[0]
+    assert got == _lanes_model(out.numpy(), max(1, min(backend_numba.MAX_CHUNKS, ROWS)))
+    w = u0.astype(np.float64)
+    assert float(got) == pytest.approx(math.fsum((np.cos(w) * w).ravel()), rel=1e-5)
 
 
 def test_forward_and_jvp_sum_alike(backend, kernel_module):
@@ -116,6 +142,31 @@ def test_forward_and_jvp_sum_alike(backend, kernel_module):
     e = np.exp(-v * v)
     slope = np.cos(v) * e - 2.0 * v * np.sin(v) * e + 1.0
     assert float(dot.numpy()[0]) == pytest.approx(math.fsum(slope * dx), rel=1e-4, abs=1e-3)
+
+
+def test_a_2d_gradient_and_jvp(backend, kernel_module):
+    """A 2-D grid's sum in lanes: the JVP's value is the forward's, bit for bit; the
+    tangent and the gradient against float64."""
+    m = kernel_module(KERNELS)
+    rng = np.random.default_rng(6)
+    u0 = rng.uniform(-2, 2, (ROWS, 61)).astype(np.float32)
+    du = rng.uniform(-1, 1, u0.shape).astype(np.float32)
+    u = ad.array(u0, requires_grad=True)
+    loss = ad.zeros(1, dtype=ad.float32, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.field_loss, u0.shape, inputs=[u], outputs=[loss])
+    tape.backward(grads={loss: np.ones(1, np.float32)})
+    value = loss.numpy()[0]
+    loss2, dot = ad.zeros(1, dtype=ad.float32), ad.zeros(1, dtype=ad.float32)
+    ad.launch(m.field_loss, u0.shape, inputs=[u], outputs=[loss2],
+              tangents={u: ad.array(du), loss2: dot})
+    assert loss2.numpy()[0] == value
+    w = u0.astype(np.float64)
+    slope = np.cos(w) - w * np.sin(w)
+    assert float(dot.numpy()[0]) == pytest.approx(math.fsum((slope * du).ravel()), rel=1e-4,
+                                                  abs=1e-3)
+    want = central_fd(lambda y: math.fsum(np.cos(y) * y), w[0, :20])
+    np.testing.assert_allclose(u.grad.numpy()[0, :20], want, rtol=1e-4, atol=1e-5)
 
 
 def test_counts_are_exact(backend, kernel_module):

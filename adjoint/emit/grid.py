@@ -62,9 +62,9 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     """Body and decorator of a grid function running ``thread_fn`` for every thread
     (a parallel plan's small launches run ``_small`` instead). ``sums`` (emit/sums.py,
     privatize plans only): elements the thread function keeps in locals; with ``lanes``
-    (a thread body LLVM may vectorize across threads: ``sums.straight``), a 1-D grid's
-    chunks run their threads in blocks, each thread's sums added into lanes
-    (``_in_lanes``). ``pair``
+    (a thread body LLVM may vectorize across threads: ``sums.straight``), each chunk runs
+    the threads of each row of the last dimension in blocks, each thread's sums added
+    into lanes (``_in_lanes``). ``pair``
     (emit/jam.py, privatize plans of 1-D grids only): the function running two threads
     together, which each chunk runs for its threads two by two."""
     taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
@@ -126,8 +126,8 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     rows = [(tids[0], gast.Call(func=name("range"), args=[start, stop], keywords=[]))] + [
         (t, gast.Call(func=name("range"), args=[name(d)], keywords=[]))
         for t, d in zip(tids[1:], dims[1:])]
-    if lanes and sums and len(tids) == 1:
-        inner = _in_lanes(thread_fn, sums, start, stop, call_args[1:-len(sums)],
+    if lanes and sums:
+        inner = _in_lanes(thread_fn, sums, tids, dims, start, stop, call_args[:-len(sums)],
                           sum_chunks, chunk, fresh)
     else:
         inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
@@ -146,15 +146,15 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     return body, "@rt.jit_grid"
 
 
-def _in_lanes(thread_fn, sums, start, stop, rest, sum_chunks, chunk, fresh):
-    """A chunk's threads ``start`` to ``stop`` in blocks of ``rt.SUM_BLOCK``, for a
-    thread function keeping ``sums`` in locals: each thread runs from partial sums of
-    -0.0 (``-0.0 + v`` is ``v``, bit for bit: a float32 kernel's widened value still
-    rounds once, to the sum's dtype; an integer's zero is 0) and its results are
-    stored in the block, whose values are then added into
+def _in_lanes(thread_fn, sums, tids, dims, start, stop, call_args, sum_chunks, chunk, fresh):
+    """A chunk's threads (rows ``start`` to ``stop`` of the grid) for a thread function
+    keeping ``sums`` in locals, the threads of each row of the grid's last dimension in
+    blocks of ``rt.SUM_BLOCK`` (a 1-D grid: the chunk's threads): each thread runs from
+    partial sums of -0.0 (``-0.0 + v`` is ``v``, bit for bit; an integer's zero is 0)
+    and its results are stored in the block, whose values are then added into
     ``SUM_LANES`` partial sums per element (runtime/helpers.py ``add_lanes``), added to
-    the chunk's sum at the end. ``rest``: the thread function's arguments after the
-    thread index, before the sums.
+    the chunk's sum at the end. ``call_args``: the thread function's arguments but the
+    sums (the thread indices first).
 
     Why: a thread loop carrying a sum from one thread to the next is not vectorized
     (LLVM keeps the additions in order: reordering them would change the rounding);
@@ -167,35 +167,42 @@ def _in_lanes(thread_fn, sums, start, stop, rest, sum_chunks, chunk, fresh):
     lanes = {s.local: fresh(f"{s.local}_lanes") for s in sums}
     blocks = {s.local: fresh(f"{s.local}_block") for s in sums}
     what = ", ".join(_spelled(s) for s in sums)
-    body = [comment(f"threads in blocks of rt.SUM_BLOCK, each adding to {what} from -0.0 (which "
-                    "adds nothing): the block's values are then added into eight partial "
-                    "sums (value k into sum k % 8), in a fixed order (the thread loop "
-                    "vectorizes)"),
-            assign(lo, start, None), assign(hi, stop, None)]
+    row = "the chunk's threads" if len(tids) == 1 else "each row's threads"
+    body = [comment(f"{row} in blocks of rt.SUM_BLOCK, each adding to {what} from -0.0 "
+                    "(which adds nothing): the block's values are then added into eight "
+                    "partial sums (value k into sum k % 8), in a fixed order (the thread "
+                    "loop vectorizes)")]
+    body += [assign(lo, start, None), assign(hi, stop, None)] if len(tids) == 1 else []
     for s in sums:
         body += [assign(zeros[s.local], gast.UnaryOp(op=gast.USub(), operand=rt_call(
                      "zero_of", name(s.array))), None),
                  assign(lanes[s.local], rt_call("zero_lanes", name(s.array)), None),
                  assign(blocks[s.local], rt_call("lane_block", name(s.array)), None)]
-    tid = rt_call("signed", gast.BinOp(left=name(first), op=gast.Add(), right=name(k)))
-    call = gast.Call(func=name(thread_fn), args=[tid] + copy.deepcopy(rest) +
-                     [name(zeros[s.local]) for s in sums], keywords=[])
+    tid = gast.BinOp(left=name(first), op=gast.Add(), right=name(k))
+    args = copy.deepcopy(call_args)
+    args[len(tids) - 1] = rt_call("signed", tid) if len(tids) == 1 else tid
+    call = gast.Call(func=name(thread_fn), args=args + [name(zeros[s.local]) for s in sums],
+                     keywords=[])
     per_thread = [gast.Assign(targets=[_results(sums)], value=call, type_comment=None)]
     per_thread += [assign(_at(blocks[s.local], name(k), store=True), name(s.local), None)
                    for s in sums]
-    block = [assign(count, gast.Call(func=name("min"), args=[
-        gast.BinOp(left=name(hi), op=gast.Sub(), right=name(first)),
-        gast.Attribute(value=name("rt"), attr="SUM_BLOCK", ctx=gast.Load())], keywords=[]),
-        None),
+    begin, end = (name(lo), name(hi)) if len(tids) == 1 else (const(0), name(dims[-1]))
+    block = [assign(count, rt_call("block_size", name(first), copy.deepcopy(end)), None),
         gast.For(target=name(k, store=True), iter=_range(name(count)), body=per_thread,
                  orelse=[], type_comment=None)]
     block += [assign(lanes[s.local], rt_call("add_lanes", name(lanes[s.local]),
                                              name(blocks[s.local]), name(count)), None)
               for s in sums]
-    body.append(gast.For(target=name(first, store=True), iter=_range(
-        name(lo), name(hi), gast.Attribute(value=name("rt"), attr="SUM_BLOCK",
-                                           ctx=gast.Load())),
-        body=block, orelse=[], type_comment=None))
+    loop = [gast.For(target=name(first, store=True), iter=_range(
+        begin, end, gast.Attribute(value=name("rt"), attr="SUM_BLOCK", ctx=gast.Load())),
+        body=block, orelse=[], type_comment=None)]
+    # the rows around it: the chunk's rows of the first dimension, every row of the others
+    outer = [(tids[0], _range(start, stop))] + [(t, _range(name(d)))
+                                                for t, d in zip(tids[1:-1], dims[1:-1])]
+    for target, it in reversed(outer if len(tids) > 1 else []):
+        loop = [gast.For(target=name(target, store=True), iter=it, body=loop, orelse=[],
+                         type_comment=None)]
+    body += loop
     body += [assign(s.local, rt_call("lanes_total", _at(sum_chunks[s.local], name(chunk)),
                                      name(lanes[s.local])), None) for s in sums]
     return body

@@ -233,6 +233,7 @@ zero_of = jit_helper(helpers.zero_of)
 add_sums = jit_helper(helpers.add_sums)
 SUM_BLOCK = helpers.SUM_BLOCK
 lane_block = jit_helper(helpers.lane_block)
+block_size = jit_helper(helpers.block_size)
 zero_lanes = jit_helper(helpers.zero_lanes)
 add_lanes = jit_helper(helpers.add_lanes, inline=True)
 lanes_total = jit_helper(helpers.lanes_total)

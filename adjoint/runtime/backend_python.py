@@ -8,8 +8,8 @@ from . import helpers, racecheck
 from .bounds import checked  # noqa: F401
 from .spec import unavailable  # noqa: F401
 from .helpers import (accumulate, add_chunks, add_sums, chunk_start, chunk_sums, zero_of,  # noqa: F401
-                      fault, float32, zero_fill, SUM_BLOCK, lane_block, zero_lanes, add_lanes,
-                      lanes_total,
+                      fault, float32, zero_fill, SUM_BLOCK, lane_block, block_size, zero_lanes,
+                      add_lanes, lanes_total,
                       index_outside_loop, private_copies, range_outside, signed, stack_new_bool,
                       stack_new_float, stack_new_float32, stack_new_int, stack_push, trip_count)
 from .ieee import BUILTINS

@@ -140,6 +140,15 @@ def lane_block(arr):
     return np.empty(SUM_BLOCK, arr.dtype)
 
 
+def block_size(first, end):
+    """Threads in the block from ``first`` of a row ending at ``end``: ``min(end - first,
+    SUM_BLOCK)``, spelled with a test (numba types the builtin ``min`` slowly)."""
+    n = end - first
+    if n > SUM_BLOCK:
+        return SUM_BLOCK
+    return n
+
+
 def zero_lanes(arr):
     """``SUM_LANES`` zeros of ``arr``'s dtype: the partial sums of a chunk's lanes."""
     z = arr.dtype.type(0)

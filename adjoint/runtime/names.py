@@ -53,6 +53,7 @@ HELPERS = {
     "add_sums": Needed((CPU,), "an element plus the chunks' partial sums, in chunk order"),
     "SUM_BLOCK": Needed((CPU,), "threads per block of a chunk whose sums are kept in lanes"),
     "lane_block": Needed((CPU,), "room for a block's values of a sum kept in lanes"),
+    "block_size": Needed((CPU,), "threads in a block of a row whose sums are kept in lanes"),
     "zero_lanes": Needed((CPU,), "a chunk's zeroed lanes (partial sums) of a sum"),
     "add_lanes": Needed((CPU,), "a block's values added to the lanes, value k to lane k % 8"),
     "lanes_total": Needed((CPU,), "a partial sum plus its lanes, in lane order"),
