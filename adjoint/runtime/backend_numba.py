@@ -107,7 +107,10 @@ def jit_helper(fn, inline=False):
     free for the CUDA backend). A function that calls it is cached as a whole, helper
     included (``njit``: keyed by ``RUNTIME_FINGERPRINT`` too). It is compiled once per
     argument types for every caller (``_overload_shared``), with
-    ``error_model="numpy"`` (no helper divides by zero)."""
+    ``error_model="numpy"`` (no helper divides by zero). ``inline``: with numba's
+    ``forceinline`` too, so that LLVM inlines it into every caller (``add_lanes``: the
+    lanes a grid carries stay in registers instead of passing through memory on every
+    call, about 8% of a blocked loop of threads that does not vectorize)."""
     stub = _stub(fn)
 
     def typer(*args, **kwargs):
