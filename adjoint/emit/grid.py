@@ -160,7 +160,7 @@ def _in_lanes(thread_fn, sums, tids, dims, start, stop, call_args, sum_chunks, c
     (LLVM keeps the additions in order: reordering them would change the rounding);
     the block loop carries nothing (a loop of threads calling ``sin`` calls libmvec's
     vector ``sin``, runtime/simd.py), and the lanes are eight independent sums, added
-    as one vector. The order of the additions is fixed by the code, not by the
+    once per block. The order of the additions is fixed by the code, not by the
     compiler: the same on every machine, in a forward and in its JVP."""
     lo, hi, first, count, k = (fresh(n) for n in ("lo", "hi", "first", "count", "k"))
     zeros = {s.local: fresh(f"{s.local}_zero") for s in sums}

@@ -158,8 +158,9 @@ def zero_lanes(arr):
 def add_lanes(lanes, block, count):
     """``lanes`` plus the first ``count`` values of ``block``: value ``k`` added to lane
     ``k % SUM_LANES``. The rest of the block is zeroed first (adding a zero changes no
-    partial sum: none is ever -0.0, having started at +0.0). Eight independent sums of
-    consecutive values: LLVM adds them as one vector."""
+    partial sum: none is ever -0.0, having started at +0.0). Eight independent chains of
+    additions per block of SUM_BLOCK threads (LLVM keeps them scalar; they cost little
+    beside the block's threads). Written out for ``SUM_LANES`` = 8 lanes."""
     for k in range(count, SUM_BLOCK):
         block[k] = 0
     a0, a1, a2, a3, a4, a5, a6, a7 = lanes
