@@ -2,7 +2,8 @@
 
 parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) -> activity ->
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
--> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears)
+-> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears,
+and those it reads before clearing)
 -> cover (kernels: the adjoints a storing backward writes at every element),
 and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
 the derivatives' divisions by one root share its inverse (in the backwards, with the
@@ -50,6 +51,7 @@ class Transformed:
     zeroed: tuple = ()      # kernels: the adjoint arrays every backward leaves zero (pass zeroed)
     covered: tuple = ()     # kernels: (array, extents) a storing backward writes whole (pass cover)
     rest_clears: tuple = () # kernels: the adjoints a gathered backward's rest only clears (zeroed)
+    handed: tuple = ()      # kernels: the zeroed adjoints read before cleared (zeroed: handed)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -88,13 +90,14 @@ def _transform(pyfunc, role, bounds_check):
                              [f"dim{d}" for d in range(dims)]) if plans else None
     cleared = zeroed.zeroed(rev, saved, stores, gathered, plans[1], dims) if plans else ()
     rest = zeroed.rest_clears(gathered, cleared) if stores is None else ()
+    passed = zeroed.handed(rev, saved, stores, gathered, cleared, dims)
     whole = cover.covered(stores, gathered, plans[1], dims,
                           [p.name for p in pf.params if not p.is_array and
                            p.kind == INT]) if plans else ()
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
                        gather=gathered, zeroed=cleared, covered=whole,
-                       rest_clears=rest)
+                       rest_clears=rest, handed=passed)
 
 
 def _inverses(tangent, kinds):

@@ -22,7 +22,7 @@ from .precision import float32_kernel
 from .spec import gather_clean, has, jvp_refusal, spec_lines
 from .printer import Printer
 from .targets import TARGETS
-from ..transform import once
+from ..transform import once, zeroed
 from ..transform.ir import Comment, copy_tree, name, number_constant, rt_call
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
@@ -96,7 +96,14 @@ def _kernel_functions(tr, target, custom_grads):
                 tr.plans[0], backward=False)
     if tr.rev.backward is None:
         return out
-    backward = _lower(tr.rev.backward)
+    # the clears of the handed adjoints run only if rt_clear (transform/zeroed.py): on the
+    # CPU, where the runtime may owe their zeros instead (runtime/steps.py)
+    handed = tr.handed if target == "cpu" else ()
+    adj_params = adj_params + ([zeroed.CLEAR_FLAG] if handed else [])
+
+    def lower(body):
+        return _lower(zeroed.optional_clears(body, handed))
+    backward = lower(tr.rev.backward)
     bparams = params + adj_params + (cuda_status or status(backward))
     if tr.gather is not None and target == "cpu":
         out += _gathered(tr, backward, bparams)
@@ -105,19 +112,19 @@ def _kernel_functions(tr, target, custom_grads):
                      backward=True)
     if tr.saved is not None:
         saved = [p for p, _, _ in tr.saved.params]
-        forward, backward = _lower(tr.saved.forward), _lower(tr.saved.backward)
+        forward, backward = _lower(tr.saved.forward), lower(tr.saved.backward)
         out += _pair(tr, target, custom_grads, "forward_save", forward,
                      params + saved + status(forward), tr.plans[0], backward=False)
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
                      params + saved + adj_params + (cuda_status or status(backward)),
                      tr.plans[1], backward=True)
     if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
-        backward = _lower(tr.once.backward)
+        backward = lower(tr.once.backward)
         out += _pair(tr, target, custom_grads, "backward_clean", backward,
                      params + adj_params + (cuda_status or status(backward)), tr.plans[1],
                      backward=True)
         if tr.saved is not None:
-            backward = _lower(tr.once.backward_saved)
+            backward = lower(tr.once.backward_saved)
             out += _pair(tr, target, custom_grads, "backward_saved_clean", backward,
                          params + saved + adj_params + (cuda_status or status(backward)),
                          tr.plans[1], backward=True)

@@ -117,6 +117,7 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
              *_saved_lines(tr, target, fns),
              *_clean_lines(tr, target, fns),
              *_zeroed_lines(tr),
+             *_handed_lines(tr, target),
              *_covered_lines(tr),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
@@ -171,6 +172,14 @@ def _zeroed_lines(tr):
     if not tr.zeroed or tr.rev.backward is None:
         return []
     return [f"    zeroed_arrays={tuple(a[len('adj_'):] for a in tr.zeroed)!r},"]
+
+
+def _handed_lines(tr, target):
+    """The ``KernelSpec`` entry of the zeroed adjoints the backward hands on (its clears of
+    them run only if ``rt_clear``, its last argument: emit/module.py); CPU only."""
+    if not tr.handed or tr.rev.backward is None or target != "cpu":
+        return []
+    return [f"    handed_arrays={tuple(a[len('adj_'):] for a in tr.handed)!r},"]
 
 
 def _covered_lines(tr):

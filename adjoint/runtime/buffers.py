@@ -154,8 +154,8 @@ def shared(bufs):
                      if any(may_alias(a, b) for m, b in enumerate(bufs) if m != j))
 
 
-def call_unaliased(fn, head, adjs, alias=None):
-    """``fn(*head, *adjs)`` with adjoint buffers that never share memory.
+def call_unaliased(fn, head, adjs, alias=None, tail=()):
+    """``fn(*head, *adjs, *tail)`` with adjoint buffers that never share memory.
 
     Generated backward passes treat each adjoint parameter as its own array: a
     parallel plan reasons about each one separately, and numba may reorder two
@@ -164,7 +164,7 @@ def call_unaliased(fn, head, adjs, alias=None):
     that is added into the shared one afterwards. ``alias``: ``shared(adjs)``, if the
     caller has it."""
     if not (shared(adjs) if alias is None else alias):
-        fn(*head, *adjs)
+        fn(*head, *adjs, *tail)
         return
     adjs = list(adjs)
     scratch = []
@@ -172,7 +172,7 @@ def call_unaliased(fn, head, adjs, alias=None):
         if any(may_alias(buf, other) for other in adjs[:k]):
             adjs[k] = zeros(buf.shape, buf.dtype, "cpu" if on_host(buf) else "cuda")
             scratch.append((buf, adjs[k]))
-    fn(*head, *adjs)
+    fn(*head, *adjs, *tail)
     for common, own in scratch:
         if on_host(common):
             common += own       # any layout: flat() of a strided host view would be a copy

@@ -79,6 +79,10 @@ class KernelSpec:
     rest_clears: tuple = ()         # parameters whose adjoint a gathered backward's rest only
     backward_norest: object = None  # clears, and the backwards without that pass: their
     backward_norest_clean: object = None    # zeros may be owed instead (runtime/owed.py)
+    handed_arrays: tuple = ()       # zeroed parameters whose adjoint the backward reads at
+                                    # the thread's element before clearing it: every backward
+                                    # takes ``rt_clear`` last, and clears them only if it is true
+                                    # (transform/zeroed.py ``handed``, runtime/steps.py)
 
     @property
     def spec(self):
@@ -145,6 +149,13 @@ class KernelSpec:
         ``zeroed_arrays``: the gradients a backward leaves zero (runtime/steps.py)."""
         return tuple((j, k) for j, k in enumerate(self.adjoint_params)
                      if self.params[k].name in self.zeroed_arrays)
+
+    @functools.cached_property
+    def handed_adjoints(self):
+        """(position among the adjoint arguments, parameter index) of each of the
+        ``handed_arrays``."""
+        return tuple((j, k) for j, k in enumerate(self.adjoint_params)
+                     if self.params[k].name in self.handed_arrays)
 
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"

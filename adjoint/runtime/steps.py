@@ -37,19 +37,26 @@ class LaunchStep:
         return [a for p, a in zip(self.kernel.params, self.args)
                 if p.is_array and p.name in self.kernel.writes and hasattr(a, "numpy")]
 
-    def backward(self):
+    def backward(self, seeds=None):
+        """Run the launch's backward; ``seeds``: the tape's ``Seeds`` not yet written into
+        their gradients (runtime/seeds.py) -- it may read those of its handed arrays
+        where they are, and writes the others of its arrays first."""
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
+        taken = handing(self.kernel, self.args, self.dims, seeds)
+        if seeds:
+            seeds.write(self.arrays())
         adjs, clean, stored, alias = adjoint_buffers(self.kernel, self.args,
-                                                     f"the backward of {self.label}", self.dims)
+                                                     f"the backward of {self.label}", self.dims,
+                                                     taken or {})
         part = "backward_saved" if self.saved else "backward"
         cleared = None if self.saved else owed.rest_owed(self.kernel, self.args, self.dims,
                                                          adjs, alias)
         if cleared is not None:
             part = "backward_norest"
         run = (self.kernel, part + ("_clean" if clean else ""), self.dims,
-               [*self.values, *self.saved], adjs, alias)
+               [*self.values, *self.saved], adjs, alias, taken is None)
         if stored:
             with owed.stored(stored):
                 verify.run(*run)
@@ -57,6 +64,11 @@ class LaunchStep:
             verify.run(*run)
         for grad in cleared or ():
             grad._owed = True       # (noted clean by mark_zeroed)
+        if taken is not None:       # the clears the backward skipped: owed, if it may be
+            for _, k in self.kernel.handed_adjoints:
+                grad = getattr(self.args[k], "grad", None)
+                if grad is not None:
+                    grad.zero_()
         mark_zeroed(self.kernel, self.args, self.dims, adjs, alias)
 
 
@@ -116,10 +128,53 @@ class FuncStep:
         self.fn()
 
 
-def adjoint_buffers(kernel, args, writer, dims):
+def handing(kernel, args, dims, seeds=None):
+    """Whether ``kernel``'s backward on ``args`` over the grid ``dims`` may skip the
+    clears of its handed adjoints (transform/zeroed.py ``handed``), and the seeds it
+    then reads in place: None (it must clear them), or ``{position among the adjoint
+    arguments: seed}``, the seeds taken from ``seeds`` (runtime/seeds.py).
+
+    The clears may be skipped when each handed array's gradient (if it has one) is
+    adjoint's own host memory, shaped as the grid (every element is some thread's, which
+    reads it before it would clear it) and no other adjoint buffer's: the caller then
+    zeroes it afterwards (``zero_()``: owed, runtime/owed.py). A pending seed of a handed
+    array is read in place of its gradient when the array is passed to no other
+    parameter and the seed shares memory with no other adjoint buffer of the launch (nor
+    with a seed taken before it: ``buffers.call_unaliased`` would give the second one a
+    zeroed scratch buffer)."""
+    if not kernel.handed_arrays:
+        return None
+    grads = [getattr(args[k], "grad", None) for k in kernel.adjoint_params]
+    bufs = [None if g is None else g._buf for g in grads]
+    taken = {}
+    for j, k in kernel.handed_adjoints:
+        grad = grads[j]
+        if grad is None:
+            continue                # zeroed scratch, dropped after the launch
+        buf = bufs[j]
+        if grad._foreign or not buffers.on_host(buf) or tuple(buf.shape) != tuple(dims) or \
+                _shares(buf, bufs, j):
+            return None
+        seed = seeds.get(args[k]) if seeds else None
+        if seed is not None and sum(a is args[k] for a in args) == 1 and \
+                not _shares(seed, bufs + list(taken.values()), j):
+            taken[j] = seed     # (one seed memory read for two arrays: the second is copied)
+    for j, k in kernel.handed_adjoints:
+        if j in taken:
+            seeds.take(args[k])
+    return taken
+
+
+def _shares(buf, bufs, j):
+    """Whether ``buf`` may share memory with a buffer of ``bufs`` other than the ``j``-th."""
+    return any(b is not None and m != j and buffers.may_alias(buf, b) for m, b in enumerate(bufs))
+
+
+def adjoint_buffers(kernel, args, writer, dims, taken=None):
     """(buffers, clean, stored, alias) for the backward of ``kernel`` on ``args`` over the
     grid ``dims``, which ``writer`` runs: a buffer per float array parameter to accumulate
-    into -- its argument's gradient, or zeroed scratch when it has none -- whether the
+    into -- its argument's gradient, or zeroed scratch when it has none; ``taken``
+    (``handing``): {position: seed} read in place of those gradients -- whether the
     ``_clean`` backward may run (the buffers of ``kernel.clean_arrays`` all hold zeros:
     transform/once.py), the gradients whose deferred zero that backward makes
     unneeded (runtime/owed.py: run it inside ``owed.stored(stored)``), and the
@@ -130,7 +185,9 @@ def adjoint_buffers(kernel, args, writer, dims):
     for k in kernel.adjoint_params:
         a = args[k]
         grad = getattr(a, "grad", None)
-        if grad is not None:
+        if taken and len(adjs) in taken:
+            adjs.append(taken[len(adjs)])   # a seed, only read: its gradient is zeroed after
+        elif grad is not None:
             if grad._owed:
                 owing.append((len(adjs), grad))
             grads.append(len(adjs))

@@ -31,7 +31,8 @@ import numpy as np
 
 from ..errors import TapeError, user_frames
 from . import buffers, memory, watch
-from .steps import CopyStep, FuncStep
+from .seeds import Seeds
+from .steps import CopyStep, FuncStep, LaunchStep
 
 
 
@@ -190,10 +191,15 @@ class Tape:
         """Seed ``loss.grad = 1`` and/or copy each seed of ``grads`` into ``.grad``, then
         run every recorded step's backward in reverse order."""
         self._refuse_overwritten()
-        self._seed_all(loss, grads)
+        seeds = self._seed_all(loss, grads)
         for step in reversed(self.steps):
             self._refuse_overwritten()      # this backward may write what a step read
-            step.backward()
+            if isinstance(step, LaunchStep):
+                step.backward(seeds)        # (may read a seed in place: runtime/seeds.py)
+            else:
+                seeds.write()               # (a function may read any gradient)
+                step.backward()
+        seeds.write()
 
     def _refuse_overwritten(self):
         """``overwrite="error"``: a write the tape did not record changed what a step read."""
@@ -203,33 +209,37 @@ class Tape:
                                                     if more else ""))
 
     def _seed_all(self, loss, grads):
+        """The ``Seeds`` of a backward: each written into its gradient, or pending."""
+        seeds = Seeds()
         if loss is not None:
             if loss.size != 1:
                 raise TapeError(f"loss must have one element, not shape {loss.shape}")
-            self._seed(loss, 1.0)
+            self._seed(loss, 1.0, seeds)
         for arr, seed in (grads or {}).items():
-            self._seed(arr, seed)
+            self._seed(arr, seed, seeds)
+        return seeds
 
-    def _seed(self, arr, seed):
-        """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array)."""
+    def _seed(self, arr, seed, seeds):
+        """Copy ``seed`` into ``arr.grad`` (never aliasing the caller's seed array), now or
+        when the backward first needs it (``seeds``: runtime/seeds.py)."""
         if not (hasattr(arr, "grad") and hasattr(arr, "_region_set")):   # not an ad.Array
             raise TapeError(f"tape.backward: loss and the keys of grads= must be ad.Array (the "
                             f"array whose .grad is seeded), not {type(arr).__module__}."
                             f"{type(arr).__qualname__}; e.g. grads={{out: np.ones(out.shape)}}")
         if arr.grad is None:
             arr.requires_grad = True
-        watch.before_write(arr.grad.data, "a seed of tape.backward")
         # an Array, or a numpy array, of the array's shape: copied as it is (no broadcast)
         if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape) or \
                 type(seed) is np.ndarray and seed.shape == arr.shape:
-            arr.grad._region_set(0, seed)      # (an Array: device to device on cuda)
+            seeds.add(arr, seed, self._touched())   # (an Array: device to device on cuda)
         else:
             value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
             try:
-                arr.grad._region_set(0, np.broadcast_to(value, arr.shape))
+                value = np.broadcast_to(value, arr.shape)
             except ValueError:
                 raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
                                 f"{tuple(arr.shape)}") from None
+            seeds.add(arr, value, ())               # (a broadcast view: written now)
         if not any(a is arr for a in self.seeded):
             self.seeded.append(arr)
 

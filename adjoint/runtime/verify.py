@@ -22,21 +22,27 @@ from ..errors import NonFiniteError
 from . import buffers, config
 
 
-def run(spec, part, dims, values, adjoints=(), alias=None):
+def run(spec, part, dims, values, adjoints=(), alias=None, clear=True):
     """Run ``spec``'s ``part`` ("forward", "backward", "jvp", or the store policy's
     "forward_save" and "backward_saved") on ``(*dims, *values, *adjoints)``: ``values``
     one per parameter (then, for the last two, the saved arrays), ``adjoints`` (or
     tangents, for "jvp") one per parameter that has an adjoint (a float array), in order;
-    ``alias``: ``buffers.shared(adjoints)``, if the caller has it."""
+    ``alias``: ``buffers.shared(adjoints)``, if the caller has it. A backward of a kernel
+    with ``handed_arrays`` also takes ``clear`` (its ``rt_clear``): false, it leaves
+    their adjoints as it found them, and the caller zeroes them (runtime/steps.py)."""
     run_part = spec.quieted.get(part)
     if run_part is None:
         run_part = spec.quieted[part] = _quiet(getattr(spec, part))
     if part == "jvp" or not adjoints:   # (launch refuses aliasing tangent buffers)
         run_part(*dims, *values, *adjoints)
     else:
-        buffers.call_unaliased(run_part, (*dims, *values), adjoints, alias)
+        tail = (bool(clear),) if spec.handed_arrays else ()
+        buffers.call_unaliased(run_part, (*dims, *values), adjoints, alias, tail)
     if config.verify_fp:
-        check(spec, part.split("_")[0], values, adjoints)
+        skip = () if clear else {j for j, _ in spec.handed_adjoints}
+        check(spec, part.split("_")[0], values, [a for j, a in enumerate(adjoints)
+                                                  if j not in skip] if skip else adjoints,
+              skip)
 
 
 def _quiet(fn):
@@ -58,8 +64,10 @@ def _quiet(fn):
     return quiet
 
 
-def check(spec, part, values, adjoints=()):
-    """Raise ``NonFiniteError`` for the first written float array holding an inf or a nan."""
+def check(spec, part, values, adjoints=(), skip=()):
+    """Raise ``NonFiniteError`` for the first written float array holding an inf or a nan;
+    ``skip``: the positions among the adjoint parameters left out of ``adjoints`` (a
+    backward that did not clear its handed arrays: ``run``)."""
     if part in ("forward", "jvp"):
         written = [(p.name, v) for p, v in zip(spec.params, values)
                    if p.is_array and p.name in spec.writes]
@@ -69,7 +77,8 @@ def check(spec, part, values, adjoints=()):
                     if p.name in spec.writes]
     elif part == "backward":
         written = [(f"adj_{p.name}", a) for p, a in
-                   zip([p for p in spec.params if p.has_adjoint], adjoints)]
+                   zip([p for j, p in enumerate(q for q in spec.params if q.has_adjoint)
+                        if j not in skip], adjoints)]
     for label, buf in written:
         if np.dtype(buf.dtype).kind != "f":
             continue

@@ -1,4 +1,5 @@
-"""Pass 7e, zeroed: adjoint arrays a launch's backward leaves entirely zero.
+"""Pass 7e, zeroed: adjoint arrays a launch's backward leaves entirely zero, and those it
+hands on.
 
 Expects: a kernel's ``Reversed`` (pass reverse), its ``Saved`` (pass store) or None,
 its ``Once`` (pass once) or None, its ``Gather`` (pass gather) or None, its
@@ -41,13 +42,22 @@ accumulations (it keeps every clear: checked as a body); its receivers must not
 write ``adj_A`` at all. The runtime also refuses an ``adj_A`` sharing memory with
 another adjoint buffer of the launch: runtime/buffers.py ``call_unaliased`` adds
 that one's scratch into it after the threads ran.
+
+``handed`` names those of the zeroed arrays (of a kernel with no gathered backward)
+each backward reads only at the thread's own element and never after a clear of it:
+the value the element had when the launch began is all the backward ever sees of
+it. On the CPU their clears are then emitted under ``if rt_clear:`` (a parameter of
+every backward: ``optional_clears``, emit/module.py); where the runtime can owe the
+whole array's zero (runtime/steps.py ``handing``) it passes false, and may pass a
+seed of ``tape.backward`` in place of the gradient (runtime/seeds.py): nothing is
+copied, nothing written into the seed.
 """
 import math
 from types import SimpleNamespace
 
 import gast
 
-from .ir import Comment, walk_stmts
+from .ir import Comment, copy_tree, if_, name, walk_stmts
 from .parallel import thread_indices
 
 
@@ -102,6 +112,85 @@ def rest_clears(gathered, cleared):
     return tuple(a for a in cleared if a in found)
 
 
+CLEAR_FLAG = "rt_clear"     # the backward's parameter: write the clears of ``handed`` arrays
+
+
+def handed(rev, saved, once, gathered, cleared, dims):
+    """The names of ``cleared`` (from ``zeroed``) that every backward of a kernel without
+    a gathered backward *hands on*: it reads each of their elements only at the thread's
+    own element, and never after clearing it (see ``reads_first``). Their clears may then
+    be skipped (``rt_clear`` false: ``optional_clears``): the elements read hold what they
+    held with the clears, and the runtime owes the whole array's zero afterwards
+    (runtime/steps.py) -- and a seed of ``tape.backward`` may be read where it is, not
+    copied into the gradient first."""
+    if gathered is not None or not cleared:
+        return ()
+    bodies = [rev.backward] + ([saved.backward] if saved is not None else [])
+    if once is not None:
+        bodies += [b for b in (once.backward, once.backward_saved) if b is not None]
+    return tuple(a for a in cleared if all(reads_first(body, a, dims) for body in bodies))
+
+
+def reads_first(body, adj, dims):
+    """Whether ``body`` (which writes ``adj`` only by clears: ``clears``) reads ``adj`` only
+    at the thread's own element, never in a loop, and on no path after a clear of it. A
+    thread then reads only its own element, which only it clears: with or without the
+    clears, every read sees the value the element had before the launch."""
+    owner = thread_indices(SimpleNamespace(body=list(body)))
+    return _first(body, adj, owner, dims, False) is not None
+
+
+def _first(stmts, adj, owner, dims, cleared):
+    """Whether ``adj`` may have been cleared after ``stmts`` (run with ``cleared`` before
+    them), or None where a read may follow a clear or is not at the thread's element."""
+    for s in stmts:
+        if isinstance(s, gast.Assign) and _is_clear(s, adj, owner, dims):
+            cleared = True
+            continue
+        if isinstance(s, gast.If):
+            if not _reads_own(s.test, adj, owner, dims, cleared):
+                return None
+            then = _first(s.body, adj, owner, dims, cleared)
+            other = _first(s.orelse, adj, owner, dims, cleared)
+            if then is None or other is None:
+                return None
+            cleared = then or other
+        elif any(isinstance(n, gast.Name) and n.id == adj for n in _nodes([s])):
+            if isinstance(s, (gast.For, gast.While)) or not _reads_own(s, adj, owner, dims,
+                                                                        cleared):
+                return None     # (in a loop: a later iteration reads after the clear)
+    return cleared
+
+
+def _reads_own(node, adj, owner, dims, cleared):
+    """Whether every read of ``adj`` in ``node`` (an expression or a simple statement) is
+    of the thread's own element, and there is none when ``cleared``."""
+    for n in gast.walk(node):
+        if _slot(n, adj) and (cleared or not _own(n.slice, owner, dims)):
+            return False
+    return True
+
+
+def optional_clears(body, arrays):
+    """``body`` (copied) with each clear of ``arrays`` (``handed``) run only ``if rt_clear``."""
+    if not arrays:
+        return body
+
+    def rewrite(stmts):
+        out = []
+        for s in stmts:
+            if isinstance(s, gast.Assign) and len(s.targets) == 1 and \
+                    any(_slot(s.targets[0], a) for a in arrays):
+                s = if_(name(CLEAR_FLAG), [s], [], getattr(s, "lineno", 0))
+            else:
+                for field in ("body", "orelse"):
+                    if isinstance(getattr(s, field, None), list):
+                        setattr(s, field, rewrite(getattr(s, field)))
+            out.append(s)
+        return out
+    return rewrite(copy_tree(body))
+
+
 def clears(body, adj, dims):
     """Whether ``body`` writes ``adj`` only by clearing it at the thread's own element,
     does so on every path, and uses the name otherwise only to read elements."""
@@ -149,7 +238,12 @@ def _is_clear(s, adj, owner, dims):
     v = s.value.value if isinstance(s.value, gast.Constant) else None
     if not (_slot(t, adj) and type(v) in (int, float) and v == 0 and math.copysign(1, v) > 0):
         return False
-    sl = t.slice
+    return _own(t.slice, owner, dims)
+
+
+def _own(sl, owner, dims):
+    """Whether the index ``sl`` is the thread's own element: one component per thread
+    dimension ``d``, a name holding thread index ``d``."""
     comps = list(sl.elts) if isinstance(sl, gast.Tuple) else [sl]
     return len(comps) == dims and all(
         isinstance(c, gast.Name) and owner.get(c.id) == d for d, c in enumerate(comps))
