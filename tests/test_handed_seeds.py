@@ -16,7 +16,7 @@ import pytest
 from conftest import central_fd
 
 import adjoint as ad
-from adjoint.runtime import seeds as seeds_mod
+from adjoint.runtime import owed, seeds as seeds_mod
 
 KERNELS = '''
 @ad.kernel
@@ -83,6 +83,14 @@ SEED = RNG.standard_normal(N)
 @pytest.fixture
 def kernels(kernel_module):
     return kernel_module(KERNELS)
+
+
+@pytest.fixture(autouse=True)
+def small_arrays_owe(request, monkeypatch):
+    """The eight-element gradients here are handed as large ones are (below
+    ``owed.DEFER_BYTES`` the kernel clears them: ``test_the_threshold_small_gradients_are_cleared``)."""
+    if "threshold" not in request.node.name:
+        monkeypatch.setattr(owed, "DEFER_BYTES", 0)
 
 
 def test_which_adjoints_are_handed(kernels):
@@ -269,3 +277,22 @@ def test_a_2d_output_and_one_seed_for_two_outputs(backend, kernels, monkeypatch)
         np.testing.assert_array_equal(g.numpy(), 0.0)
     # (the second is copied: two adjoint buffers of one launch never share memory)
     assert len(copies) == (1 if backend != "cuda" else 3)
+
+
+def test_the_threshold_small_gradients_are_cleared(backend, kernels, monkeypatch):
+    """Below ``owed.DEFER_BYTES`` (64 KB) a handed gradient is cleared by the kernel (a
+    ``zero_()`` would cost more) and its seed copied; above, the seed is read in place.
+    The big case against the analytic derivative (no central differences of 8k inputs)."""
+    copies = _count_copies(monkeypatch)
+    for n in (N, owed.DEFER_BYTES // 8 + 1):
+        x0 = np.linspace(-1.0, 1.0, n)
+        seed = np.cos(np.arange(n) * 0.37)
+        x = ad.array(x0, requires_grad=True)
+        y = ad.zeros(n, requires_grad=True)
+        tape = ad.Tape()
+        with tape:
+            ad.launch(kernels.store, dim=n, inputs=[x], outputs=[y])
+        tape.backward(grads={y: seed})
+        np.testing.assert_allclose(x.grad.numpy(), seed * np.cos(x0), rtol=1e-13, atol=1e-15)
+        np.testing.assert_array_equal(y.grad.numpy(), 0.0)
+    assert len(copies) == (1 if backend != "cuda" else 2)

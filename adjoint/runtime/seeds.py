@@ -16,7 +16,7 @@ pending only while nothing the backward writes can share its memory: it must not
 """
 import numpy as np
 
-from . import buffers, watch
+from . import buffers, owed, watch
 
 
 class Seeds:
@@ -28,9 +28,9 @@ class Seeds:
     def __bool__(self):
         return bool(self.pending)
 
-    def add(self, arr, seed, touched):
+    def add(self, arr, seed, touched=list):
         """Keep ``seed`` of ``arr`` pending if it may (see the module docstring), else
-        write it now. ``touched``: the arrays of the tape (their gradients may be written
+        write it now. ``touched()``: the arrays of the tape (their gradients may be written
         before the seed is read)."""
         grad = arr.grad
         if self._may_wait(grad, seed, touched):
@@ -41,8 +41,10 @@ class Seeds:
 
     @staticmethod
     def _may_wait(grad, seed, touched):
+        # (a seed smaller than an owed zero is copied: runtime/steps.py ``handing``)
         if type(seed) is not np.ndarray or grad.device != "cpu" or grad._foreign or \
-                seed.shape != grad._buf.shape or seed.dtype != grad._buf.dtype:
+                seed.nbytes < owed.DEFER_BYTES or seed.shape != grad._buf.shape or \
+                seed.dtype != grad._buf.dtype:
             return False
         flags = seed.flags
         # the layout, alignment and writability numba compiled the backward for
@@ -50,7 +52,7 @@ class Seeds:
             return False
         return not any(getattr(a, "grad", None) is not None and
                        buffers.on_host(a.grad._buf) and buffers.may_alias(seed, a.grad._buf)
-                       for a in touched)
+                       for a in touched())
 
     def get(self, arr):
         """The pending seed of ``arr``, or None."""

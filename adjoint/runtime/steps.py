@@ -136,24 +136,30 @@ def handing(kernel, args, dims, seeds=None):
 
     The clears may be skipped when each handed array's gradient (if it has one) is
     adjoint's own host memory, shaped as the grid (every element is some thread's, which
-    reads it before it would clear it) and no other adjoint buffer's: the caller then
-    zeroes it afterwards (``zero_()``: owed, runtime/owed.py). A pending seed of a handed
-    array is read in place of its gradient when the array is passed to no other
-    parameter and the seed shares memory with no other adjoint buffer of the launch (nor
-    with a seed taken before it: ``buffers.call_unaliased`` would give the second one a
-    zeroed scratch buffer)."""
+    reads it before it would clear it), large enough for its zero to be owed
+    (``owed.DEFER_BYTES``: a small one is cleared in the kernel for less than a
+    ``zero_()`` costs) and no other adjoint buffer's: the caller then zeroes it
+    afterwards (``zero_()``: owed, runtime/owed.py). A pending seed of a handed array is
+    read in place of its gradient when the array is passed to no other parameter and
+    the seed shares memory with no other adjoint buffer of the launch (nor with a seed
+    taken before it: ``buffers.call_unaliased`` would give the second one a zeroed
+    scratch buffer)."""
     if not kernel.handed_arrays:
         return None
-    grads = [getattr(args[k], "grad", None) for k in kernel.adjoint_params]
-    bufs = [None if g is None else g._buf for g in grads]
-    taken = {}
-    for j, k in kernel.handed_adjoints:
-        grad = grads[j]
+    for _, k in kernel.handed_adjoints:
+        grad = getattr(args[k], "grad", None)
         if grad is None:
             continue                # zeroed scratch, dropped after the launch
-        buf = bufs[j]
-        if grad._foreign or not buffers.on_host(buf) or tuple(buf.shape) != tuple(dims) or \
-                _shares(buf, bufs, j):
+        buf = grad._buf
+        if grad._foreign or not buffers.on_host(buf) or buf.nbytes < owed.DEFER_BYTES or \
+                tuple(buf.shape) != tuple(dims):
+            return None
+    bufs = [getattr(getattr(args[k], "grad", None), "_buf", None) for k in kernel.adjoint_params]
+    taken = {}
+    for j, k in kernel.handed_adjoints:
+        if bufs[j] is None:
+            continue
+        if _shares(bufs[j], bufs, j):
             return None
         seed = seeds.get(args[k]) if seeds else None
         if seed is not None and sum(a is args[k] for a in args) == 1 and \

@@ -231,7 +231,7 @@ class Tape:
         # an Array, or a numpy array, of the array's shape: copied as it is (no broadcast)
         if hasattr(seed, "numpy") and tuple(seed.shape) == tuple(arr.shape) or \
                 type(seed) is np.ndarray and seed.shape == arr.shape:
-            seeds.add(arr, seed, self._touched())   # (an Array: device to device on cuda)
+            seeds.add(arr, seed, self._touched)     # (an Array: device to device on cuda)
         else:
             value = np.asarray(seed.numpy() if hasattr(seed, "numpy") else seed)
             try:
@@ -239,7 +239,7 @@ class Tape:
             except ValueError:
                 raise TapeError(f"seed of shape {value.shape} does not fit an array of shape "
                                 f"{tuple(arr.shape)}") from None
-            seeds.add(arr, value, ())               # (a broadcast view: written now)
+            seeds.add(arr, value)                   # (a broadcast view: written now)
         if not any(a is arr for a in self.seeded):
             self.seeded.append(arr)
 
