@@ -363,6 +363,30 @@ def test_length_and_normalize_at_zero_are_zero_with_zero_derivatives(backend, ke
     assert dot_out[1, 1] == 0.0 and dot_out[1, 3] == 0.0 and dot_out[2, 6] == 0.0
 
 
+def test_a_nan_component_gives_its_own_partial_nan(backend, kernel_module):
+    """The length's partials x / |x|, 0 at the origin, are one select of the quotient
+    (rules/registry.py ``_guarded_quotients``): where a component is nan, the length is
+    nan, the quotient 0, and that component's partial 0 * nan = nan -- the others 0. The
+    nan is not hidden as a zero gradient; finite vectors are unaffected."""
+    m = kernel_module("""
+    @ad.kernel
+    def lengths(v: ad.array(dtype=ad.vec3d), out: ad.array(dtype=float)):
+        i = ad.tid()
+        out[i] = ad.length(v[i])
+    """)
+    v0 = np.array([[np.nan, 1.0, 2.0], [0.0, 0.0, 0.0], [3.0, 0.0, 4.0]])
+    v = ad.array(v0, dtype=ad.vec3d, requires_grad=True)
+    out = ad.zeros(3, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.lengths, 3, inputs=[v], outputs=[out])
+    tape.backward(grads={out: np.ones(3)})
+    g = v.grad.numpy()
+    assert np.isnan(g[0, 0]) and np.array_equal(g[0, 1:], [0.0, 0.0])
+    np.testing.assert_array_equal(g[1], 0.0)
+    np.testing.assert_allclose(g[2], [0.6, 0.0, 0.8], rtol=1e-15)
+
+
 # -- funcs, a kernel's vector parameter, Python-side arrays -------------------------------
 
 FUNCS = """
