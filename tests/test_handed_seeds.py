@@ -68,6 +68,12 @@ def both(x: ad.array(dtype=float), y: ad.array(dtype=float), w: ad.array(dtype=f
     w[i] = x[i] * x[i]
 
 
+@ad.kernel(enable_backward=False)
+def forward_only(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    y[i] = x[i] * 2.0
+
+
 @ad.kernel
 def grid2(x: ad.array(dtype=float, ndim=2), y: ad.array(dtype=float, ndim=2)):
     i, j = ad.tid()
@@ -296,3 +302,23 @@ def test_the_threshold_small_gradients_are_cleared(backend, kernels, monkeypatch
         np.testing.assert_allclose(x.grad.numpy(), seed * np.cos(x0), rtol=1e-13, atol=1e-15)
         np.testing.assert_array_equal(y.grad.numpy(), 0.0)
     assert len(copies) == (1 if backend != "cuda" else 2)
+
+
+def test_a_backward_that_raises_leaves_the_seeds_written(backend, kernels):
+    """A step raising in the backward (a launch of a kernel compiled without one) leaves
+    every seed that no step read in its gradient, as a copy made before the backward
+    would have."""
+    x = ad.array(X0, requires_grad=True)
+    y, z = ad.zeros(N, requires_grad=True), ad.zeros(N, requires_grad=True)
+    w = ad.zeros(N, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.store, dim=N, inputs=[x], outputs=[y])
+        ad.launch(kernels.forward_only, dim=N, inputs=[x], outputs=[w])
+        ad.launch(kernels.square, dim=N, inputs=[x], outputs=[z])
+    sy = RNG.standard_normal(N)
+    with pytest.raises(ad.TapeError, match="enable_backward=False"):
+        tape.backward(grads={y: sy, z: SEED})
+    np.testing.assert_array_equal(y.grad.numpy(), sy)          # no step read it
+    np.testing.assert_array_equal(z.grad.numpy(), 0.0)         # square read it in place
+    np.testing.assert_allclose(x.grad.numpy(), SEED * (2 * X0 + 0.5), rtol=1e-12)

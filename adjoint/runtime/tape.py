@@ -192,14 +192,16 @@ class Tape:
         run every recorded step's backward in reverse order."""
         self._refuse_overwritten()
         seeds = self._seed_all(loss, grads)
-        for step in reversed(self.steps):
-            self._refuse_overwritten()      # this backward may write what a step read
-            if isinstance(step, LaunchStep):
-                step.backward(seeds)        # (may read a seed in place: runtime/seeds.py)
-            else:
-                seeds.write()               # (a function may read any gradient)
-                step.backward()
-        seeds.write()
+        try:
+            for step in reversed(self.steps):
+                self._refuse_overwritten()      # this backward may write what a step read
+                if isinstance(step, LaunchStep):
+                    step.backward(seeds)        # (may read a seed in place: runtime/seeds.py)
+                else:
+                    seeds.write()               # (a function may read any gradient)
+                    step.backward()
+        finally:
+            seeds.write()                       # (also when a step raised: as if copied first)
 
     def _refuse_overwritten(self):
         """``overwrite="error"``: a write the tape did not record changed what a step read."""
