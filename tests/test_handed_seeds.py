@@ -68,6 +68,15 @@ def both(x: ad.array(dtype=float), y: ad.array(dtype=float), w: ad.array(dtype=f
     w[i] = x[i] * x[i]
 
 
+@ad.kernel
+def halves(x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    if i % 2 == 0:
+        y[i] = x[i] * x[i]
+    else:
+        y[i] = 2.0
+
+
 @ad.kernel(enable_backward=False)
 def forward_only(x: ad.array(dtype=float), y: ad.array(dtype=float)):
     i = ad.tid()
@@ -322,3 +331,26 @@ def test_a_backward_that_raises_leaves_the_seeds_written(backend, kernels):
     np.testing.assert_array_equal(y.grad.numpy(), sy)          # no step read it
     np.testing.assert_array_equal(z.grad.numpy(), 0.0)         # square read it in place
     np.testing.assert_allclose(x.grad.numpy(), SEED * (2 * X0 + 0.5), rtol=1e-12)
+
+
+def test_verify_fp_checks_gradients_not_a_seed_read_in_place(backend, kernels, monkeypatch):
+    """With ``verify_fp``, a handed output's seed read in place is not checked as a
+    gradient (it is the caller's array, where the clears would have left zeros): an inf
+    in it raises only where it reaches a gradient, named there. ``halves`` stores a
+    constant at odd elements, whose seed reaches no gradient."""
+    monkeypatch.setattr(ad.config, "verify_fp", True)
+    x = ad.array(X0, requires_grad=True)
+    y = ad.zeros(N, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.halves, dim=N, inputs=[x], outputs=[y])
+    seed = SEED.copy()
+    seed[3] = np.inf                # odd: reaches no gradient
+    tape.backward(grads={y: seed})
+    even = np.arange(N) % 2 == 0
+    np.testing.assert_allclose(x.grad.numpy(), np.where(even, SEED * 2 * X0, 0.0), rtol=1e-12)
+    np.testing.assert_array_equal(y.grad.numpy(), 0.0)
+    tape.zero()
+    seed[2] = np.inf                # even: reaches x's gradient
+    with pytest.raises(ad.NonFiniteError, match=r"adj_x\[2\] = (-)?inf"):
+        tape.backward(grads={y: seed})

@@ -39,10 +39,9 @@ def run(spec, part, dims, values, adjoints=(), alias=None, clear=True):
         tail = (bool(clear),) if spec.handed_arrays else ()
         buffers.call_unaliased(run_part, (*dims, *values), adjoints, alias, tail)
     if config.verify_fp:
-        skip = () if clear else {j for j, _ in spec.handed_adjoints}
-        check(spec, part.split("_")[0], values, [a for j, a in enumerate(adjoints)
-                                                  if j not in skip] if skip else adjoints,
-              skip)
+        # (the handed adjoints a backward did not clear hold what it read: maybe a seed)
+        check(spec, part.split("_")[0], values, adjoints,
+              skip=() if clear else {j for j, _ in spec.handed_adjoints})
 
 
 def _quiet(fn):
@@ -66,8 +65,7 @@ def _quiet(fn):
 
 def check(spec, part, values, adjoints=(), skip=()):
     """Raise ``NonFiniteError`` for the first written float array holding an inf or a nan;
-    ``skip``: the positions among the adjoint parameters left out of ``adjoints`` (a
-    backward that did not clear its handed arrays: ``run``)."""
+    ``skip``: positions among ``adjoints`` not to check."""
     if part in ("forward", "jvp"):
         written = [(p.name, v) for p, v in zip(spec.params, values)
                    if p.is_array and p.name in spec.writes]
@@ -76,9 +74,9 @@ def check(spec, part, values, adjoints=(), skip=()):
                     zip([p for p in spec.params if p.has_adjoint], adjoints)
                     if p.name in spec.writes]
     elif part == "backward":
-        written = [(f"adj_{p.name}", a) for p, a in
-                   zip([p for j, p in enumerate(q for q in spec.params if q.has_adjoint)
-                        if j not in skip], adjoints)]
+        written = [(f"adj_{p.name}", a) for j, (p, a) in
+                   enumerate(zip([p for p in spec.params if p.has_adjoint], adjoints))
+                   if j not in skip]
     for label, buf in written:
         if np.dtype(buf.dtype).kind != "f":
             continue
