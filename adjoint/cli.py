@@ -27,9 +27,10 @@ from .generate import (check, check_output, generate, generated_files, import_so
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")     # kernels with stored loops; not in 'all'
 USER = ("backward_user",)   # the backward as user code (forward over reverse); not in 'all'
+EAGER = ("forward_vjp",)    # forward and VJP in one launch (a tape's scalar loss); not in 'all'
 # --diff: the stage a stage is shown against (else the one before)
 BEFORE = {"jvp": "forward", "forward_save": "forward", "backward_saved": "backward",
-          "backward_user": "backward"}
+          "backward_user": "backward", "forward_vjp": "forward"}
 
 
 def cmd_generate(args):
@@ -100,7 +101,7 @@ def stage_texts(obj, stages, target="cpu"):
 def cmd_show(args):
     obj = find_object(args.name)
     stages = STAGES if args.stage == "all" else (args.stage,)
-    if stages[-1] in SAVING + USER:
+    if stages[-1] in SAVING + USER + EAGER:
         needed = [BEFORE[stages[-1]], stages[-1]] if args.diff else list(stages)
     else:
         needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
@@ -155,7 +156,7 @@ def parser():
     s = sub.add_parser("show", help="print one stage of one kernel or func as Python",
                        description="Print a kernel or func after a pass of the pipeline.")
     s.add_argument("name", metavar="SRC.py:NAME")
-    s.add_argument("--stage", choices=STAGES + SAVING + USER + ("all",), default="backward",
+    s.add_argument("--stage", choices=STAGES + SAVING + USER + EAGER + ("all",), default="backward",
                    help="which stage (default: backward); 'all' prints each in turn; "
                         "forward_save/backward_saved: a kernel's pair for a tape when a "
                         "loop is stored rather than replayed; backward_user: the backward "

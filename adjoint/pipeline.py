@@ -4,7 +4,8 @@ parse -> scalarize -> fence -> normalize -> inline -> types -> ssa -> (hazards) 
 bounds -> reverse -> store -> once (kernels: the backwards storing into clean gradients)
 -> gather (a stencil's backward) -> zeroed (kernels: the adjoints every backward clears,
 and those it reads before clearing)
--> cover (kernels: the adjoints a storing backward writes at every element),
+-> cover (kernels: the adjoints a storing backward writes at every element)
+-> eager (kernels: the forward and its vector-Jacobian product in one launch),
 and jvp (forward mode) from the same checked SSA; reciprocal (after store, and after jvp):
 the derivatives' divisions by one root share its inverse (in the backwards, with the
 primal quotients only adjoints read).
@@ -20,11 +21,12 @@ from .frontend.fence import fence
 from .frontend.parse import parse, transforming
 from .frontend.scalarize import scalarize
 from .rules.types import INT
-from .transform import (activity, bounds, cover, gather, hazards, inline, jvp, normalize, once,
-                        parallel, reciprocal, reverse, scale, ssa, store, types, zeroed)
+from .transform import (activity, bounds, cover, eager, gather, hazards, inline, jvp, normalize,
+                        once, parallel, reciprocal, reverse, scale, ssa, store, types, zeroed)
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
+EAGER = ("forward_vjp",)    # kernels whose forward and VJP run as one launch (pass eager)
 USER = ("backward_user",)   # the backward as user code, valid input again (emit/user.py)
 
 
@@ -52,6 +54,7 @@ class Transformed:
     covered: tuple = ()     # kernels: (array, extents) a storing backward writes whole (pass cover)
     rest_clears: tuple = () # kernels: the adjoints a gathered backward's rest only clears (zeroed)
     handed: tuple = ()      # kernels: the zeroed adjoints read before cleared (zeroed: handed)
+    eager: object = None    # kernels: the forward and its VJP in one launch (pass eager)
 
 
 def transform(pyfunc, role, bounds_check=True):
@@ -94,10 +97,11 @@ def _transform(pyfunc, role, bounds_check):
     whole = cover.covered(stores, gathered, plans[1], dims,
                           [p.name for p in pf.params if not p.is_array and
                            p.kind == INT]) if plans else ()
+    fused = eager.eager(rev, reads, writes, plans, stores) if plans else None
     return Transformed(pf, norm, kinds, return_kinds, checked.ssa, act, rev, reads, writes, dims,
                        plans, checked.sites, tangent, threads=threads, saved=saved, once=stores,
                        gather=gathered, zeroed=cleared, covered=whole,
-                       rest_clears=rest, handed=passed)
+                       rest_clears=rest, handed=passed, eager=fused)
 
 
 def _inverses(tangent, kinds):
@@ -122,7 +126,11 @@ def _backward_inverses(rev, saved, kinds):
         body, more = reciprocal.sharing(saved.backward, derived, kinds, primal=True)
         body = scale.folded_backward(body, derived)
         saved, new = replace(saved, backward=body), {**new, **more}
-    return replace(rev, backward=backward, kinds={**rev.kinds, **new}), saved
+    fused = rev.fused
+    if fused is not None:
+        fused, more = reciprocal.sharing(fused, derived, kinds, primal=True)
+        fused, new = scale.folded_backward(fused, derived), {**new, **more}
+    return replace(rev, backward=backward, fused=fused, kinds={**rev.kinds, **new}), saved
 
 
 def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_check=True):
@@ -133,9 +141,9 @@ def stage_source(pyfunc, role, stage, target="cpu", loop_capacity=256, bounds_ch
     CUDA loop stacks (``@ad.kernel(loop_capacity=N)``); ``bounds_check=False``
     leaves out the index checks (``@ad.kernel(bounds_check=False)``).
     """
-    if stage not in STAGES + SAVING + USER:
+    if stage not in STAGES + SAVING + EAGER + USER:
         raise ValueError(f"unknown stage {stage!r}; choose one of "
-                         f"{', '.join(STAGES + SAVING + USER)}")
+                         f"{', '.join(STAGES + SAVING + EAGER + USER)}")
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if stage == "parse":        # the user's code, vectors included

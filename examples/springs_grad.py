@@ -245,6 +245,98 @@ def spring_forces_backward(dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, a
 
 
 @rt.jit_inline
+def spring_forces_forward_vjp_thread(
+        tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # springs_kernels.py:29: s = ad.tid()
+    s = tid0
+    # springs_kernels.py:30: i = ends[s, 0]
+    i = ends[s, 0]
+    # springs_kernels.py:31: j = ends[s, 1]
+    j = ends[s, 1]
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
+    if j < 0 or j >= x.shape[0]:
+        rt.fault(rt_status, 9, j, 0, 0)
+        return
+    t1 = x[j, 0]
+    if i < 0 or i >= x.shape[0]:
+        rt.fault(rt_status, 9, i, 0, 0)
+        return
+    t2 = x[i, 0]
+    t0 = t1 - t2
+    t4 = x[j, 1]
+    t5 = x[i, 1]
+    t3 = t4 - t5
+    t6 = rest[s]
+    fx, fy = spring_force_forward(t0, t3, t6, stiffness)
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    if i < 0 or i >= f.shape[0]:
+        rt.fault(rt_status, 10, i, 0, 0)
+        return
+    f[i, 0] += fx
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
+    f[i, 1] += fy
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    if j < 0 or j >= f.shape[0]:
+        rt.fault(rt_status, 11, j, 0, 0)
+        return
+    f[j, 0] -= fx
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
+    f[j, 1] -= fy
+    # reverse pass: every adjoint starts at zero, statements in reverse order
+    # springs_kernels.py:36: ad.atomic_sub(f, j, 1, fy)
+    adj_fy = -adj_f[j, 1]
+    # springs_kernels.py:35: ad.atomic_sub(f, j, 0, fx)
+    adj_fx = -adj_f[j, 0]
+    # springs_kernels.py:34: ad.atomic_add(f, i, 1, fy)
+    adj_fy += adj_f[i, 1]
+    # springs_kernels.py:33: ad.atomic_add(f, i, 0, fx)
+    adj_fx += adj_f[i, 0]
+    # springs_kernels.py:32: fx, fy = spring_force(x[j, 0] - x[i, 0], x[j, 1] - x[i, 1],
+    # rest[s], stiffness)
+    d_spring_force = spring_force_adjoint(t0, t3, t6, stiffness, adj_fx, adj_fy)
+    adj_t0 = d_spring_force[0]
+    adj_t3 = d_spring_force[1]
+    adj_t6 = d_spring_force[2]
+    adj_rest[s] = 0.0 + adj_t6
+    adj_t4 = adj_t3
+    adj_t5 = -adj_t3
+    adj_x[i, 1] += adj_t5
+    adj_x[j, 1] += adj_t4
+    adj_t1 = adj_t0
+    adj_t2 = -adj_t0
+    adj_x[i, 0] += adj_t2
+    adj_x[j, 0] += adj_t1
+
+
+@rt.jit_small
+def spring_forces_forward_vjp_small(
+        dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # a small launch runs serially: starting threads would cost more
+    for tid0 in range(dim0):
+        spring_forces_forward_vjp_thread(
+                tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status)
+
+
+@rt.jit_grid
+def spring_forces_forward_vjp(
+        dim0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
+    # 'f', 'adj_x' may be accumulated by several threads: each chunk of threads adds into its
+    # own zeroed copy, and the copies are summed at the end (no races)
+    n_chunks = rt.chunk_count(dim0)
+    f_chunks = rt.private_copies(f, n_chunks)
+    adj_x_chunks = rt.private_copies(adj_x, n_chunks)
+    for chunk in rt.prange(n_chunks):
+        for tid0 in range(
+                rt.chunk_start(dim0, n_chunks, chunk), rt.chunk_start(dim0, n_chunks, chunk + 1)):
+            spring_forces_forward_vjp_thread(
+                    rt.signed(tid0), x, ends, rest, stiffness, f_chunks[chunk],
+                    adj_x_chunks[chunk], adj_rest, adj_f, rt_status)
+    rt.add_chunks(f, f_chunks)
+    rt.add_chunks(adj_x, adj_x_chunks)
+
+
+@rt.jit_inline
 def spring_forces_backward_clean_thread(
         tid0, x, ends, rest, stiffness, f, adj_x, adj_rest, adj_f, rt_status):
     # forward replay (stores and atomics are not repeated)
@@ -821,6 +913,84 @@ def shape_loss_backward(dim0, x, target, loss, adj_x, adj_target, adj_loss):
 
 
 @rt.jit_inline
+def shape_loss_forward_vjp_thread(tid0, x, target, loss, adj_x, adj_target, adj_loss, loss_at_0):
+    # springs_kernels.py:66: p = ad.tid()
+    p = tid0
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
+    t0 = x[p, 0]
+    t1 = target[p, 0]
+    dx = t0 - t1
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
+    t2 = x[p, 1]
+    t3 = target[p, 1]
+    dy = t2 - t3
+    # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
+    t5 = dx * dx
+    t6 = dy * dy
+    t4 = t5 + t6
+    loss_at_0 = rt.accumulate(loss_at_0, t4)
+    # reverse pass: every adjoint starts at zero, statements in reverse order
+    # springs_kernels.py:69: ad.atomic_add(loss, 0, dx * dx + dy * dy)
+    adj_t4 = adj_loss[0]
+    adj_t5 = adj_t4
+    adj_t6 = adj_t4
+    adj_dy = adj_t6 * dy
+    adj_dx = adj_t5 * dx
+    # springs_kernels.py:68: dy = x[p, 1] - target[p, 1]
+    adj_t2 = adj_dy
+    adj_t3 = -adj_dy
+    adj_target[p, 1] += adj_t3 * 2.0
+    adj_x[p, 1] += adj_t2 * 2.0
+    # springs_kernels.py:67: dx = x[p, 0] - target[p, 0]
+    adj_t0 = adj_dx
+    adj_t1 = -adj_dx
+    adj_target[p, 0] += adj_t1 * 2.0
+    adj_x[p, 0] += adj_t0 * 2.0
+    return loss_at_0
+
+
+@rt.jit_small
+def shape_loss_forward_vjp_small(dim0, x, target, loss, adj_x, adj_target, adj_loss):
+    # a small launch runs serially: starting threads would cost more
+    loss_at_0 = rt.zero_of(loss)
+    for tid0 in range(dim0):
+        loss_at_0 = shape_loss_forward_vjp_thread(
+                tid0, x, target, loss, adj_x, adj_target, adj_loss, loss_at_0)
+    if 0 < loss.shape[0]:
+        loss[0] += loss_at_0
+
+
+@rt.jit_grid
+def shape_loss_forward_vjp(dim0, x, target, loss, adj_x, adj_target, adj_loss):
+    # loss[0] may be accumulated by several threads, and 'loss' is not otherwise used: each
+    # chunk of threads sums into a local (a register), stored once, and the chunks' sums are
+    # added at the end (no races)
+    n_chunks = rt.chunk_count(dim0)
+    loss_at_0_chunks = rt.chunk_sums(loss, n_chunks)
+    for chunk in rt.prange(n_chunks):
+        # the chunk's threads in blocks of rt.SUM_BLOCK, each adding to loss[0] from -0.0
+        # (which adds nothing): the block's values are then added into eight partial sums
+        # (value k into sum k % 8), in a fixed order (the thread loop vectorizes)
+        lo = rt.chunk_start(dim0, n_chunks, chunk)
+        hi = rt.chunk_start(dim0, n_chunks, chunk + 1)
+        loss_at_0_zero = -rt.zero_of(loss)
+        loss_at_0_lanes = rt.zero_lanes(loss)
+        loss_at_0_block = rt.lane_block(loss)
+        for first in range(lo, hi, rt.SUM_BLOCK):
+            count = rt.block_size(first, hi)
+            for k in range(count):
+                loss_at_0 = shape_loss_forward_vjp_thread(
+                        rt.signed(first + k), x, target, loss, adj_x, adj_target, adj_loss,
+                        loss_at_0_zero)
+                loss_at_0_block[k] = loss_at_0
+            loss_at_0_lanes = rt.add_lanes(loss_at_0_lanes, loss_at_0_block, count)
+        loss_at_0 = rt.lanes_total(loss_at_0_chunks[chunk], loss_at_0_lanes)
+        loss_at_0_chunks[chunk] = loss_at_0
+    if 0 < loss.shape[0]:
+        loss[0] = rt.add_sums(loss[0], loss_at_0_chunks)
+
+
+@rt.jit_inline
 def shape_loss_jvp_thread(
         tid0, x, target, loss, dot_x, dot_target, dot_loss, loss_at_0, dot_loss_at_0):
     # springs_kernels.py:66: p = ad.tid()
@@ -961,6 +1131,11 @@ spring_forces = adjoint.runtime.KernelSpec(
             rt.by_size(spring_forces_backward_clean_small, spring_forces_backward_clean, 1),
             spring_forces_bounds, status=True),
     covered_arrays=(('rest', (('dim', 0),)),),
+    forward_vjp=rt.checked(
+            rt.by_size(spring_forces_forward_vjp_small, spring_forces_forward_vjp, 1),
+            spring_forces_bounds, status=True),
+    vjp_seeded='f',
+    vjp_stored=('rest',),
     origin='springs_kernels.py:23',
     bounds=spring_forces_bounds,
 )
@@ -1049,6 +1224,11 @@ shape_loss = adjoint.runtime.KernelSpec(
     backward=rt.checked(
             rt.by_size(shape_loss_backward_small, shape_loss_backward, 1), shape_loss_bounds),
     jvp=rt.checked(rt.by_size(shape_loss_jvp_small, shape_loss_jvp, 1), shape_loss_bounds),
+    forward_vjp=rt.checked(
+            rt.by_size(shape_loss_forward_vjp_small, shape_loss_forward_vjp, 1),
+            shape_loss_bounds),
+    vjp_seeded='loss',
+    vjp_stored=(),
     origin='springs_kernels.py:62',
     bounds=shape_loss_bounds,
 )

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
-from adjoint.runtime import backend_numba, backend_python, racecheck
+from adjoint.runtime import backend_numba, backend_python, config, racecheck
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
 
 KERNEL = '''
@@ -60,21 +60,33 @@ def test_a_small_launch_compiles_only_the_serial_loop(kernel_module):
         assert _compiled(gen.cube_forward) == 0 and _compiled(gen.cube_backward) == 0
 
 
-def test_a_large_launch_compiles_only_the_parallel_loop(kernel_module):
+def test_a_large_launch_compiles_only_the_parallel_loop(kernel_module, monkeypatch):
+    """On a tape, ``rows`` (a one-element loss) runs its forward and VJP as one launch
+    (runtime/eager.py): that grid function alone is compiled, nothing replays. With that
+    off, the forward's and the backward's grid functions, not their serial loops."""
     m = kernel_module(KERNEL)
     n0, n1 = 4, PARALLEL_MIN_THREADS // 2          # 2-D: the size is n0 * n1 threads
     u0 = np.random.default_rng(3).random((n0, n1))
-    with ad.backend_scope("numba"):
-        u = ad.array(u0, requires_grad=True)
-        total = ad.zeros(1, requires_grad=True)
-        with ad.Tape() as tape:
-            ad.launch(m.rows, (n0, n1), inputs=[u], outputs=[total])
-        tape.backward(grads={total: np.array([1.0])})
-        gen = _module(m.rows)
-        assert _compiled(gen.rows_forward) == 1 and _compiled(gen.rows_backward) == 1
-        assert _compiled(gen.rows_forward_small) == 0 and _compiled(gen.rows_backward_small) == 0
-    np.testing.assert_allclose(total.numpy(), [np.sum(u0 * u0)], rtol=1e-12)
-    np.testing.assert_allclose(u.grad.numpy(), 2.0 * u0, rtol=1e-12)
+    gen = None
+    for eager in (True, False):
+        monkeypatch.setattr(config, "eager_vjp", eager)
+        with ad.backend_scope("numba"):
+            u = ad.array(u0, requires_grad=True)
+            total = ad.zeros(1, requires_grad=True)
+            with ad.Tape() as tape:
+                ad.launch(m.rows, (n0, n1), inputs=[u], outputs=[total])
+            tape.backward(grads={total: np.array([1.0])})
+            gen = _module(m.rows)
+            if eager:
+                assert _compiled(gen.rows_forward_vjp) == 1
+                assert _compiled(gen.rows_forward) == 0 and _compiled(gen.rows_backward) == 0
+            else:
+                assert _compiled(gen.rows_forward) == 1 and _compiled(gen.rows_backward) == 1
+            assert _compiled(gen.rows_forward_small) == 0
+            assert _compiled(gen.rows_backward_small) == 0
+            assert _compiled(gen.rows_forward_vjp_small) == 0
+        np.testing.assert_allclose(total.numpy(), [np.sum(u0 * u0)], rtol=1e-12)
+        np.testing.assert_allclose(u.grad.numpy(), 2.0 * u0, rtol=1e-12)
 
 
 @pytest.mark.parametrize("checking", [False, True])

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 import adjoint as ad
-from adjoint.runtime import backend_numba
+from adjoint.runtime import backend_numba, config
 
 
 @numba.njit
@@ -45,20 +45,28 @@ def _own_ir(dispatcher):
     return body[:body.index("\n}\n")]
 
 
-def _springs_module(m):
+def _springs_module(m, eager=False):
     """Run the springs kernel ``m.spring`` forward and backward on numba (compiled in this
     test: the IR is there to inspect), check its energy and gradient against numpy, and
-    return its generated module."""
+    return its generated module. ``eager``: the tape runs ``forward_vjp`` (runtime/eager.py)
+    and nothing replays; else the forward, and the backward replaying it."""
     n = 9
     a = np.arange(n, dtype=np.int32)
     b = (a + 1) % n
     x0 = np.linspace(0.0, 2.0, n) ** 2
-    with ad.backend_scope("numba"):
-        pos = ad.array(x0, requires_grad=True)
-        energy = ad.zeros(1, requires_grad=True)
-        with ad.Tape() as tape:
-            ad.launch(m.spring, n, inputs=[ad.array(a), ad.array(b), pos], outputs=[energy])
-        tape.backward(grads={energy: np.array([1.0])})
+    was = config.eager_vjp
+    config.eager_vjp = eager
+    try:
+        with ad.backend_scope("numba"):
+            pos = ad.array(x0, requires_grad=True)
+            energy = ad.zeros(1, requires_grad=True)
+            with ad.Tape() as tape:
+                ad.launch(m.spring, n, inputs=[ad.array(a), ad.array(b), pos],
+                          outputs=[energy])
+            tape.backward(grads={energy: np.array([1.0])})
+    finally:
+        config.eager_vjp = was
+    assert (tape.steps[0].eager is not None) == eager
     d = x0 - x0[b]
     np.testing.assert_allclose(energy.numpy(), [np.sum(d * d)], rtol=1e-12)
     want = np.zeros(n)
@@ -75,8 +83,11 @@ def test_the_serial_loop_of_a_small_launch_takes_no_reference_counts(kernel_modu
     reference counts at every thread of the serial loop, where a bounds check returns
     early (2x the loop's time); ``rt.jit_small`` compiles it without them."""
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))    # compiled here: IR to inspect
-    gen = _springs_module(kernel_module(SPRINGS))
-    for fn in (gen.spring_forward_small, gen.spring_backward_small):
+    m = kernel_module(SPRINGS)
+    gen = _springs_module(m)
+    _springs_module(m, eager=True)
+    for fn in (gen.spring_forward_small, gen.spring_backward_small,
+               gen.spring_forward_vjp_small):
         assert "@NRT_incref(" not in _own_ir(fn)
 
 
@@ -119,6 +130,7 @@ def test_a_quotient_and_a_length_divide_the_adjoint_once(kernel_module, monkeypa
         x, y = ad.array(x0, requires_grad=True), ad.array(y0, requires_grad=True)
         v = ad.array(v0, dtype=ad.vec3, requires_grad=True)
         loss = ad.zeros(1, requires_grad=True)
+        monkeypatch.setattr(config, "eager_vjp", False)     # (the backward this test reads)
         with ad.Tape() as tape:
             ad.launch(m.quotient, n, inputs=[x, y, v], outputs=[loss])
         tape.backward(grads={loss: np.array([1.0])})

@@ -217,7 +217,7 @@ def test_saved_memory_is_one_value_per_thread(kernels):
     assert report["saved_bytes"] == N * 3 * 8 == report["per_step"][0].saved_bytes
     referenced = (N * N + N * 3 + N * 3) * 8
     assert report["total_bytes"] == referenced + N * 3 * 8
-    assert "288 B in loop values saved for backwards" in str(report)
+    assert "288 B in loop values and gradients saved for backwards" in str(report)
 
 
 def test_saved_values_count_against_the_tape_budget(kernels):

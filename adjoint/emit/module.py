@@ -118,6 +118,10 @@ def _kernel_functions(tr, target, custom_grads):
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
                      params + saved + adj_params + (cuda_status or status(backward)),
                      tr.plans[1], backward=True)
+    if tr.eager is not None and target == "cpu":   # pass eager: forward and VJP in one launch
+        fused = _lower(tr.eager.body)
+        out += _pair(tr, target, custom_grads, "forward_vjp", fused,
+                     params + tr.rev.adj_params + status(fused), tr.eager.plan, backward=False)
     if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
         backward = lower(tr.once.backward)
         out += _pair(tr, target, custom_grads, "backward_clean", backward,
@@ -342,6 +346,10 @@ def function_sources(tr, stage, target="cpu"):
     if not picked and tr.rev.backward is None:
         raise ValueError(f"'{n}' has no backward: it is transformed forward-only (a backward "
                          "printed as user code is differentiated in forward mode only)")
+    if not picked and stage == "forward_vjp":
+        raise ValueError(f"'{n}' has no forward_vjp functions: only a kernel adding into one "
+                         "output only, reading no array it writes, with no loop to reverse, "
+                         "has them (see docs/semantics.md, a one-element loss)")
     if not picked:
         raise ValueError(f"'{n}' has no {stage} functions: only a kernel with a loop the "
                          "backward would replay for the values it leaves (and no stack) "

@@ -119,6 +119,7 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
              *_zeroed_lines(tr),
              *_handed_lines(tr, target),
              *_covered_lines(tr),
+             *_eager_lines(tr, target, fns),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")
@@ -189,6 +190,18 @@ def _covered_lines(tr):
     if not tr.covered or tr.rev.backward is None:
         return []
     return [f"    covered_arrays={tr.covered!r},"]
+
+
+def _eager_lines(tr, target, fns):
+    """The ``KernelSpec`` entries of pass eager: the forward running its VJP too, the
+    output whose adjoint it reads, and the arrays whose adjoints it stores into; CPU only
+    (none where the kernel has no such launch)."""
+    if tr.eager is None or not has(fns, f"{tr.pf.name}_forward_vjp"):
+        return []
+    stored = tuple(a[len("adj_"):] for a in tr.eager.stored)
+    return [f"    forward_vjp={_launcher(tr, target, fns, 'forward_vjp')},",
+            f"    vjp_seeded={tr.eager.seeded!r},",
+            f"    vjp_stored={stored!r},"]
 
 
 def _spec_entry(key, value):

@@ -6,6 +6,11 @@ arrays a forward launch wrote and the adjoint arrays a backward launch wrote
 hold no inf or nan, and raise ``NonFiniteError`` naming the kernel, the launch,
 the array and the first bad element (runtime/verify.py). Off by default: it
 reads every array a launch writes, and copies it to the host on a GPU.
+
+``eager_vjp`` (env ``ADJOINT_EAGER_VJP=0`` turns it off; on by default): a launch
+recorded on a tape whose kernel adds into a one-element loss runs its forward and
+its vector-Jacobian product as one launch, and the tape's backward scales what it
+computed (runtime/eager.py). Off, every backward replays its launch.
 """
 import os
 
@@ -15,3 +20,5 @@ def _flag(name):
 
 
 verify_fp = _flag("ADJOINT_VERIFY_FP")
+eager_vjp = os.environ.get("ADJOINT_EAGER_VJP", "1").strip().lower() not in (
+    "", "0", "false", "no", "off")

@@ -5,10 +5,11 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers, structs, verify, watch
+from . import buffers, eager, structs, verify, watch
 from .array import Array, check_device, default_device, zeros_like
+from .jit import cpu_backend_name
 from .steps import LaunchStep
-from .tape import active_tape
+from .tape import Tape, active_tape
 
 
 MAX_THREADS = 2**31 - 1
@@ -167,6 +168,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if tape is not None:
         _propagate_requires_grad(spec, args)
     saved = ()
+    vjp = None
     if dots is not None:
         for data in dots:
             watch.mark_dirty(data)          # (a tangent is written: never a clean gradient)
@@ -176,10 +178,16 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         # backward would otherwise replay loops to recompute
         saved = tuple(buffers.empty(dims, dtype, device) for _, dtype in spec.saved)
         verify.run(spec, "forward_save", dims, [*values, *saved])
+    elif isinstance(tape, Tape) and tape.max_bytes is None and device == "cpu" and \
+            cpu_backend_name() == "numba" and (vjp := eager.buffers_for(spec, args, values, dims)):
+        # a one-element loss (transform/eager.py): its VJP too, the loss's adjoint read as 1
+        # (not on a tape with a memory budget, whose buffers would count against it, nor on
+        # a checkpointed segment's first run, which keeps no step: checkpoint.Scout)
+        verify.run(spec, "forward_vjp", dims, [*values, *vjp])
     else:
         verify.run(spec, "forward", dims, values)
     if tape is not None:
-        tape.record(LaunchStep(spec, dims, args, values, label(), saved))
+        tape.record(LaunchStep(spec, dims, args, values, label(), saved, vjp or None))
     if dots is not None:
         return given
 

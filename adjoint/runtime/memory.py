@@ -12,7 +12,9 @@ A tape holds four kinds of memory:
 
 * **saved**: what a recorded launch's forward saved for its backward, one value
   per thread for each loop the store policy stores (``KernelSpec.saved``, see
-  docs/semantics.md, store or recompute), instead of replaying the loop.
+  docs/semantics.md, store or recompute), instead of replaying the loop; and what
+  a launch adding into a one-element loss computed of its gradient when it ran
+  (runtime/eager.py), one array per float array parameter.
 
 Loop stacks of a backward live only while that launch's backward runs and are
 never held by the tape.
@@ -66,7 +68,7 @@ class MemoryReport(dict):
                  f"{_size(self['referenced_bytes'])} in arrays its steps refer to, "
                  f"{_size(self['kept_bytes'])} in {self['kept_arrays']} kept copies of "
                  f"overwritten arrays, {_size(self['checkpoint_bytes'])} in checkpoints, "
-                 f"{_size(self['saved_bytes'])} in loop values saved for backwards"]
+                 f"{_size(self['saved_bytes'])} in loop values and gradients saved for backwards"]
         if rows:
             lines.append("  step: referenced, kept, checkpoint, saved (largest first)")
         for s in rows[:10]:
@@ -105,8 +107,10 @@ def report(tape):
 
 
 def saved_bytes(step):
-    """Bytes of the values a launch step's forward saved for its backward."""
-    return sum(nbytes(b) for b in getattr(step, "saved", ()))
+    """Bytes of the values a launch step's forward saved for its backward, and of what its
+    ``forward_vjp`` computed (runtime/eager.py)."""
+    return sum(nbytes(b) for b in getattr(step, "saved", ())) + \
+        sum(nbytes(b) for b in (getattr(step, "eager", None) or ()) if b is not None)
 
 
 class Held:

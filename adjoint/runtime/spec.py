@@ -83,6 +83,10 @@ class KernelSpec:
                                     # the thread's element before clearing it: every backward
                                     # takes ``rt_clear`` last, and clears them only if it is true
                                     # (transform/zeroed.py ``handed``, runtime/steps.py)
+    forward_vjp: object = None      # the forward and its VJP in one launch (transform/eager.py):
+    vjp_seeded: str = None          # the one output whose adjoint it reads (1 in a tape's launch),
+    vjp_stored: tuple = ()          # the arrays whose adjoint it stores into (no zeros needed
+                                    # where covered_arrays says it writes all of it)
 
     @property
     def spec(self):
@@ -156,6 +160,11 @@ class KernelSpec:
         ``handed_arrays``."""
         return tuple((j, k) for j, k in enumerate(self.adjoint_params)
                      if self.params[k].name in self.handed_arrays)
+
+    @functools.cached_property
+    def vjp_seeded_param(self):
+        """The index of the ``vjp_seeded`` parameter, or None."""
+        return next((k for k, p in enumerate(self.params) if p.name == self.vjp_seeded), None)
 
     def __repr__(self):
         return f"<kernel {self.name} from {self.origin}>"

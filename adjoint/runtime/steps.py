@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TapeError
-from . import buffers, owed, verify, watch
+from . import buffers, eager, owed, verify, watch
 
 
 @dataclass
@@ -22,6 +22,7 @@ class LaunchStep:
     values: list
     label: str
     saved: tuple = ()       # what the forward saved for the backward (KernelSpec.saved)
+    eager: list = None      # what forward_vjp computed for a seed of 1 (runtime/eager.py)
 
     def arrays(self):
         return [a for a in self.args if hasattr(a, "numpy")]
@@ -44,6 +45,8 @@ class LaunchStep:
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")
+        if self.eager is not None and eager.backward(self, seeds):
+            return
         taken = handing(self.kernel, self.args, self.dims, seeds)
         if seeds:
             seeds.write(self.arrays())

@@ -181,7 +181,8 @@ class Tape:
         ``kept_bytes`` and ``kept`` (one ``KeptCopy`` per copy-on-write copy),
         ``referenced_bytes`` (the arrays its steps refer to, each allocation once),
         ``checkpoint_bytes`` (inputs kept by checkpointed steps), ``saved_bytes`` (loop
-        values launches saved for their backward: the store policy), ``total_bytes`` and
+        values launches saved for their backward: the store policy; gradients a loss's
+        launch computed as it ran: runtime/eager.py), ``total_bytes`` and
         ``per_step`` (one ``memory.StepMemory`` per step). ``str()`` of it is a table."""
         return memory.report(self)
 

@@ -55,6 +55,8 @@ class Reversed:
     counters: list          # loop iteration counters and reverse iteration variables (ints)
     kinds: dict             # {adjoint name: its type (float)} for every adjoint local and parameter
     loop_stacks: dict = None    # {loop uid: its stack names}
+    fused: list = None      # kernels with no loop to reverse: the forward, stores kept, then
+                            # the reverse pass (transform/eager.py); else None
 
 
 def adj(v):
@@ -88,6 +90,7 @@ class Reverser:
         self.saved_by_loop = {}     # {loop uid: [value names]}
         self.written = set()        # saved parameters the forward writes (store.py sets it)
         self.plain_depth = 0
+        self.reverse_part = None    # the backward's reverse pass alone (assemble sets it)
 
     def adj_of(self, a):
         if isinstance(a, str):
@@ -451,8 +454,12 @@ def reverse(ssa, active_set, forward_only=False):
     kinds = {adj(v): FLOAT.adjoint for v in adj_vars}
     kinds.update({a: FLOAT.adjoint for a in adj_params})
     loop_stacks = {uid: list(names["stacks"].values()) for uid, names in r.names.items()}
+    fused = None
+    if ssa.norm.pf.role == "kernel" and not r.names:
+        # no loop is recorded or reversed: the replay is the forward without its stores
+        fused = prune([copy_tree(s) for s in forward] + r.reverse_part)
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
-                    loop_stacks)
+                    loop_stacks, fused)
 
 
 def assemble(r):
@@ -467,9 +474,11 @@ def assemble(r):
         adj_vars = sorted(set(adj_vars) | set(float_params))
     line = pf.node.lineno
     init = [assign(adj(v), const(ADJ_LOCAL_ZERO), None) for v in adj_vars]
+    reverse_part = [comment("reverse pass: every adjoint starts at zero, statements in reverse "
+                            "order")] + init + rev
+    r.reverse_part = [copy_tree(s) for s in reverse_part]     # (pass eager builds on it)
     backward = ([comment("forward replay (stores and atomics are not repeated)")] + replay +
-                [comment("reverse pass: every adjoint starts at zero, statements in reverse order")] +
-                init + rev)
+                reverse_part)
     if pf.role == "func":
         rets = [name(adj(p.name)) if p.kind.differentiable and not p.is_array else const(0.0)
                 for p in pf.params]
