@@ -40,7 +40,8 @@ from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.minimize import minimize
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
-from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, _extras, gen_program
+from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, _extras, _loss_only, \
+    gen_program
 from benchmarks.fuzz.__main__ import parse, profile_of
 from benchmarks.fuzz.driver import write_reproducer
 from benchmarks.fuzz.reference import Reference
@@ -421,6 +422,44 @@ def test_big_grids_are_above_the_parallel_threshold():
 
 
 # --------------------------------------------------------------------------- extras
+
+LOSSES = Profile(big=0.0, losses=1.0)
+
+
+def test_losses_off_draws_the_programs_drawn_before():
+    """``--losses`` is decided per kernel from a random source of its own: a program none
+    of whose kernels was drawn as a loss is the one drawn without the option."""
+    half = Profile(losses=0.5)
+    changed = 0
+    for seed in range(40):
+        a, b = gen_program(seed), gen_program(seed, half)
+        if not any(_loss_only(seed, k, half) for k in range(len(b.kernels))):
+            assert a.source() == b.source() and a.schedule() == b.schedule(), seed
+        else:
+            changed += a.source() != b.source()
+    assert changed >= 10
+
+
+def test_loss_programs_run_their_vjp_at_once_on_numba(monkeypatch):
+    """Programs whose kernels each write one one-element total: on numba a kernel with
+    no loop to reverse runs its forward and VJP at once (adjoint/runtime/eager.py), and
+    the gradients (seeded with the loss's random weights) match the reference."""
+    from adjoint.runtime import eager
+    ran, real = [], eager.backward
+    monkeypatch.setattr(eager, "backward",
+                        lambda step, seeds: ran.append(step.label) or real(step, seeds))
+    for seed in range(40):
+        assert all(len([p for p in k.params if p.is_output]) == 1
+                   for k in gen_program(seed, LOSSES).kernels)
+    failures = []
+    for seed in (9, 22):        # (no loop in their kernels; 9 launches two of them)
+        rec = run_seed(seed, ["numba"], LOSSES)
+        for name, r in rec["results"].items():
+            if r["status"] != "ok":
+                failures.append(f"seed {seed} [{name}] {r['status']}: {r['detail'][:2000]}")
+    assert not failures, "\n\n".join(failures)
+    assert ran
+
 
 EXTRAS = Profile(big=0.0, extras=1.0)
 EXTRA_FEATURES = ["asinh", "acosh", "atanh", "hypot", "fmod", "isnan", "isinf", "isfinite",

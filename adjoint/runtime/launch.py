@@ -178,8 +178,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         # backward would otherwise replay loops to recompute
         saved = tuple(buffers.empty(dims, dtype, device) for _, dtype in spec.saved)
         verify.run(spec, "forward_save", dims, [*values, *saved])
-    elif isinstance(tape, Tape) and tape.max_bytes is None and device == "cpu" and \
-            cpu_backend_name() == "numba" and (vjp := eager.buffers_for(spec, args, values, dims)):
+    elif getattr(spec, "forward_vjp", None) is not None and isinstance(tape, Tape) and \
+            tape.max_bytes is None and device == "cpu" and cpu_backend_name() == "numba" and \
+            (vjp := eager.buffers_for(spec, args, values, dims)):
         # a one-element loss (transform/eager.py): its VJP too, the loss's adjoint read as 1
         # (not on a tape with a memory budget, whose buffers would count against it, nor on
         # a checkpointed segment's first run, which keeps no step: checkpoint.Scout)

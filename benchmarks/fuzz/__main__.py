@@ -55,6 +55,9 @@ def parse(argv):
                     help="chance of a program with the extras: math.asinh, acosh, atanh, "
                          "hypot, fmod, isnan/isinf/isfinite, func parameters with defaults "
                          "and calls passing keyword arguments")
+    ap.add_argument("--losses", type=float, default=Profile.losses,
+                    help="chance that a kernel's one output is a one-element total (a loss, "
+                         "whose taped launch runs its VJP at once on numba)")
     ap.add_argument("--cuda-max-threads", type=int, default=128,
                     help="CUDA (simulator) runs only programs with at most this many threads")
     ap.add_argument("--batch", type=int, default=20, help="seeds per worker process")
@@ -73,7 +76,7 @@ def parse(argv):
 
 
 def profile_of(args):
-    return Profile(big=args.big, vectors=args.vectors, extras=args.extras)
+    return Profile(big=args.big, vectors=args.vectors, extras=args.extras, losses=args.losses)
 
 
 # --------------------------------------------------------------------------- worker
@@ -170,6 +173,7 @@ def run_batch(args, seeds, env, on_record):
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seeds",
                ",".join(map(str, seeds)), "--backends", args.backends, "--big", str(args.big),
                "--vectors", str(args.vectors), "--extras", str(args.extras),
+               "--losses", str(args.losses),
                "--cuda-max-threads", str(args.cuda_max_threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env, cwd=os.getcwd())

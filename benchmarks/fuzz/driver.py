@@ -110,6 +110,8 @@ def write_reproducer(folder, rec, profile, backends):
            f"--backends {','.join(backends)} --big {profile.big} --vectors {profile.vectors}")
     if profile.extras:
         cmd += f" --extras {profile.extras}"
+    if profile.losses:
+        cmd += f" --losses {profile.losses}"
     path = os.path.join(folder, f"seed-{rec['seed']}.md")
     with open(path, "w") as fh:
         fh.write(reproducer(rec, prog, cmd))

@@ -76,12 +76,14 @@ class KernelCtx(Ctx):
 
 # --------------------------------------------------------------------------- parameters
 
-def choose_params(rng, ndim, vectors=frozenset()):
+def choose_params(rng, ndim, vectors=frozenset(), loss_only=False):
     params = [Param(f"x{k}", "in", ndim) for k in range(rng.randint(1, 3))]
     modes = [rng.choice(GRID_OUT_MODES + ACC_MODES + ["total"]) for _ in range(rng.randint(1, 3))]
     if vectors:
         params += [Param(f"p{k}", "vin", ndim) for k in range(rng.randint(1, 2))]
         modes.append(rng.choice(VEC_OUT_MODES + VEC_ACC_MODES))
+    if loss_only:
+        modes = ["total"]
     if rng.random() < 0.4 or any(m in ACC_MODES + VEC_ACC_MODES for m in modes):
         params.append(Param("src", "src", 1))
         params.append(Param("idx", "idx", ndim))
@@ -269,13 +271,14 @@ KERNEL_CONSTRUCTS += [
 # --------------------------------------------------------------------------- a kernel
 
 def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset(),
-               extras=False):
+               extras=False, loss_only=False):
     """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
     ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
     ("acc", "tot") to the factor its increments get; ``vectors`` names the vector
     kinds the kernel may use (none: a scalar kernel, drawn as before they existed);
-    ``extras``: gen_expr's extra forms and keyword calls (program.py's Profile.extras)."""
-    kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors))
+    ``extras``: gen_expr's extra forms and keyword calls (program.py's Profile.extras);
+    ``loss_only``: its one output is a one-element total (Profile.losses)."""
+    kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors, loss_only))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
     ctx.vectors = vectors
     ctx.extras = extras

@@ -48,6 +48,8 @@ class Profile:
     statements: tuple = (2, 6)      # top-level statements of a kernel body
     vectors: float = 0.3            # chance of a program with vec3 (mat33, quat) code
     extras: float = 0.0             # chance of a program with the extras (_extras)
+    losses: float = 0.0             # chance that a kernel's one output is a one-element total
+                                    # (a tape's loss: adjoint/runtime/eager.py; _loss_only)
 
 
 @dataclass
@@ -258,7 +260,7 @@ def gen_program(seed, profile=Profile()):
         kinds = vectors and frozenset(["vec3"] + [v for v in ("mat33", "quat")
                                                   if rng.random() < 0.4])
         kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements, kinds,
-                          extras)
+                          extras, _loss_only(seed, k, profile))
         kernels.append(kdef)
         for _ in range(2 if rng.random() < 0.3 else 1):
             if rng.random() < 0.4:
@@ -269,6 +271,13 @@ def gen_program(seed, profile=Profile()):
     prog = Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps)
     prog.features = features(prog)
     return prog
+
+
+def _loss_only(seed, k, profile):
+    """Whether kernel ``k`` of the program of ``seed`` writes one one-element total and
+    nothing else (a loss: on numba its taped launch runs its VJP at once), from a random
+    source of its own (programs drawn with ``losses`` 0 are drawn as before)."""
+    return random.Random(f"losses {seed} {k}").random() < profile.losses
 
 
 def _vectors(seed, profile):
