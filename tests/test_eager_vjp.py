@@ -83,6 +83,28 @@ def looped(x: ad.array(dtype=float), loss: ad.array(dtype=float)):
     ad.atomic_add(loss, 0, v)
 
 
+@ad.kernel(enable_backward=False)
+def no_backward(x: ad.array(dtype=float), loss: ad.array(dtype=float)):
+    i = ad.tid()
+    ad.atomic_add(loss, 0, x[i] * x[i])
+
+
+@ad.func
+def soft(v: float) -> float:
+    if v > 0.0:
+        return v * v
+    return 0.1 * v
+
+
+@ad.kernel
+def branchy(x: ad.array(dtype=float), w: ad.array(dtype=float), loss: ad.array(dtype=float)):
+    i = ad.tid()
+    v = soft(x[i]) * w[i]
+    if i % 3 == 0:
+        v = v * 2.0 + ad.min(x[i], w[i])
+    ad.atomic_sub(loss, 0, v)
+
+
 @ad.kernel
 def root(x: ad.array(dtype=float), loss: ad.array(dtype=float)):
     i = ad.tid()
@@ -145,9 +167,10 @@ def test_which_kernels_run_their_vjp_at_once(kernels):
     """Eligible: a one-element output only added into, no array both read and written, no
     loop to reverse. ``pairs`` is eligible by its code (its output's size is the runtime's
     to check); ``stored_too`` stores ``y`` (whose adjoint is read and cleared),
-    ``reads_written`` reads an array it writes, ``looped`` reverses a loop."""
+    ``reads_written`` reads an array it writes, ``looped`` reverses a loop, ``no_backward``
+    has none."""
     table = {"springs": "energy", "ratio": "loss", "ratio32": "loss", "pairs": "out",
-             "root": "loss", "double": None, "stored_too": None, "reads_written": None,
+             "root": "loss", "branchy": "loss", "double": None, "no_backward": None, "stored_too": None, "reads_written": None,
              "looped": None}
     got = {k: getattr(kernels, k).spec.vjp_seeded for k in table}
     assert got == table
@@ -384,3 +407,26 @@ def test_shown_as_a_stage(kernels):
     assert forward_sum < reverse
     with pytest.raises(ValueError, match="no forward_vjp functions: only a kernel adding"):
         ad.source(kernels.looped, "forward_vjp")
+
+
+def test_branches_a_func_and_atomic_sub(kernels, backend):
+    """A func with a branch, a branch on the thread index, ``ad.min`` and ``atomic_sub``:
+    against central differences of ``seed * loss`` in both inputs."""
+    w0 = RNG.uniform(-1.0, 1.0, X.size)
+
+    def loss_of(xv, wv):
+        loss = ad.zeros(1, dtype=float)
+        ad.launch(kernels.branchy, dim=X.size, inputs=[ad.array(xv), ad.array(wv)],
+                  outputs=[loss])
+        return float(loss.numpy()[0])
+    x, w = ad.array(X, requires_grad=True), ad.array(w0, requires_grad=True)
+    loss = ad.zeros(1, dtype=float, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.branchy, dim=X.size, inputs=[x, w], outputs=[loss])
+    assert (tape.steps[0].eager is not None) == (backend == "numba")
+    tape.backward(grads={loss: np.array([0.6])})
+    np.testing.assert_allclose(x.grad.numpy(), 0.6 * central_fd(lambda v: loss_of(v, w0), X),
+                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(w.grad.numpy(), 0.6 * central_fd(lambda v: loss_of(X, v), w0),
+                               rtol=1e-6, atol=1e-8)
