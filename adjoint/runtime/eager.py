@@ -53,9 +53,10 @@ def buffers_for(spec, args, values, dims):
 def backward(step, seeds):
     """The backward of a launch ``step`` that ran ``forward_vjp`` (its ``eager``: the
     buffers, one per float array parameter, None where given away): add ``g * J`` into the
-    gradients, ``g`` the seeded output's gradient. Returns False, having written
-    nothing, where the launch must replay instead: ``g`` is not finite (or the output has
-    no gradient), or a ``J`` a gradient needs was given away."""
+    gradients, ``g`` the seeded output's gradient. Returns False, having written no
+    gradient (only the pending seeds of the step's arrays, which the replay would write
+    too: runtime/seeds.py), where the launch must replay instead: ``g`` is not finite (or
+    the output has no gradient), or a ``J`` a gradient needs was given away."""
     spec, args, kept = step.kernel, step.args, step.eager
     k_out = spec.vjp_seeded_param
     if seeds:
