@@ -15,6 +15,10 @@ interpreter's start and every import are in it, and the child's CPU seconds (use
 and system, all its threads: on a shared machine the steadier number; on an idle
 one the wall time is about the CPU time, a first gradient runs on one core).
 
+Python's own bytecode cache works in both runs as on a user's machine (adjoint's
+modules are compiled to ``__pycache__`` first, ``PYTHONDONTWRITEBYTECODE`` is dropped:
+``benchmarks/child_env.py``); "cold" means adjoint's and numba's caches are empty.
+
 ``floor`` is not an example: one hand-written ``numba.njit(cache=True)`` function
 called once, what any numba program pays in a fresh process (its cold run compiles
 it, its warm run loads it).
@@ -257,11 +261,11 @@ def import_seconds(stderr):
 
 def cold_warm(name, timeout=900):
     """{"cold": info, "warm": info} for example ``name``, in one new pair of cache dirs."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from benchmarks.child_env import child_env     # (the parent's import: not timed)
     with tempfile.TemporaryDirectory(prefix="adjoint-examples-start-") as cache:
-        env = dict(os.environ, ADJOINT_CACHE_DIR=os.path.join(cache, "adjoint"),
-                   NUMBA_CACHE_DIR=os.path.join(cache, "numba"), MPLBACKEND="Agg")
-        env["PYTHONPATH"] = os.pathsep.join(
-            ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []) + [ROOT])
+        env = child_env(cache, MPLBACKEND="Agg")
         return {"cold": run_one(name, env, timeout), "warm": run_one(name, env, timeout)}
 
 

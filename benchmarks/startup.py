@@ -19,6 +19,7 @@ import numpy as np
 
 import adjoint as ad
 
+from .child_env import child_env
 from .workloads import optional
 from .workloads.elementwise import _fwd_ser, wave
 
@@ -129,10 +130,7 @@ def cold_warm(workloads, size="tiny", timeout=600):
     results = {}
     for name in workloads:
         with tempfile.TemporaryDirectory(prefix="adjoint-bench-cache-") as cache:
-            env = dict(os.environ, ADJOINT_CACHE_DIR=os.path.join(cache, "adjoint"),
-                       NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
-            env["PYTHONPATH"] = os.pathsep.join(
-                ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []) + [ROOT])
+            env = child_env(cache)
             runs = []
             for _ in range(2):
                 t0 = time.perf_counter()
