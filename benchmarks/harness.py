@@ -345,6 +345,52 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
     return results
 
 
+# issue 14's targets for adjoint: (label, system measured against, at most / at least)
+TARGETS = (("fwd+bwd vs numba-par", "<=", 1.2), ("(fwd+bwd)/fwd", "<=", 3.0),
+           ("warp / adjoint", ">=", 3.0))
+
+
+def target_ratios(systems, system="adjoint", baseline=BASELINE, rival="warp"):
+    """The three ratios of ``TARGETS`` for one workload's results ({name: Result}), each
+    a median of per-round ratios (a round runs every system back to back, so a slow
+    phase of the machine slows the systems of that round alike); None where a system
+    is missing."""
+    r = systems.get(system)
+    if r is None:
+        return None
+    base, other = systems.get(baseline), systems.get(rival)
+    return (paired_ratio(r.fb, base.fb) if base is not None else None,
+            paired_ratio(r.fb, r.fwd),
+            paired_ratio(other.fb, r.fb) if other is not None else None)
+
+
+def format_targets(rows):
+    """A markdown table of ``TARGETS`` per workload, each value with "ok" or "MISSED",
+    and a last line counting what was missed."""
+    by_wl = {}
+    for r in rows:
+        by_wl.setdefault(r.workload, {})[r.system] = r
+    lines = ["| workload | " + " | ".join(f"{label} ({op} {bound:g})" for label, op, bound in TARGETS)
+             + " |", "| --- |" + " ---: |" * len(TARGETS)]
+    missed = []
+    for wl, systems in by_wl.items():
+        ratios = target_ratios(systems)
+        if ratios is None:
+            continue
+        cells = []
+        for (label, op, bound), v in zip(TARGETS, ratios):
+            if v is None:
+                cells.append("n/a")
+                continue
+            ok = v <= bound if op == "<=" else v >= bound
+            cells.append(f"{v:.2f} {'ok' if ok else 'MISSED'}")
+            if not ok:
+                missed.append(f"{wl}: {label} {v:.2f}")
+        lines.append(f"| {wl} | " + " | ".join(cells) + " |")
+    lines.append("missed: " + "; ".join(missed) if missed else "every target met")
+    return "\n".join(lines)
+
+
 def format_table(rows, baseline=BASELINE):
     """rows: list of Result for all workloads; returns a markdown table (medians,
     per-round ratios, the backward (``~``: fwd+bwd minus fwd of the same round) and the

@@ -253,6 +253,10 @@ def main(argv=None):
 
     table = harness.format_table(rows, args.baseline)
     log("\n" + table)
+    targets = harness.format_targets(rows)
+    log("\nissue 14's targets for adjoint (medians of per-round ratios"
+        + ("" if args.size == "full" else "; they are set for the full sizes, not these")
+        + "):\n" + targets)
 
     extra = {}
     if not args.no_startup and "adjoint" in systems:
@@ -307,7 +311,8 @@ def main(argv=None):
             json.dump({"date": date, "device": args.device, "baseline": args.baseline,
                        "machine": mach, "adjoint": rev, "versions": vers,
                        "size": args.size, "repeat": args.repeat, "warmup": args.warmup,
-                       "skipped": skipped, "workloads": details, "table": table, **extra},
+                       "skipped": skipped, "workloads": details, "table": table,
+                       "targets": targets, **extra},
                       fh, indent=2)
         log(f"wrote {args.json}")
     return 0

@@ -15,7 +15,7 @@ import pytest
 
 from benchmarks import harness
 from benchmarks import report as report_md
-from benchmarks.workloads import load
+from benchmarks.workloads import load, optional
 from conftest import run_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -75,6 +75,11 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
                                            systems["adjoint"]["fwd_bwd_s"]))
         assert re.search(rf"\| {wl} \| adjoint \|( \d+\.\d+ \|){{4}} \| +\| \d+\.\d+x \| "
                          r"\d+\.\d+\.\.\d+\.\d+ \|", report["table"]), wl
+    # issue 14's targets per workload: two ratios judged, Warp's n/a (not selected)
+    assert "issue 14's targets for adjoint" in out and "not these" in out
+    for wl in WORKLOADS + USER:
+        assert re.search(rf"\| {wl} \| \d+\.\d+ (ok|MISSED) \| \d+\.\d+ (ok|MISSED) \| n/a \|",
+                         report["targets"]), (wl, report["targets"])
     assert "| jvp ms | jvp/fwd |" in report["table"]
     assert "| backward ms |" in report["table"] and "| fwd+bwd min..max ms |" in report["table"]
     for s in SYSTEMS:
@@ -90,6 +95,44 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
     assert "bounds checks: forward, checked / unchecked" in report["table"]
     for wl in WORKLOADS:
         assert re.search(rf"\| {wl} \| \d+\.\d+x \| \d+\.\d+x \|", report["table"]), wl
+
+
+def _result(workload, system, fwd, fb):
+    return harness.Result(workload, system, fwd=list(fwd), fb=list(fb), worst_err=0.0)
+
+
+def test_targets_table_judges_per_round_ratios():
+    """Each target is the median of per-round ratios: a slow round slows every system of
+    that round, so the ratio holds where the medians of each system would not; a ratio
+    past its bound is reported MISSED, and so is the line counting them."""
+    slow = [1.0, 1.0, 3.0]      # the third round ran in a slow phase of the machine
+    rows = [_result("a", "adjoint", [0.4 * k for k in slow], [1.0 * k for k in slow]),
+            _result("a", "numba-par", [0.5 * k for k in slow], [1.1 * k for k in slow]),
+            _result("a", "warp", [1.0 * k for k in slow], [3.5 * k for k in slow]),
+            _result("b", "adjoint", [1.0, 1.0, 1.0], [3.2, 3.3, 3.4]),
+            _result("b", "numba-par", [1.0, 1.0, 1.0], [2.0, 2.0, 2.0])]
+    text = harness.format_targets(rows)
+    assert "| a | 0.91 ok | 2.50 ok | 3.50 ok |" in text, text
+    assert "| b | 1.65 MISSED | 3.30 MISSED | n/a |" in text, text
+    assert text.splitlines()[-1] == ("missed: b: fwd+bwd vs numba-par 1.65; "
+                                     "b: (fwd+bwd)/fwd 3.30")
+    assert harness.format_targets(rows[:3]).splitlines()[-1] == "every target met"
+
+
+def test_warp_in_the_user_forms(tmp_path):
+    """Warp's kernels (the stencil's periodic one too) take the user forms' seed and pass
+    the float64 check; the targets table then has Warp's ratio for each user form."""
+    if isinstance(optional.warp(), str):
+        pytest.skip(optional.warp())
+    out_json = tmp_path / "bench.json"
+    out = _run(["--tiny", "--only", ",".join(USER), "--systems", "adjoint,warp",
+                "--repeat", "2", "--no-startup", "--no-jvp", "--json", str(out_json)], tmp_path)
+    assert out.count("gradient check OK") == 2 * len(USER), out
+    report = json.loads(out_json.read_text())
+    for wl in USER:
+        assert sorted(report["workloads"][wl]["systems"]) == ["adjoint", "warp"]
+        assert re.search(rf"\| {wl} \| n/a \| \d+\.\d+ (ok|MISSED) \| \d+\.\d+ (ok|MISSED) \|",
+                         report["targets"]), (wl, report["targets"])
 
 
 class _Wave:

@@ -12,7 +12,7 @@ import numpy as np
 
 import adjoint as ad
 
-from . import stencil
+from . import optional, stencil
 
 NAME = "stencil"
 SIZES = stencil.SIZES
@@ -103,3 +103,11 @@ class NumbaSerial(stencil.NumbaSerial):
 
 class NumbaParallel(stencil.NumbaSerial):
     step, step_bwd = staticmethod(_step_par), staticmethod(_step_par)
+
+
+class Warp(stencil.Warp):
+    """Warp's tape over 50 launches of the same periodic kernel (Warp's ``if``s, as above)."""
+
+    def __init__(self, p):
+        super().__init__(p)
+        self.kern = optional.warp_kernels().heat_periodic

@@ -13,7 +13,9 @@ The baseline is the same hand-written parallel numba pair as the tuned workload'
 the cotangent ``seed * ones`` of the per-element outputs: the loss's gradient.
 The pair does not reduce the loss (its forward writes the per-element outputs;
 ``result`` sums them, untimed), so the ratio also counts the in-kernel reduction
-against the pair.
+against the pair. Warp's CPU kernels of the tuned workload (``warp``; for the
+stencil, Warp's periodic kernel, ``periodic.Warp``) are fed the same cotangent,
+so that each round times Warp back to back with adjoint's user form.
 
 A user-form workload is a ``UserForm`` object with the attributes a workload module
 has (``NAME``, ``SIZES``, ``make``, ``reference``, ``ref_forward``, ``SYSTEMS``).
@@ -157,11 +159,13 @@ class StencilUser(_UserSystem):
 
 
 class Baseline:
-    """A hand-written pair (``pair``: a tuned workload's system class) fed the loss's
-    gradient, ``seed * ones``, as the cotangent of its per-element output ``out``."""
+    """A tuned workload's system (``pair``: its class; the hand-written numba pair, or
+    Warp's kernels) fed the loss's gradient, ``seed * ones``, as the cotangent of its
+    per-element output ``out``."""
 
     def __init__(self, pair, out, p):
         self.pair, self.out = pair(p.meta["base"]), out
+        self.note = getattr(self.pair, "note", "")
         self.shape = np.shape(p.meta["base"].seed[out])
         self.seeds = {}
 
@@ -188,10 +192,10 @@ class UserForm:
         self.TITLE = f"{name} as a user writes it: {getattr(base, 'USER_TITLE', base.TITLE)}"
         self.SIZES = base.SIZES
 
-        def numba_system(cls):
+        def baseline(cls):
             return lambda p: Baseline(cls, out, p)
-        self.SYSTEMS = {"adjoint": adjoint_system, "numba-ser": numba_system(base.NumbaSerial),
-                        "numba-par": numba_system(base.NumbaParallel)}
+        self.SYSTEMS = {"adjoint": adjoint_system, "numba-ser": baseline(base.NumbaSerial),
+                        "numba-par": baseline(base.NumbaParallel), "warp": baseline(base.Warp)}
 
     def make(self, rng, **size):
         bp = self.base.make(rng, **size)

@@ -65,6 +65,28 @@ def heat_step(alpha: wp.float32, u: wp.array2d(dtype=wp.float32),
 
 
 @wp.kernel
+def heat_periodic(alpha: wp.float32, u: wp.array2d(dtype=wp.float32),
+                  out: wp.array2d(dtype=wp.float32)):
+    i, j = wp.tid()
+    n0 = u.shape[0]
+    n1 = u.shape[1]
+    ip = i + 1
+    if ip == n0:
+        ip = 0
+    im = i - 1
+    if im < 0:
+        im = n0 - 1
+    jp = j + 1
+    if jp == n1:
+        jp = 0
+    jm = j - 1
+    if jm < 0:
+        jm = n1 - 1
+    c = u[i, j]
+    out[i, j] = c + alpha * (u[ip, j] + u[im, j] + u[i, jp] + u[i, jm] - 4.0 * c)
+
+
+@wp.kernel
 def dense_tanh_natural(n: int, W: wp.array2d(dtype=wp.float32), x: wp.array(dtype=wp.float32),
                b: wp.array(dtype=wp.float32), y: wp.array(dtype=wp.float32)):
     i = wp.tid()
