@@ -77,6 +77,9 @@ def render(rep):
     if notes:
         lines.append("")
         lines += [f"- {wl} / {n}: {note}" for wl, n, note in notes]
+    if rep.get("targets"):
+        lines += ["", "Issue 14's targets for adjoint (medians of per-round ratios):", ""]
+        lines += rep["targets"].splitlines()
     lo = rep.get("launch_overhead")
     if lo:
         lines += ["", f"Launch overhead (tape of {lo['n_launches']} launches of a "

@@ -91,6 +91,7 @@ def test_quick_tiny_adjoint_and_numba(tmp_path):
                      r"( \d+\.\d+ \|){2} \| +\| \d", report["table"])
     rendered = report_md.render(report)
     assert "| jvp ms | jvp/fwd |" in rendered and "| dense | **adjoint** |" in rendered
+    assert report["targets"] in rendered
     # what the bounds checks cost: adjoint over adjoint-unchecked, one row per workload
     assert "bounds checks: forward, checked / unchecked" in report["table"]
     for wl in WORKLOADS:
