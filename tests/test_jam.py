@@ -1,6 +1,7 @@
 """Two threads a pass (emit/jam.py): a privatize plan's threads run in pairs through a
 loop whose range they share, what they compute alike computed once, their adds into
-one element of a private array joined.
+one element of a private array joined; a parallel plan's threads too where the loop
+carries a value of each thread's (a sum: the two threads' sums advance side by side).
 
 Checked: which kernels get a pair function (a loop every thread runs alike, adding into
 an element at an index they compute alike) and which do not (a loop that may break, a
@@ -9,7 +10,8 @@ differences on every backend, at sizes that run numba's parallel plan, with an o
 count of threads (a chunk's last thread runs alone); branches, a loop of the
 thread's own, a ``while`` that breaks and a func call inside the shared loop; a float32 kernel against the same kernel in
 float64; a failed bounds check inside the shared loop still stopping the launch with
-its error.
+its error; a parallel plan's forward computing in pairs what one thread a pass computes,
+bit for bit, and its JVP.
 """
 import numpy as np
 import pytest
@@ -260,3 +262,31 @@ def test_a_forward_and_its_jvp_adding_into_a_shared_loop(backend, kernel_module)
     np.testing.assert_allclose(out, np.sin(np.outer(x, x[:24])).sum(axis=0), rtol=1e-12)
     jvp_check(m.spread, n, [24, x], [np.zeros(24)], rtol=1e-5, atol=1e-6)
     _check_fd(m.spread, n, [24], {"x": x}, rng, out_shape=24)
+
+
+def test_a_parallel_forward_runs_two_threads_a_pass(backend, kernel_module):
+    """``pairs`` writes only ``out[i]`` (plan parallel) and its loop carries the thread's
+    sum: the forward, its saving variant and its JVP run threads two by two (the
+    chunks' last thread alone, the count being odd); each thread's arithmetic is its
+    own, in its own order, so the outputs are bit for bit what the serial loop of a
+    small launch computes for the same threads. A loop carrying nothing of the
+    thread's (``spread``: it adds into ``out[j]``) or a loop that may break does not
+    pair a parallel forward."""
+    m = kernel_module(KERNELS)
+    for part in ("forward", "forward_save", "jvp"):
+        src = ad.source(m.pairs, part)
+        assert f"def pairs_{part}_pair(" in src, part
+        assert f"pairs_{part}_pair(" in src.split(f"def pairs_{part}(")[1], part
+        pair = src.split(f"def pairs_{part}_pair(")[1].split("\ndef ")[0]
+        assert "what they compute alike once\n" in pair and "as one add" not in pair, part
+    for k, part in ((m.may_break, "forward"), (m.own_range, "forward"), (m.grid2d, "forward")):
+        assert "_pair(" not in ad.source(k, part), k
+    n, count = _n(backend), 24
+    rng = np.random.default_rng(12)
+    x, w = rng.uniform(-1.5, 1.5, n), rng.uniform(0.5, 2.0, n)
+    big, _ = _run(m.pairs, n, [count], {"x": x, "w": w}, n)
+    small_n = 97                  # serial on every backend (below the parallel threshold)
+    small, _ = _run(m.pairs, small_n, [count], {"x": x[:small_n], "w": w[:small_n]}, small_n)
+    assert np.array_equal(big[:small_n], small)
+    jvp_check(m.pairs, n, [count, x, w], [np.zeros(n)], rtol=1e-5, atol=1e-6)
+    _check_fd(m.pairs, n, [count], {"x": x, "w": w}, rng)

@@ -64,9 +64,9 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     privatize plans only): elements the thread function keeps in locals; with ``lanes``
     (a thread body LLVM may vectorize across threads: ``sums.straight``), each chunk runs
     the threads of each row of the last dimension in blocks, each thread's sums added
-    into lanes (``_in_lanes``). ``pair``
-    (emit/jam.py, privatize plans of 1-D grids only): the function running two threads
-    together, which each chunk runs for its threads two by two."""
+    into lanes (``_in_lanes``). ``pair`` (emit/jam.py, parallel and privatize plans of
+    1-D grids only): the function running two threads together, which each chunk runs
+    for its threads two by two (a parallel plan with one then runs in chunks too)."""
     taken = set(args) | set(tids) | set(dims) | {s.local for s in sums}
 
     def fresh(base):
@@ -86,7 +86,7 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
                 if backward else [name(d)]
             loops.append((t, gast.Call(func=name("range"), args=rng, keywords=[])))
         return [note] + nest(loops, thread_fn, call_args), DECORATOR
-    if plan.mode == "parallel":
+    if plan.mode == "parallel" and pair is None:
         note = comment("each thread writes only its own elements: threads run in parallel "
                        "(rt.signed: numba's prange index is unsigned)")
         loops = [(tids[0], rt_call("prange", name(dims[0])))] + [
@@ -100,6 +100,9 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     copies = {a: fresh(f"{a}_chunks") for a in plan.private if a not in summed}
     sum_chunks = {s.local: fresh(f"{s.local}_chunks") for s in sums}
     body = []
+    if plan.mode == "parallel":     # (with a pair function)
+        body.append(comment("each thread writes only its own elements: chunks of threads run "
+                            "in parallel"))
     if copies:
         what = ", ".join(repr(a) for a in copies)
         body.append(comment(f"{what} may be accumulated by several threads: each chunk of "

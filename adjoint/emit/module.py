@@ -172,12 +172,12 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
 
 
 def _jam_pair(tr, thread, plan, sums):
-    """The function running two threads of a privatize plan's 1-D grid together
-    (``<kernel>_<part>_pair``, emit/jam.py), or None where that does not apply. It is
-    made from the thread function as printed (a float32 kernel's numbers spelled: the
-    renamed names have no kinds of their own)."""
+    """The function running two threads of a parallel or privatize plan's 1-D grid
+    together (``<kernel>_<part>_pair``, emit/jam.py), or None where that does not apply.
+    It is made from the thread function as printed (a float32 kernel's numbers spelled:
+    the renamed names have no kinds of their own)."""
     fname, params, body, decorator = thread
-    if plan.mode != "privatize" or sums or tr.dims != 1:
+    if plan.mode not in ("parallel", "privatize") or sums or tr.dims != 1:
         return None
     if float32_kernel(tr):
         body = precision.float32_functions([(fname, params, copy_tree(body))],
