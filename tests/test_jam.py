@@ -102,6 +102,16 @@ def gathered(m: int, idx: ad.array(dtype=int), x: ad.array(dtype=float),
     out[i] = s
 
 @ad.kernel
+def pairs_loss(m: int, x: ad.array(dtype=float), w: ad.array(dtype=float),
+               loss: ad.array(dtype=float)):
+    i = ad.tid()
+    xi = x[i]
+    s = 0.0
+    for j in range(m):
+        s += w[j] * ad.sin(x[j] * xi)
+    ad.atomic_add(loss, 0, s * xi)
+
+@ad.kernel
 def grid2d(m: int, x: ad.array(dtype=float), out: ad.array(dtype=float, ndim=2)):
     i, k = ad.tid()
     s = 0.0
@@ -290,3 +300,27 @@ def test_a_parallel_forward_runs_two_threads_a_pass(backend, kernel_module):
     assert np.array_equal(big[:small_n], small)
     jvp_check(m.pairs, n, [count, x, w], [np.zeros(n)], rtol=1e-5, atol=1e-6)
     _check_fd(m.pairs, n, [count], {"x": x, "w": w}, rng)
+
+
+def test_a_loss_summed_in_a_local_runs_two_threads_a_pass(backend, kernel_module):
+    """``pairs_loss`` adds each thread's term into ``loss[0]``, which the grid keeps in a
+    local per chunk (emit/sums.py): the pair function takes that sum, adds the first
+    thread's term then the second's, and returns it; its forward and its backward
+    against float64 central differences, and a failed bounds check in a pair."""
+    m = kernel_module(KERNELS)
+    for part in ("forward", "forward_save"):
+        src = ad.source(m.pairs_loss, part)
+        pair = src.split(f"def pairs_loss_{part}_pair(")[1].split("\ndef ")[0]
+        assert "loss_at_0 = rt.accumulate(loss_at_0, t" in pair and \
+            pair.rstrip().endswith("return loss_at_0"), part
+        grid = src.split(f"def pairs_loss_{part}(")[1]
+        assert f"loss_at_0 = pairs_loss_{part}_pair(" in grid, part
+    n, count = _n(backend), 24
+    rng = np.random.default_rng(13)
+    x, w = rng.uniform(-1.5, 1.5, n), rng.uniform(0.5, 2.0, n)
+    loss, _ = _run(m.pairs_loss, n, [count], {"x": x, "w": w}, 1)
+    want = np.sum((np.sin(np.outer(x, x[:count])) * w[:count]).sum(axis=1) * x)
+    assert loss[0] == pytest.approx(want, rel=1e-12)
+    _check_fd(m.pairs_loss, n, [count], {"x": x, "w": w}, rng, out_shape=1)
+    with pytest.raises(ad.BoundsError, match=r"kernel 'pairs_loss' .*out of bounds"):
+        _run(m.pairs_loss, n, [n + 3], {"x": x, "w": w}, 1)

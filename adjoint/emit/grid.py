@@ -135,7 +135,8 @@ def grid(thread_fn, tids, dims, args, plan, backward, sums=(), pair=None, lanes=
     else:
         inner = [assign(s.local, _at(sum_chunks[s.local], name(chunk)), None) for s in sums]
         if pair is not None:
-            inner += _in_pairs(thread_fn, pair, tids[0], start, stop, call_args[1:], fresh)
+            inner += _in_pairs(thread_fn, pair, tids[0], start, stop, call_args[1:], fresh,
+                               _results(sums) if sums else None)
         else:
             inner += nest(rows, thread_fn, call_args, _results(sums) if sums else None)
     inner += [assign(_at(sum_chunks[s.local], name(chunk), store=True), name(s.local), None)
@@ -211,14 +212,18 @@ def _in_lanes(thread_fn, sums, tids, dims, start, stop, call_args, sum_chunks, c
     return body
 
 
-def _in_pairs(thread_fn, pair, tid, start, stop, rest, fresh):
+def _in_pairs(thread_fn, pair, tid, start, stop, rest, fresh, results=None):
     """A chunk's threads ``start`` to ``stop`` two by two through ``pair``, and the last
-    one alone (an odd count) through ``thread_fn``."""
+    one alone (an odd count) through ``thread_fn``; ``results``: the target the calls'
+    returned sums are assigned to (emit/sums.py), if any."""
     lo, hi = fresh("lo"), fresh("hi")
 
     def call(fn, *tids):
-        return gast.Expr(value=gast.Call(func=name(fn), args=[rt_call("signed", t) for t in tids]
-                                         + copy.deepcopy(rest), keywords=[]))
+        made = gast.Call(func=name(fn), args=[rt_call("signed", t) for t in tids]
+                         + copy.deepcopy(rest), keywords=[])
+        if results is None:
+            return gast.Expr(value=made)
+        return gast.Assign(targets=[copy.deepcopy(results)], value=made, type_comment=None)
 
     def plus(a, b, op=gast.Add):
         return gast.BinOp(left=a, op=op(), right=b)

@@ -44,7 +44,9 @@ It does not apply to: grids of more than one dimension; bodies where no such loo
 into an element it could join or carries a value; a loop that may ``break`` or ``continue`` (at its own
 level), or one whose ``while``-like condition is recomputed; a ``return`` other than the
 one after a failed bounds check's ``rt.fault`` (which stops the launch with an error,
-whichever thread failed); a body that assigns one of its parameters.
+whichever thread failed); a body that assigns one of its parameters, other than the
+one-element sums a privatize plan keeps in locals (emit/sums.py), which the pair
+function takes, adds both threads' values into in turn and returns.
 """
 import dataclasses
 
@@ -61,12 +63,21 @@ _SYNTAX = (gast.Constant, gast.Name, gast.BinOp, gast.UnaryOp, gast.Compare, gas
            gast.unaryop, gast.cmpop, gast.boolop, gast.expr_context)
 
 
-def paired(body, tid, params, scalars, private):
+def paired(body, tid, params, scalars, private, sums=()):
     """``(params, body)`` of the pair function of a thread function (module docstring),
-    or None where it does not apply."""
+    or None where it does not apply. ``sums``: the parameters in which the thread
+    function keeps one-element sums (emit/sums.py: ``s = rt.accumulate(s, v)``, returned
+    at every ``return``); the pair function adds both threads' values into them, the
+    first thread's then the second's, statement by statement, and returns them."""
+    sums = set(sums)
     assigned = _assignments(body)
-    if any(p in assigned for p in params) or not _returns_only_after_faults(body):
+    if any(p in assigned and p not in sums for p in params) or \
+            not _accumulates_only(body, sums) or not _returns_only_after_faults(body, sums):
         return None
+    tail = []
+    if sums:        # (the thread function's last statement returns its sums)
+        body, tail = body[:-1], [copy_tree(body[-1])]
+    assigned = {n: c for n, c in assigned.items() if n not in sums}
     arrays = [p for p in params if p != tid and p not in scalars]
     readonly = {a for a in arrays if a not in _escaping(body, arrays, written=True)}
     summable = set(private) - _escaping(body, private, written=False)
@@ -91,7 +102,7 @@ def paired(body, tid, params, scalars, private):
         else:
             out += [copy_tree(s), _second(s, second)]
     params2 = [tid, second[tid]] + [p for p in params if p != tid]
-    return params2, out
+    return params2, out + tail
 
 
 def _plan(body, scalars, assigned, readonly, summable):
@@ -201,12 +212,48 @@ def _is_fault(s):
         isinstance(s.value.func.value, gast.Name) and s.value.func.value.id == "rt"
 
 
-def _returns_only_after_faults(body):
+def _accumulates_only(body, sums):
+    """Whether every assignment to a name of ``sums`` is ``s = rt.accumulate(s, v)``,
+    ``v`` not reading ``sums``."""
+    for s in walk_stmts(body):
+        targets = s.targets if isinstance(s, gast.Assign) else \
+            [s.target] if isinstance(s, (gast.AugAssign, gast.For)) else []
+        hit = {n.id for t in targets for n in gast.walk(t) if isinstance(n, gast.Name)} & sums
+        if not hit:
+            continue
+        v = s.value if isinstance(s, gast.Assign) else None
+        if not (len(hit) == 1 and len(targets) == 1 and isinstance(targets[0], gast.Name) and
+                isinstance(v, gast.Call) and isinstance(v.func, gast.Attribute) and
+                v.func.attr == "accumulate" and len(v.args) == 2 and
+                isinstance(v.args[0], gast.Name) and v.args[0].id == targets[0].id and
+                not any(isinstance(n, gast.Name) and n.id in sums for n in gast.walk(v.args[1]))):
+            return False
+    return True
+
+
+def _returns_sums(s, sums):
+    """Whether ``return`` statement ``s`` returns nothing (no ``sums``) or the sums,
+    in the order emit/sums.py returns them (one name, or a tuple of them)."""
+    v = s.value
+    if not sums:
+        return v is None
+    names = v.elts if isinstance(v, gast.Tuple) else [v]
+    return all(isinstance(n, gast.Name) for n in names) and \
+        {n.id for n in names} == sums and len(names) == len(sums)
+
+
+def _returns_only_after_faults(body, sums=frozenset()):
     """Whether every ``return`` ends a failed bounds check's report (``rt.fault(...);
-    return``), with no value."""
+    return``), returning nothing or the ``sums``, and, with ``sums``, the body's last
+    statement returns them."""
+    if sums and not (body and isinstance(body[-1], gast.Return) and
+                     _returns_sums(body[-1], sums)):
+        return False
+    body = body[:-1] if sums else body
+
     def block(stmts):
         for k, s in enumerate(stmts):
-            if isinstance(s, gast.Return) and (s.value is not None or k == 0 or
+            if isinstance(s, gast.Return) and (not _returns_sums(s, sums) or k == 0 or
                                               not _is_fault(stmts[k - 1])):
                 return False
             for fld in ("body", "orelse"):

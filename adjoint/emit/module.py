@@ -160,7 +160,7 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
             body = sums_.replace(body, sums)
     tparams = tids + params + [s.local for s in sums]
     fns = [(thread, tparams, *_thread_body(body, tparams, tr))]
-    pair = _jam_pair(tr, fns[0], plan, sums)
+    pair = None if lanes else _jam_pair(tr, fns[0], plan, sums)
     if pair is not None:
         fns.append(pair)
     if plan.mode != "serial":
@@ -177,13 +177,13 @@ def _jam_pair(tr, thread, plan, sums):
     It is made from the thread function as printed (a float32 kernel's numbers spelled:
     the renamed names have no kinds of their own)."""
     fname, params, body, decorator = thread
-    if plan.mode not in ("parallel", "privatize") or sums or tr.dims != 1:
+    if plan.mode not in ("parallel", "privatize") or tr.dims != 1:
         return None
     if float32_kernel(tr):
         body = precision.float32_functions([(fname, params, copy_tree(body))],
                                            precision.names_kinds(tr))[0][2]
     scalars = [p.name for p in tr.pf.params if not p.is_array]
-    made = jam.paired(body, params[0], params, scalars, plan.private)
+    made = jam.paired(body, params[0], params, scalars, plan.private, [s.local for s in sums])
     if made is None:
         return None
     return (fname[:-len("_thread")] + "_pair", made[0], made[1], DECORATOR)
