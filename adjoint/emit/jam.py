@@ -3,8 +3,9 @@ loop they share.
 
 Expects: the lowered CPU thread body of a 1-D grid whose plan runs its threads in
 parallel, privatizing ``private`` (the arrays each chunk of threads adds into its own
-copy of, none for plan parallel: transform/parallel.py), with its declarations and its float32 spelling (emit/precision.py); the name of the
-thread index, the function's parameters and the kernel's scalar parameters.
+copy of, none for plan parallel: transform/parallel.py), with its declarations and its
+float32 spelling (emit/precision.py); the name of the thread index, the function's
+parameters and the kernel's scalar parameters.
 Guarantees: ``paired`` gives ``(params, body)`` of a function that runs the threads
 ``tid0`` and ``tid0_b`` (a fresh name) together, or None when it does not apply (below).
 The input is left as it was; the same input gives the same tree.
@@ -38,15 +39,16 @@ prove they do not alias). Two threads a pass halve both. And in a loop that carr
 value from one iteration to the next (a sum, ``s += W[i, k] * x[k]`` of a tanh layer's
 row), each iteration waits for the one before: one thread a pass leaves the core idle
 for most of an addition's latency, two threads a pass run two such chains side by side
-(the tanh layer's forward: 1.8 -> 1.0 ms, see docs/benchmarks.md).
+(the tanh layer's forward written so by hand: 1.8 -> 1.0 ms; docs/benchmarks.md).
 
 It does not apply to: grids of more than one dimension; bodies where no such loop adds
-into an element it could join or carries a value; a loop that may ``break`` or ``continue`` (at its own
-level), or one whose ``while``-like condition is recomputed; a ``return`` other than the
-one after a failed bounds check's ``rt.fault`` (which stops the launch with an error,
-whichever thread failed); a body that assigns one of its parameters, other than the
-one-element sums a privatize plan keeps in locals (emit/sums.py), which the pair
-function takes, adds both threads' values into in turn and returns.
+into an element it could join or carries a value; a loop that may ``break`` or
+``continue`` (at its own level), or one whose ``while``-like condition is recomputed; a
+``return`` other than the one after a failed bounds check's ``rt.fault`` (which stops
+the launch with an error, whichever thread failed); a body that assigns one of its
+parameters, other than the one-element sums a privatize plan keeps in locals
+(emit/sums.py), which the pair function takes, adds both threads' values into in turn
+and returns.
 """
 import dataclasses
 
