@@ -472,10 +472,13 @@ def test_arrays_of_vectors_on_the_python_side():
         ad.array(np.zeros((4, 2)), dtype=ad.vec3)
     with pytest.raises(ValueError, match="trailing shape"):
         ad.array(np.zeros(3), dtype=ad.vec3)
-    import torch
-    t = ad.array(torch.ones(2, 4, dtype=torch.float64), dtype=ad.quat)
-    assert t.shape == (2, 4)
     assert ad.vec3(1.0).tolist() == [1.0, 1.0, 1.0] and ad.quat_identity().tolist()[3] == 1.0
+
+
+def test_an_array_of_vectors_copies_a_torch_tensor():
+    torch = pytest.importorskip("torch")
+    t = ad.array(torch.ones(2, 4, dtype=torch.float64), dtype=ad.quat)
+    assert t.shape == (2, 4) and t.numpy().tolist() == [[1.0] * 4] * 2
 
 
 # -- a Warp kernel, ported by renaming wp. to ad. ------------------------------------------
@@ -602,17 +605,12 @@ def test_an_array_of_vectors_can_share_numpy_and_torch_memory(kernel_module):
     """``ad.array(p, dtype=ad.vec3, copy=False)`` is a view of the (n, 3) numpy array: a
     kernel's store lands in ``p``; a torch tensor is shared the same way; where sharing
     would need a copy (dtype, strides, not a numpy array) it is refused, not copied."""
-    import torch
     p = np.zeros((4, 3))
     a = ad.array(p, dtype=ad.vec3, copy=False, requires_grad=True)
     assert np.shares_memory(a.numpy(), p) and a.grad.numpy().shape == (4, 3)
     with ad.backend_scope("python"):
         ad.launch(kernel_module(SHARE).put, 4, inputs=[ad.array([1.0, 2.0, 3.0])], outputs=[a])
     assert p[2].tolist() == [2.0, 4.0, 6.0] and p[3].tolist() == [3.0, 6.0, 9.0]
-    t = torch.zeros(2, 4, dtype=torch.float32)
-    q = ad.array(t, dtype=ad.quatf, copy=False)
-    q.numpy()[1, 3] = 5.0
-    assert float(t[1, 3]) == 5.0
     with pytest.raises(ValueError, match="float32, not float64"):
         ad.array(np.zeros((4, 3), np.float32), dtype=ad.vec3, copy=False)
     with pytest.raises(ValueError, match="C-contiguous"):
@@ -621,6 +619,15 @@ def test_an_array_of_vectors_can_share_numpy_and_torch_memory(kernel_module):
         ad.array(np.zeros((4, 2)), dtype=ad.vec3, copy=False)
     with pytest.raises(ValueError, match="numpy array or a CPU tensor"):
         ad.array([[0.0, 0.0, 0.0]], dtype=ad.vec3, copy=False)
+
+
+def test_an_array_of_vectors_can_share_torch_memory():
+    """A CPU torch tensor of the vector's trailing shape and dtype is shared, not copied."""
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2, 4, dtype=torch.float32)
+    q = ad.array(t, dtype=ad.quatf, copy=False)
+    q.numpy()[1, 3] = 5.0
+    assert float(t[1, 3]) == 5.0
 
 
 SWAPS = """
