@@ -211,6 +211,26 @@ def target_names(stmt):
     return []
 
 
+def changed_names(stmt):
+    """Names whose value a simple statement may change: the names it binds, the arrays it
+    stores into (``a[i] = v``, ``a[i] += v``) and every name it passes to a call (a
+    call may write an array it is given: ``rt.atomic_add(adj_a, i, v)``)."""
+    out = set()
+    targets = (stmt.targets if isinstance(stmt, gast.Assign) else
+               [stmt.target] if isinstance(stmt, (gast.AugAssign, gast.For)) else [])
+    for t in targets:
+        out |= names_in_target(t)
+        while isinstance(t, (gast.Subscript, gast.Attribute)):
+            t = t.value
+        if isinstance(t, gast.Name):
+            out.add(t.id)
+    for node in gast.walk(stmt):
+        if isinstance(node, gast.Call):
+            out |= {n.id for a in node.args for n in value_names(a)}
+            out |= {n.id for k in node.keywords for n in value_names(k.value)}
+    return out
+
+
 def load_names(node):
     """Names read by an expression or a simple statement (not nested blocks)."""
     out = []

@@ -32,7 +32,8 @@ what is stored in its name, ``s`` a power of two:
   zero (set to ``-0.0`` before, in its block, or at the start of every iteration of
   its loop: zero before the loop and again at the end of its body) holds ``e`` at
   ``e``'s scale (``-0.0 + v`` is ``v``); the same ``adj_x += e`` again, with nothing
-  ``e`` reads assigned between, doubles the scale and is left out (``v + v`` is
+  ``e`` reads changed between (assigned, an array stored into or added into, or given
+  to a call: ``ir.changed_names``), doubles the scale and is left out (``v + v`` is
   ``2 * v``); an add at another scale brings one side to the other's. Each scale is
   multiplied back into its name (``adj_x = adj_x * 0.5``) at the end of its block and
   before a nested block, a ``break``, ``continue`` or ``return``, and a statement that
@@ -54,8 +55,8 @@ from collections import Counter, defaultdict
 
 import gast
 
-from .ir import (assign, copy_tree, load_names, name, names_in_target, number_constant,
-                 value_names, walk_stmts)
+from .ir import (assign, changed_names, copy_tree, load_names, name, names_in_target,
+                 number_constant, value_names, walk_stmts)
 from .once import assigned_names
 
 
@@ -350,8 +351,9 @@ class _State:
             _Materialize(self.scale).visit(s)
         for n in assigned_names([s]):
             self.scale.pop(n, None)
-            self.changed(n)
             self.zero.discard(n)
+        for n in changed_names(s):      # (an adjoint array's element cleared or added into)
+            self.changed(n)
         self.out.append(s)
 
     def set_scale(self, n, sc):
