@@ -3,11 +3,20 @@
 The backward pass replays the kernel's loads from the arrays as they are
 after the launch. A load therefore sees what the forward saw only if nothing
 in the kernel wrote that element after (or before, in another thread) the
-load. This pass allows one pattern -- a single plain store, outside every loop,
-at an index that includes the thread index (no other thread writes there), and
-loads of exactly that element after it in program order (so whether or not the
-store ran, the element then holds its final value) -- and refuses every other
-mix of reads and writes of one array with file:line.
+load. This pass allows one pattern -- plain stores, outside every loop, at
+indices that include the thread index (no other thread writes there), each of a
+distinct element, and loads of exactly an element stored, after its store in
+program order (so whether or not the store ran, the element then holds its final
+value) -- and refuses every other mix of reads and writes of one array with
+file:line.
+
+A float array has one such store. A vector or matrix element is stored one
+component at a time (``v[i] = w`` is ``v[i, 0] = w_x``, ``v[i, 1] = w_y``, ...:
+frontend/scalarize.py), so its array has several stores; they qualify when
+their indices differ only at positions where every one of them holds a
+non-negative integer constant (the component), and agree, name for name,
+everywhere else (the thread's part). Each then writes its own element: the
+same names hold the same values (SSA, outside loops) and the constants differ.
 """
 import ast
 
@@ -29,6 +38,35 @@ def _in_loops(stmts):
         if isinstance(s, (gast.For, gast.While)):
             out |= {id(x) for x in walk_stmts([s]) if x is not s}
     return out
+
+
+def _components(sl):
+    return sl.elts if isinstance(sl, gast.Tuple) else [sl]
+
+
+def _component_const(node):
+    """A non-negative integer constant index (a component), or None."""
+    v = getattr(node, "value", None) if isinstance(node, gast.Constant) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _own_stores(ws, looped, owner, dims):
+    """{index key: store} when the writes ``ws`` of one array are plain stores outside
+    every loop, each at the thread's own index, each of a distinct element of this
+    thread's (indices that differ only in constant components: see the module
+    docstring); else None."""
+    if any(not isinstance(w, gast.Assign) or id(w) in looped or
+           not is_exclusive(owner, dims, w.targets[0].slice) for w in ws):
+        return None
+    idx = [[_slice_key(c) for c in _components(w.targets[0].slice)] for w in ws]
+    if len({len(k) for k in idx}) != 1:
+        return None
+    for pos in range(len(idx[0])):
+        if len({k[pos] for k in idx}) > 1 and any(
+                _component_const(_components(w.targets[0].slice)[pos]) is None for w in ws):
+            return None     # differ at a position that is not a constant component
+    stores = {_slice_key(w.targets[0].slice): w for w in ws}
+    return stores if len(stores) == len(ws) else None     # no element stored twice
 
 
 def check(ssa, dims, owner):
@@ -58,18 +96,16 @@ def check(ssa, dims, owner):
     looped = _in_loops(ssa.body)
     for arr in sorted(set(loads) & set(writes)):
         ws = writes[arr]
-        store = ws[0]
-        ok = (len(ws) == 1 and isinstance(store, gast.Assign) and id(store) not in looped
-              and is_exclusive(owner, dims, store.targets[0].slice))
+        stores = _own_stores(ws, looped, owner, dims)
         for ld in loads[arr]:
-            if not ok or order[id(ld)] < order[id(store)] or \
-                    _slice_key(ld.value.slice) != _slice_key(store.targets[0].slice):
+            store = stores.get(_slice_key(ld.value.slice)) if stores is not None else None
+            if store is None or order[id(ld)] < order[id(store)]:
                 raise pf.error(
                     f"array '{arr}' is both read and written in this kernel (line {ld.lineno} reads "
                     f"it, line {ws[0].lineno} writes it): the backward pass would replay the read "
                     "with the overwritten value. Read from one array and write to another "
-                    "(only a load of the element just stored, after its one store outside any "
-                    "loop at the thread's own index, is allowed)",
+                    "(only a load of an element this thread stored, after its one store outside "
+                    "any loop at the thread's own index, is allowed)",
                     ld, stage="hazards")
 
 
