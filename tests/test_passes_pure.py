@@ -1,21 +1,23 @@
 """Every pass returns a new tree and leaves its input as it was.
 
-Each pass of the pipeline is run by hand on kernels and a func with loops (``for``,
-``while``, ``break``), branches, a func call and a stored loop; the input of each
-pass is dumped before and compared after the pass (and after every later one), so a
-pass that renames, rewrites or annotates a tree it was given fails here. Generated
+Each pass of the pipeline's list (adjoint/passes.py), optimizations on and off, is run
+in its order on kernels and a func with loops (``for``, ``while``, ``break``),
+branches, a func call and a stored loop; every tree a pass makes is dumped and
+compared after each later pass (and after emit), so a pass that renames, rewrites or
+annotates a tree it was given fails here. Generated
 modules being byte-identical across runs depends on it: a cached tree edited by one
 caller would change what the next one sees.
 """
 import gast
 import pytest
 
+from types import SimpleNamespace
+
 import adjoint as ad
+from adjoint import passes, pipeline
 from adjoint.emit import module as emit_module
-from adjoint.frontend.fence import fence
-from adjoint.frontend.parse import parse, transforming
-from adjoint.transform import (activity, bounds, hazards, ir, jvp, normalize, parallel, reverse,
-                               ssa, store, types)
+from adjoint.frontend.parse import transforming
+from adjoint.transform import ir
 from adjoint.transform.ir import walk_stmts
 
 SOURCE = '''
@@ -50,57 +52,65 @@ def _dump(tree):
     return [gast.dump(s) for s in (tree if isinstance(tree, list) else [tree])]
 
 
+def _trees(value):
+    """The trees (statement lists, nodes) inside a field a pass made."""
+    if isinstance(value, gast.AST):
+        return [value]
+    if isinstance(value, list):
+        return [value] if value and isinstance(value[0], gast.AST) else []
+    if hasattr(value, "__dataclass_fields__") or hasattr(value, "__dict__"):
+        return [t for v in vars(value).values() if not callable(v) for t in _trees(v)]
+    return []
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "unoptimized"])
 @pytest.mark.parametrize("name, role", [("loops", "kernel"), ("damp", "func")])
-def test_no_pass_edits_its_input(kernel_module, name, role):
+def test_no_pass_edits_its_input(kernel_module, name, role, optimize):
+    """Each pass of ``passes.PASSES`` (in the list's order, as pipeline.transform runs
+    them) leaves every tree an earlier pass made as it was."""
     fn = getattr(kernel_module(SOURCE), name)
-    seen = []                       # (what, the tree, its dump when the pass got it)
-
-    def given(what, tree):
-        seen.append((what, tree, _dump(tree)))
-
-    def unchanged(after):
-        for what, tree, before in seen:
-            assert _dump(tree) == before, f"{after} edited the output of {what}"
-
+    enabled = passes.ALL if optimize else passes.NONE
+    st = SimpleNamespace(pyfunc=fn.pyfunc, role=role, bounds_check=True, forward_only=False,
+                         optimizations=enabled, applied=(), saved=None, once=None,
+                         gather=None, zeroed=(), covered=(), rest_clears=(), handed=(),
+                         eager=None, plans=None, sites=())
+    seen = []                       # (what, the tree, its dump when the pass made it)
+    ran = []
     with transforming(fn.pyfunc):
-        pf = fence(parse(fn.pyfunc, role))
-        given("parse", pf.node)
-        norm = normalize.normalize(pf)
-        unchanged("normalize")
-        given("normalize", norm.body)
-        kinds, _ = types.infer(norm)
-        s = ssa.ssa(norm, kinds)
-        unchanged("ssa")
-        given("ssa", s.body)
-        dims, threads = parallel.grid_dims(s), parallel.thread_indices(s)
-        if role == "kernel":
-            hazards.check(s, dims, threads)
-        act = activity.active(s)
-        checked = bounds.bound(s, dims, threads, enabled=role == "kernel")
-        unchanged("bounds")
-        given("bounds", checked.ssa.body)
-        rev = reverse.reverse(checked.ssa, act)
-        tangent = jvp.jvp(checked.ssa, act)
-        unchanged("reverse and jvp")
-        given("reverse (forward)", rev.forward)
-        given("reverse (backward)", rev.backward)
-        given("jvp", tangent.body)
-        saved = store.saving(checked.ssa, act, rev, dims)
-        unchanged("store")
-        if role == "kernel":
-            assert saved is not None            # the accumulating loop is stored
-            parallel.plan(s, dims, threads, {p.name for p in pf.differentiable()})
-            unchanged("parallel")
+        for p in passes.PASSES:
+            if p.stage != "transform" or role not in p.roles or \
+                    p.optimization and p.name not in enabled:
+                continue
+            made = pipeline.RUN[p.name](st)
+            for what, tree, before in seen:
+                assert [gast.dump(t) for t in _flat(tree)] == before, \
+                    f"pass {p.name} edited what {what} made"
+            vars(st).update(made)
+            ran.append(p.name)
+            for field, value in made.items():
+                for tree in _trees(value):
+                    seen.append((f"{p.name} ({field})", tree, [gast.dump(t) for t in _flat(tree)]))
+    assert ran[:3] == ["parse", "scalarize", "fence"] and "reverse" in ran
+    assert all((n in ran) == optimize for n in ("prune", "scale")), ran
+    if role == "kernel":
+        # the accumulating loop is stored by pass store, which is an optimization
+        assert (st.saved is not None) == optimize
     tr = fn.transformed
     for what, tree in [("forward", tr.rev.forward), ("backward", tr.rev.backward),
                        ("jvp", tr.tangent.body)]:
-        given(f"the transformed {what}", tree)
+        seen.append((f"the transformed {what}", tree, [gast.dump(t) for t in _flat(tree)]))
     for target in ("cpu", "cuda"):
         if role == "kernel":
             emit_module.kernel_functions(tr, target, ())
         else:
             emit_module.func_functions(tr, target=target)
-        unchanged(f"emit for {target}")
+        for what, tree, before in seen:
+            assert [gast.dump(t) for t in _flat(tree)] == before, \
+                f"emit for {target} edited what {what} made"
+
+
+def _flat(tree):
+    return tree if isinstance(tree, list) else [tree]
 
 
 def _undeclared(trees):

@@ -59,11 +59,13 @@ class _Lower(gast.NodeTransformer):
         return node
 
 
-def _lower(stmts, generated=True):
-    """``stmts`` spelled for a target; ``generated`` (not a user's hand-written rule):
-    with each adjoint's first add as its assignment (emit/firsts.py)."""
+def _lower(stmts, tr):
+    """``stmts`` spelled for a target; where ``tr`` (the Transformed of the kernel or func
+    the transformer generated them for; None for a user's hand-written rule) enables the
+    optimization pass firsts, with each adjoint's first add as its assignment
+    (emit/firsts.py)."""
     out = [_Lower().visit(copy_tree(s)) for s in stmts]
-    return firsts.fold(out) if generated else out
+    return firsts.fold(out) if tr is not None and "firsts" in tr.optimizations else out
 
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
@@ -79,7 +81,7 @@ def kernel_functions(tr, target="cpu", custom_grads=()):
 def _jvp_functions(tr, target, custom_grads):
     """The JVP's thread and grid functions: the primal and tangent arrays in, both out."""
     params = [p.name for p in tr.pf.params] + tr.tangent.dot_params
-    body = _lower(tr.tangent.body)
+    body = _lower(tr.tangent.body, tr)
     jparams = params + ([cuda.STATUS] if bounds.reports(body) else [])
     return _pair(tr, target, custom_grads, "jvp", body, jparams, tr.plans[2], backward=False)
 
@@ -91,7 +93,7 @@ def _kernel_functions(tr, target, custom_grads):
 
     def status(body):
         return [cuda.STATUS] if bounds.reports(body) else []
-    forward = _lower(tr.rev.forward)
+    forward = _lower(tr.rev.forward, tr)
     out = _pair(tr, target, custom_grads, "forward", forward, params + status(forward),
                 tr.plans[0], backward=False)
     if tr.rev.backward is None:
@@ -102,7 +104,7 @@ def _kernel_functions(tr, target, custom_grads):
     adj_params = adj_params + ([zeroed.CLEAR_FLAG] if handed else [])
 
     def lower(body):
-        return _lower(zeroed.optional_clears(body, handed))
+        return _lower(zeroed.optional_clears(body, handed), tr)
     backward = lower(tr.rev.backward)
     bparams = params + adj_params + (cuda_status or status(backward))
     if tr.gather is not None and target == "cpu":
@@ -112,14 +114,14 @@ def _kernel_functions(tr, target, custom_grads):
                      backward=True)
     if tr.saved is not None:
         saved = [p for p, _, _ in tr.saved.params]
-        forward, backward = _lower(tr.saved.forward), lower(tr.saved.backward)
+        forward, backward = _lower(tr.saved.forward, tr), lower(tr.saved.backward)
         out += _pair(tr, target, custom_grads, "forward_save", forward,
                      params + saved + status(forward), tr.plans[0], backward=False)
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
                      params + saved + adj_params + (cuda_status or status(backward)),
                      tr.plans[1], backward=True)
     if tr.eager is not None and target == "cpu":   # pass eager: forward and VJP in one launch
-        fused = _lower(tr.eager.body)
+        fused = _lower(tr.eager.body, tr)
         out += _pair(tr, target, custom_grads, "forward_vjp", fused,
                      params + tr.rev.adj_params + status(fused), tr.eager.plan, backward=False)
     if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
@@ -152,7 +154,7 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
                  cuda.KERNEL)]
     sums = []
     lanes = False
-    if plan.mode == "privatize":         # one-element accumulations kept in locals
+    if plan.mode == "privatize" and "sums" in tr.optimizations:   # kept in locals
         scalars = [p.name for p in tr.pf.params if not p.is_array]
         sums = sums_.find(body, plan.private, scalars, tids + dims + params)
         if sums:
@@ -177,7 +179,8 @@ def _jam_pair(tr, thread, plan, sums):
     It is made from the thread function as printed (a float32 kernel's numbers spelled:
     the renamed names have no kinds of their own)."""
     fname, params, body, decorator = thread
-    if plan.mode not in ("parallel", "privatize") or tr.dims != 1:
+    if plan.mode not in ("parallel", "privatize") or tr.dims != 1 or \
+            "jam" not in tr.optimizations:
         return None
     if float32_kernel(tr):
         body = precision.float32_functions([(fname, params, copy_tree(body))],
@@ -206,18 +209,18 @@ def _gathered(tr, body, params):
     for r in tr.gather.receivers:
         fname = f"{k}_backward_gather_{r.array[len('adj_'):]}_thread"
         rparams = r.elements + dims + params
-        fns.append((fname, rparams, *_thread_body(_lower(r.body), rparams, tr)))
+        fns.append((fname, rparams, *_thread_body(_lower(r.body, tr), rparams, tr)))
         adding.append((fname, r.array, r.elements, [dims[d] for d in r.dims],
-                       _lower(r.requires)))
+                       _lower(r.requires, tr)))
         if gather_clean(tr):        # the receiver storing its sum into a clean gradient
             sname = f"{k}_backward_gather_{r.array[len('adj_'):]}_clean_thread"
             fns.append((sname, rparams,
-                        *_thread_body(_lower(once.storing(r.body, [r.array])), rparams, tr)))
+                        *_thread_body(_lower(once.storing(r.body, [r.array]), tr), rparams, tr)))
             storing.append((sname, *adding[-1][1:]))
     rest = None
     if any(not isinstance(s, Comment) for s in tr.gather.rest):
         rest = f"{k}_backward_rest_thread"
-        fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest), tids + params,
+        fns.append((rest, tids + params, *_thread_body(_lower(tr.gather.rest, tr), tids + params,
                                                       tr)))
     planned_fn = f"{k}_backward_planned"
     fns.append((planned_fn, dims + params, planned[2], planned[3]))
@@ -285,7 +288,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     deco = cuda.DEVICE if target == "cuda" else DECORATOR
 
     def lower(body, names):
-        body = _declared(_lower(body), names, tr, target)
+        body = _declared(_lower(body, tr), names, tr, target)
         return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
 
     def pushing(names):
@@ -296,7 +299,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
-        gbody = _lower(gpf.node.body, generated=False)
+        gbody = _lower(gpf.node.body, None)
         if target == "cuda":        # its adj_arr[i] += v: atomic, as every colliding one
             gbody = cuda.lower_body(gbody, tr, 256, custom_grads)
         out.append((f"{f}_adjoint", gparams, gbody, deco, gpf.source))
@@ -306,7 +309,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
     if custom_jvp is not None:
         jparams = [a.id for a in custom_jvp.node.args.args]
-        out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body, generated=False), deco,
+        out.append((f"{f}_jvp", jparams, _lower(custom_jvp.node.body, None), deco,
                     custom_jvp.source))
     elif custom_grad is None and jvp_refusal(tr) is None:
         jparams = params + tr.tangent.dot_params
@@ -322,9 +325,10 @@ def _known_target(target):
     return target
 
 
-def function_sources(tr, stage, target="cpu"):
+def function_sources(tr, stage, target="cpu", threads_only=False):
     """The forward, backward or jvp functions of one kernel/func as source, spelled for
-    ``target`` (decorators are left out, as in ``ad.source``)."""
+    ``target`` (decorators are left out, as in ``ad.source``); ``threads_only``: a
+    kernel's thread function alone (one thread's code, without the grid running it)."""
     custom = {f.name for f in tr.pf.funcs if f.custom_grad is not None}
     n = tr.pf.name
     if tr.pf.role == "kernel":
@@ -334,6 +338,8 @@ def function_sources(tr, stage, target="cpu"):
                                               f"{n}_{stage}_rest_thread",
                                               f"{n}_{stage}_planned")
                   or f[0].startswith(f"{n}_{stage}_gather")]
+        if threads_only:
+            picked = [f for f in picked if f[0] == f"{n}_{stage}_thread"] or picked
     else:
         fns = func_functions(tr, None, _known_target(target), custom)
         part = {"forward": "forward", "backward": "adjoint", "jvp": "jvp"}.get(stage)

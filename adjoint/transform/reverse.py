@@ -75,8 +75,10 @@ class Reverser:
     (a top-level loop of a kernel, see transform/store.py) is not replayed: the forward
     saves its values per thread and the backward reads them back."""
 
-    def __init__(self, ssa, active_set, stored=(), tids=()):
+    def __init__(self, ssa, active_set, stored=(), tids=(), walk_forward=True, pruned=True):
         self.ssa = ssa
+        self.walk_forward = walk_forward    # optimization pass order: may walk a loop forward
+        self.pruned = pruned                # optimization pass prune: dead replay removed
         self.pf = ssa.norm.pf
         self.namer = copy.deepcopy(ssa.namer)     # fresh names; the input is not edited
         self.active = active_set
@@ -401,7 +403,8 @@ class Reverser:
         names = self.loop_names(s)
         line = s.lineno
         it = names["it"]
-        forward = forward_order(s, self.active, {p.name for p in self.pf.params if p.is_array})
+        forward = self.walk_forward and forward_order(
+            s, self.active, {p.name for p in self.pf.params if p.is_array})
         body = [comment(f"iteration {it} of the loop on line {line}, in reverse" if not forward
                         else f"iteration {it} of the loop on line {line}, in forward order: "
                         "no iteration's adjoints depend on another's (transform/order.py)", line)]
@@ -440,10 +443,13 @@ def holds_stacks(stmts):
                for s in stmts for n in gast.walk(s))
 
 
-def reverse(ssa, active_set, forward_only=False):
+def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True):
     """The ``Reversed`` of an SSA function; with ``forward_only`` (or loop stacks in it,
-    see ``holds_stacks``) its forward only, ``backward`` None."""
-    r = Reverser(ssa, active_set)
+    see ``holds_stacks``) its forward only, ``backward`` None. ``walk_forward`` (the
+    optimization pass order): a loop whose iterations' adjoints do not depend on each
+    other is reversed in forward order; ``pruned`` (the optimization pass prune): replay
+    code whose values the backward never reads is left out."""
+    r = Reverser(ssa, active_set, walk_forward=walk_forward, pruned=pruned)
     if forward_only or holds_stacks(ssa.body):
         return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
                         {})
@@ -457,9 +463,13 @@ def reverse(ssa, active_set, forward_only=False):
     fused = None
     if ssa.norm.pf.role == "kernel" and not r.names:
         # no loop is recorded or reversed: the replay is the forward without its stores
-        fused = prune([copy_tree(s) for s in forward] + r.reverse_part)
+        fused = _pruned(r, [copy_tree(s) for s in forward] + r.reverse_part)
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
                     loop_stacks, fused)
+
+
+def _pruned(r, body):
+    return prune(body) if r.pruned else body
 
 
 def assemble(r):
@@ -484,13 +494,13 @@ def assemble(r):
                 for p in pf.params]
         value = rets[0] if len(rets) == 1 else gast.Tuple(elts=rets, ctx=gast.Load())
         backward.append(at(gast.Return(value=value), line))
-        backward = prune(backward)
+        backward = _pruned(r, backward)
         n = ssa.norm.n_returns
         # (a func's array adjoints, accumulated into: its calls are inlined, pass inline)
         adj_params = [adj(p.name) for p in pf.differentiable() if p.is_array]
         adj_params += ["adj_ret"] if n == 1 else [f"adj_ret{k}" for k in range(n)]
     else:
-        backward = prune(backward)
+        backward = _pruned(r, backward)
         adj_params = [adj(p.name) for p in pf.differentiable()]
     r.written = {n.id for x in backward for n in gast.walk(x) if isinstance(n, gast.Name)} & \
         set(r.saved.values())

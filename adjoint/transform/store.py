@@ -36,8 +36,10 @@ class Saved:
     loops: tuple        # the stored loops' lines
 
 
-def saving(ssa, active_set, rev, dims):
-    """The store policy's forward and backward for a kernel, or None (see the module)."""
+def saving(ssa, active_set, rev, dims, walk_forward=True):
+    """The store policy's forward and backward for a kernel, or None (see the module);
+    ``walk_forward``: as pass reverse's (the optimization pass order). With pass prune
+    off, every loop's stacks stay in ``rev.backward``: no loop is stored."""
     if ssa.norm.pf.role != "kernel" or rev.backward is None:
         return None
     present = {n.id for x in rev.backward for n in gast.walk(x) if isinstance(n, gast.Name)}
@@ -45,7 +47,8 @@ def saving(ssa, active_set, rev, dims):
              if not set(rev.loop_stacks.get(s.loop.uid, ())) & present]
     if not loops:
         return None
-    r = Reverser(ssa, active_set, [s.loop.uid for s in loops], [f"tid{d}" for d in range(dims)])
+    r = Reverser(ssa, active_set, [s.loop.uid for s in loops], [f"tid{d}" for d in range(dims)],
+                 walk_forward=walk_forward)
     forward, backward, _, _ = assemble(r)
     if not r.written:
         return None
