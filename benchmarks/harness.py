@@ -81,7 +81,21 @@ def fresh_tape(last):
 
 
 class GradientMismatch(RuntimeError):
-    """A system's forward value or gradient disagrees with the float64 reference."""
+    """A system's forward value or gradient disagrees with the float64 reference;
+    ``system`` names it (None when the reference itself is wrong)."""
+
+    def __init__(self, message, system=None):
+        super().__init__(message)
+        self.system = system
+
+
+class SystemFailed(RuntimeError):
+    """A system raised while it was built, warmed up or checked (``system`` names it;
+    the original exception is the cause)."""
+
+    def __init__(self, system, exc):
+        super().__init__(f"system '{system}' raised {type(exc).__name__}: {exc}")
+        self.system = system
 
 
 @dataclasses.dataclass
@@ -161,10 +175,10 @@ def verify(workload, system_name, system, problem, ref_cache):
     pairs = [(f"out {n}", outs[n], ref_out[n]) for n in problem.outputs] + \
         [(f"d/d{n}", grads[n], ref_grads[n]) for n in problem.diff]
     return _judge(pairs, f"GRADIENT CHECK FAILED: workload '{workload.NAME}', system "
-                         f"'{system_name}'", "")
+                         f"'{system_name}'", "", system_name)
 
 
-def _judge(pairs, title, how):
+def _judge(pairs, title, how, system):
     """The worst relative L2 error of ``pairs`` [(label, got, float64 reference)], or a
     ``GradientMismatch`` titled ``title`` listing every error when one is too large."""
     report = [(what, *rel_errors(got, ref)) for what, got, ref in pairs]
@@ -173,7 +187,7 @@ def _judge(pairs, title, how):
         lines = "\n".join(f"    {what:<12} rel L2 {l2:.2e}  rel max {mx:.2e}" for what, l2, mx in report)
         raise GradientMismatch(
             f"{title}: {', '.join(bad)} disagree(s) with the float64 reference{how} "
-            f"(tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}")
+            f"(tolerance: rel L2 <= {TOL_L2:g}, rel max <= {TOL_MAX:g})\n{lines}", system)
     return max((r[1] for r in report), default=0.0)
 
 
@@ -217,7 +231,7 @@ def verify_jvp(workload, system_name, system, problem, ref_cache):
     pairs = [p for n in problem.outputs for p in ((f"out {n}", outs[n], ref_cache["ref"][0][n]),
                                                    (f"dot {n}", dots[n], ref_cache["jvp"][n]))]
     return _judge(pairs, f"JVP CHECK FAILED: workload '{workload.NAME}', system '{system_name}'",
-                  " (central differences for the tangents)")
+                  " (central differences for the tangents)", system_name)
 
 
 def fd_check_reference(workload, rng):
@@ -299,18 +313,23 @@ def run_workload(workload, problem, systems, repeat, warmup, log, jvp=True):
     built, results, ref_cache = {}, {}, {}
     for name, cls in systems.items():
         t0 = now()
-        sysobj = cls(problem)
-        has_jvp = jvp and hasattr(sysobj, "jvp")
-        for _ in range(warmup):
-            sysobj.forward()
-            sysobj.fwd_bwd(problem.seed)
-            if has_jvp:
-                sysobj.jvp()
-        if hasattr(sysobj, "sync"):
-            sysobj.sync()
-        t_warm = now() - t0
-        worst = verify(workload, name, sysobj, problem, ref_cache)
-        jvp_err = verify_jvp(workload, name, sysobj, problem, ref_cache) if has_jvp else None
+        try:
+            sysobj = cls(problem)
+            has_jvp = jvp and hasattr(sysobj, "jvp")
+            for _ in range(warmup):
+                sysobj.forward()
+                sysobj.fwd_bwd(problem.seed)
+                if has_jvp:
+                    sysobj.jvp()
+            if hasattr(sysobj, "sync"):
+                sysobj.sync()
+            t_warm = now() - t0
+            worst = verify(workload, name, sysobj, problem, ref_cache)
+            jvp_err = verify_jvp(workload, name, sysobj, problem, ref_cache) if has_jvp else None
+        except GradientMismatch:
+            raise
+        except Exception as exc:
+            raise SystemFailed(name, exc) from exc
         log(f"    {name:<11} built+warm-up {t_warm:6.2f} s, gradient check OK "
             f"(worst rel L2 error {worst:.1e})"
             + (f", JVP check OK ({jvp_err:.1e})" if has_jvp else ""))

@@ -30,6 +30,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -116,6 +117,9 @@ def parse_args(argv):
     p.add_argument("--json", metavar="OUT.json", help="write every measurement to this file")
     p.add_argument("--no-jvp", action="store_true",
                    help="skip the JVP (forward mode) checks and timings, as runs before it had")
+    p.add_argument("--keep-going", action="store_true",
+                   help="a system whose check fails (or that raises) is reported and left out "
+                        "of its workload; the others are still timed (exit status 2 at the end)")
     p.add_argument("--no-startup", action="store_true",
                    help="skip the launch-overhead and cold/warm-start measurements")
     a = p.parse_args(argv)
@@ -214,7 +218,7 @@ def main(argv=None):
         err = harness.fd_check_reference(wl, rng)
         log(f"    {name:<12} OK (worst rel. error {err:.1e})")
 
-    rows, details = [], {}
+    rows, details, failures = [], {}, []
     for name in args.workloads:
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
@@ -222,12 +226,26 @@ def main(argv=None):
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
         table = cuda_systems(name) if args.device == "cuda" else wl.SYSTEMS
         chosen = {s: table[s] for s in systems if s in table}
-        try:
-            res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log,
-                                       jvp=not args.no_jvp)
-        except harness.GradientMismatch as exc:
-            log(f"\n{exc}\nAborting: no timings are reported for systems with wrong gradients.")
-            return 2
+        while True:
+            if not chosen:
+                res = {}
+                break
+            try:
+                res = harness.run_workload(wl, problem, chosen, args.repeat, args.warmup, log,
+                                           jvp=not args.no_jvp)
+                break
+            except (harness.GradientMismatch, harness.SystemFailed) as exc:
+                if not args.keep_going or exc.system not in chosen:
+                    if isinstance(exc, harness.SystemFailed):
+                        raise
+                    log(f"\n{exc}\nAborting: no timings are reported for systems with wrong "
+                        "gradients.")
+                    return 2
+                if isinstance(exc, harness.SystemFailed):
+                    log("".join(traceback.format_exception(exc.__cause__)).rstrip())
+                log(f"\n{exc}\n--keep-going: {name} runs again without {exc.system}\n")
+                failures.append({"workload": name, "system": exc.system, "error": str(exc)})
+                del chosen[exc.system]
         for s, r in res.items():
             base = res.get(args.baseline)
             ratio = f"{harness.paired_ratio(r.fb, base.fb):5.2f}x {args.baseline}" if base else ""
@@ -306,16 +324,19 @@ def main(argv=None):
     log(f"total benchmark time {time.perf_counter() - t_start:.0f} s")
     for s, why in skipped.items():
         log(f"SKIPPED {s}: {why}")
+    for f in failures:
+        log(f"FAILED {f['workload']}/{f['system']}: {f['error'].splitlines()[0]}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"date": date, "device": args.device, "baseline": args.baseline,
                        "machine": mach, "adjoint": rev, "versions": vers,
                        "size": args.size, "repeat": args.repeat, "warmup": args.warmup,
-                       "skipped": skipped, "workloads": details, "table": table,
+                       "skipped": skipped, "check_failures": failures,
+                       "workloads": details, "table": table,
                        "targets": targets, **extra},
                       fh, indent=2)
         log(f"wrote {args.json}")
-    return 0
+    return 2 if failures else 0
 
 
 if __name__ == "__main__":

@@ -207,10 +207,15 @@ def test_cuda_systems_in_the_simulator(tmp_path):
 
 
 def test_cuda_without_a_gpu_measures_nothing(tmp_path):
+    from adjoint.runtime import backend_cuda
+    if backend_cuda.available() and not backend_cuda.simulated():
+        pytest.skip("a CUDA GPU is present: --device cuda measures here")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ADJOINT_CACHE_DIR=str(tmp_path / "c"))
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "run.py"),
                            "--device", "cuda", "--micro"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=300)
+    if proc.returncode == 0 and re.search(r"^gpu: .*compute capability", proc.stdout, re.M):
+        pytest.skip("a CUDA GPU is present (this process runs the simulator): it measured")
     assert proc.returncode == 2
     assert "no NVIDIA GPU" in proc.stdout
 
@@ -220,3 +225,35 @@ def test_unknown_system_for_the_device_is_refused(tmp_path):
                            "--device", "cuda", "--systems", "numba-par"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "numba-par on --device cuda" in proc.stderr
+
+
+def test_keep_going_times_the_systems_whose_check_passed(tmp_path, monkeypatch, capsys):
+    """``--keep-going``: a system whose check fails, or that raises, is named and left
+    out of its workload; the others are timed and written; exit status 2. Without it
+    the first mismatch still stops the run with nothing written."""
+    from benchmarks import run
+    real_verify = harness.verify
+
+    def verify(workload, name, system, problem, cache):
+        if name == "numba-ser":
+            raise harness.GradientMismatch(f"GRADIENT CHECK FAILED: system '{name}'", name)
+        if name == "numba-par":
+            raise RuntimeError("a launch failed")
+        return real_verify(workload, name, system, problem, cache)
+
+    monkeypatch.setattr(harness, "verify", verify)
+    out_json = tmp_path / "bench.json"
+    args = ["--tiny", "--only", "elementwise", "--systems", "adjoint,numba-ser,numba-par",
+            "--repeat", "1", "--warmup", "0", "--no-startup", "--no-jvp",
+            "--json", str(out_json)]
+    assert run.main(args + ["--keep-going"]) == 2
+    out = capsys.readouterr().out
+    assert "--keep-going: elementwise runs again without numba-ser" in out
+    assert "RuntimeError: a launch failed" in out
+    assert "FAILED elementwise/numba-par: system 'numba-par' raised RuntimeError" in out
+    report = json.loads(out_json.read_text())
+    assert list(report["workloads"]["elementwise"]["systems"]) == ["adjoint"]
+    assert [f["system"] for f in report["check_failures"]] == ["numba-ser", "numba-par"]
+    out_json.unlink()
+    assert run.main(args) == 2
+    assert "Aborting: no timings" in capsys.readouterr().out and not out_json.exists()

@@ -24,6 +24,12 @@ def jax():
     try:
         import jax as jax_
         jax_.config.update("jax_platforms", platform)
+        # float32 products in float32, as every other system computes them: on a GPU
+        # JAX's default precision may round a dot's operands to TF32 (or bf16)
+        try:
+            jax_.config.update("jax_default_matmul_precision", "highest")
+        except Exception:  # noqa: BLE001 - a JAX without the option computes as it did
+            pass
         jax_.numpy.zeros(1).block_until_ready()
         if platform == "cuda" and jax_.devices()[0].platform != "gpu":
             return f"jax has no GPU here (devices: {jax_.devices()})"
