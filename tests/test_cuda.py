@@ -268,3 +268,10 @@ def shift(g: ad.vec3, p: ad.array(dtype=ad.vec3)):
     assert "pass ad.array(value, device='cuda')" in msg
     ad.launch(m.shift, 2, inputs=[ad.array(ad.vec3(1.0, 2.0, 3.0), device="cuda")], outputs=[p])
     np.testing.assert_array_equal(p.numpy(), [[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
+
+
+def test_copy_false_on_cuda_says_how_to_wrap_without_a_copy():
+    """``ad.array(copy=False)`` shares host memory only; on "cuda" it names ``ad.Array``,
+    which wraps device memory (``ad.array`` always copies)."""
+    with pytest.raises(ValueError, match=r"ad\.Array\(obj, device='cuda'\) wraps"):
+        ad.array(np.zeros(3), device="cuda", copy=False)

@@ -300,7 +300,8 @@ def _shared(data, dtype, requires_grad, device):
     """``ad.array(data, copy=False)``: an ``Array`` on ``data``'s own memory."""
     if check_device(device) != "cpu":
         raise ValueError("ad.array(copy=False) shares host memory: it needs device='cpu' "
-                         "(wrap a CUDA array with ad.array(device_array, device='cuda'))")
+                         "(ad.Array(obj, device='cuda') wraps a numba device array, a PyTorch "
+                         "CUDA tensor or a CuPy array without a copy)")
     if hasattr(data, "detach") and hasattr(data, "numpy"):      # a CPU torch tensor
         if getattr(getattr(data, "device", None), "type", "cpu") != "cpu":
             raise ValueError("ad.array(copy=False) of a tensor that is not on the CPU")
