@@ -4,7 +4,13 @@ Kernels and funcs are transformed lazily, and a kernel's module is generated and
 loaded at its first launch on a backend. Both happen under ``cache.LOCK``, so
 any number of threads may make a kernel's first launch at once: one generates
 and loads, the others wait and then share the result.
+
+What was built is kept while the names it was built from give the same objects
+(adjoint/bindings.py): each launch checks that (a few dict lookups), and a func
+redefined, a number rebound or a gradient given since makes the kernel (or a
+func's derivatives) be built again from what the names give now.
 """
+from . import bindings
 from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
 from .errors import AdjointError, user_frames
 from .frontend.devicefunc import DeviceFunction
@@ -14,32 +20,99 @@ from .runtime.jit import cpu_backend_name
 
 
 def _transform_described(pyfunc, role, bounds_check):
-    """(inputs, transformed): ``pyfunc`` through every pass, with the description of its
-    inputs read before and after (adjoint/inputs.py), kept only when the two agree: the
+    """(inputs, watch, transformed): ``pyfunc`` through every pass, with the description of
+    its inputs read before and after (adjoint/inputs.py), kept only when the two agree: the
     frozen tree and its description belong together, so a module key never describes
-    inputs other than the ones its text was made from."""
+    inputs other than the ones its text was made from. ``watch``: what its names gave
+    before it was transformed (adjoint/bindings.py)."""
     from .pipeline import transform
+    watch = bindings.watch_of(pyfunc)
     before = own_inputs(pyfunc, role, bounds_check)
     tr = transform(pyfunc, role, bounds_check)
     after = own_inputs(pyfunc, role, bounds_check) if before is not None else None
-    return (before if before == after else None), tr
+    return (before if before == after else None), watch, tr
 
 
-class Func(DeviceFunction):
+class _Built:
+    """What a kernel or func builds from its tree, kept while its names give what they
+    gave (adjoint/bindings.py). ``built``: what other modules print or compile from it
+    (adjoint/printed.py, derivatives.py, func_calls.py), dropped with the tree."""
+
+    def _init_built(self):
+        self._tr = None
+        self._inputs = None     # inputs.Own read with _tr (None: not described)
+        self._watch = None      # bindings.Bindings of its names, read with _tr
+        self._bound = bindings.NEVER    # the bindings of what was built (snapshot)
+        self._generation = object()     # replaced by reset(): its callers watch it
+        self.built = {}
+
+    def _frozen(self, role, bounds_check):
+        if self._tr is None:
+            with LOCK:
+                if self._tr is None:
+                    self._inputs, self._watch, self._tr = _transform_described(
+                        self.pyfunc, role, bounds_check)
+        return self._tr
+
+    def reset(self):
+        """Forget the tree and everything built from it (a name it read was rebound)."""
+        with LOCK:
+            self._forget()
+            self._tr = self._inputs = self._watch = None
+            self._generation = object()
+
+    def _forget(self):
+        self.built = {}
+        self._bound = bindings.NEVER
+
+    def refresh(self):
+        """Make what was built from this kernel or func (its modules, its derivatives)
+        current: kept while its names, and those of every func it calls, give what they
+        gave (cheap: the common case); else the stale trees are reset and the next use
+        builds again."""
+        if self._bound.current():
+            return
+        with LOCK:
+            if not self._bound.current():
+                bindings.refresh(self)
+                self._forget()
+                self._bound = bindings.snapshot(self)
+
+
+class Func(DeviceFunction, _Built):
     """A device function: callable from kernels, other funcs and plain Python."""
 
     def __init__(self, pyfunc):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
-        self.custom_grad = None
-        self.custom_jvp = None
-        self._tr = None
-        self._inputs = None     # inputs.Own read with _tr (None: not described)
+        self._init_built()
+        self._custom_grad = None
+        self._custom_jvp = None
         self.__doc__ = pyfunc.__doc__
         self.__wrapped__ = pyfunc
 
     def __call__(self, *args):
         return self.pyfunc(*args)
+
+    @property
+    def custom_grad(self):
+        """The hand-written adjoint (``@ad.func_grad``), or None."""
+        return self._custom_grad
+
+    @custom_grad.setter
+    def custom_grad(self, rule):
+        self._custom_grad = rule
+        self._generation = object()     # its callers' trees and modules read it
+
+    @property
+    def custom_jvp(self):
+        """The hand-written JVP (``@ad.func_jvp``), or None."""
+        return self._custom_jvp
+
+    @custom_jvp.setter
+    def custom_jvp(self, rule):
+        self._custom_jvp = rule
+        self._generation = object()
 
     def __deepcopy__(self, memo):
         return self
@@ -49,11 +122,7 @@ class Func(DeviceFunction):
 
     @property
     def transformed(self):
-        if self._tr is None:
-            with LOCK:
-                if self._tr is None:
-                    self._inputs, self._tr = _transform_described(self.pyfunc, "func", True)
-        return self._tr
+        return self._tr if self._tr is not None else self._frozen("func", True)
 
     @property
     def n_returns(self):
@@ -64,7 +133,7 @@ class Func(DeviceFunction):
         return self.transformed.return_kinds
 
 
-class Kernel:
+class Kernel(_Built):
     """A kernel: launched over a 1-, 2- or 3-D grid with ``ad.launch``."""
 
     def __init__(self, pyfunc, enable_backward=True, loop_capacity=256, bounds_check=True):
@@ -73,8 +142,7 @@ class Kernel:
         self.enable_backward = enable_backward
         self.loop_capacity = loop_capacity
         self.bounds_check = bounds_check
-        self._tr = None
-        self._inputs = None     # inputs.Own read with _tr (None: not described)
+        self._init_built()
         self._specs = {}
         self.modules = {}
         self.__doc__ = pyfunc.__doc__
@@ -92,12 +160,12 @@ class Kernel:
 
     @property
     def transformed(self):
-        if self._tr is None:
-            with LOCK:
-                if self._tr is None:
-                    self._inputs, self._tr = _transform_described(self.pyfunc, "kernel",
-                                                                  self.bounds_check)
-        return self._tr
+        return self._tr if self._tr is not None else self._frozen("kernel", self.bounds_check)
+
+    def _forget(self):
+        _Built._forget(self)
+        self._specs = {}
+        self.modules = {}
 
     @property
     def spec(self):
@@ -107,11 +175,14 @@ class Kernel:
     @user_frames
     def spec_for(self, device):
         """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported
-        once per process, also when several threads ask at once)."""
+        once per process, also when several threads ask at once), made from what the
+        kernel's names give now (``refresh``)."""
         name = "cuda" if device == "cuda" else cpu_backend_name()
+        bound = self._bound             # (read first: a refresh replaces it last)
         spec = self._specs.get(name)
-        if spec is None:
+        if spec is None or not bound.current():
             with LOCK:
+                self.refresh()
                 spec = self._specs.get(name)
                 if spec is None:
                     module = load_generated(self, name)

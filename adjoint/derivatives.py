@@ -36,7 +36,7 @@ from .runtime.jit import cpu_backend_name
 def _directional(f, k):
     """A func of ``f``'s parameters returning the derivative of ``f`` along parameter ``k``
     (the tangent of ``f``'s JVP with ``dot = e_k``)."""
-    cache = f.__dict__.setdefault("_directional", {})
+    cache = f.built.setdefault("directional", {})
     if k in cache:
         return cache[k]
     tr = f.transformed
@@ -59,7 +59,7 @@ def _directional(f, k):
 
 def _spec(f):
     """The compiled ``FuncSpec`` of ``f`` on the active CPU backend."""
-    specs = f.__dict__.setdefault("_func_specs", {})
+    specs = f.built.setdefault("specs", {})
     key = (cpu_backend_name(), f.custom_grad, f.custom_jvp)   # rules given after a first use count
     if key not in specs:
         specs[key] = getattr(load_func(f, key[0]), f.name)
@@ -125,19 +125,35 @@ class Grad:
     """``ad.grad(f, argnums)``: calling it returns the derivative of ``f`` with respect to
     the parameter(s) ``argnums`` (a number, or a tuple for a tuple of them)."""
 
-    def __init__(self, f, argnums=0, with_value=False):
+    def __init__(self, f, argnums=0, with_value=False, of=None):
         f = as_func(f, "ad.grad")
         self.f, self.argnums, self.with_value = f, argnums, with_value
-        where = func_calls.positions if func_calls.via_kernel(f) else _positions
-        self.positions, self.many = where(f, argnums, "ad.grad")
+        self.of = of            # ad.grad(ad.grad(g)): the inner Grad, f printed from it
+        self._place(f)
         self.__name__ = f"grad_{f.name}"
+
+    def _place(self, f):
+        where = func_calls.positions if func_calls.via_kernel(f) else _positions
+        self.positions, self.many = where(f, self.argnums, "ad.grad")
+
+    def func(self):
+        """The func differentiated, as its names give it now (``Func.refresh``): ``f``, or
+        for ``ad.grad(ad.grad(g))`` the derivative of ``g`` printed from ``g`` as it is
+        now (a new one once ``g`` or a func it calls was redefined)."""
+        f = self.f if self.of is None else \
+            _directional(self.of.func(), self.of.positions[0])
+        f.refresh()
+        if f is not self.f:
+            self.f = f
+            self._place(f)
+        return f
 
     def __repr__(self):
         return f"<ad.grad of {self.f.name}, argnums={self.argnums!r}>"
 
     @user_frames
     def __call__(self, *args):
-        f = self.f
+        f = self.func()
         if func_calls.via_kernel(f):
             return func_calls.grad(self, args)
         values = _arguments(f, args, "ad.grad")
@@ -155,7 +171,7 @@ class Grad:
     def source(self, stage="backward", target="cpu"):
         """The generated code this gradient runs (``ad.source(ad.grad(f))``)."""
         from .api import source
-        return source(self.f, stage, target)
+        return source(self.func(), stage, target)
 
 
 def grad(f, argnums=0):
@@ -171,7 +187,7 @@ def grad(f, argnums=0):
         if f.many or f.with_value:
             raise AdjointError("ad.grad of an ad.grad needs the inner one to return one float: "
                                "give it a single argnums (and not value_and_grad)")
-        return Grad(_directional(f.f, f.positions[0]), argnums)
+        return Grad(_directional(f.func(), f.positions[0]), argnums, of=f)
     return Grad(f, argnums)
 
 
@@ -186,6 +202,7 @@ def jvp(f, primals=None, tangents=None):
     -- tuples when ``f`` returns several values. ``ad.jvp(f)`` is that function of
     ``(primals, tangents)``."""
     f = as_func(f, "ad.jvp")
+    f.refresh()             # (what f's names give now: adjoint/bindings.py)
     if primals is None:
         def jvp_of(*args):
             if len(args) != 2:
@@ -232,6 +249,7 @@ def hessian(f, argnums=0, mode="fwd-rev"):
         at, many = func_calls.positions(f, argnums, "ad.hessian")
 
         def hess_through_kernel(*args):
+            f.refresh()
             return func_calls.hessian(f, at, many, args, mode)
         hess_through_kernel.__name__ = f"hessian_{f.name}"
         return hess_through_kernel
@@ -250,6 +268,7 @@ def hessian(f, argnums=0, mode="fwd-rev"):
         return [tangents[i] for i in positions]
 
     def hess(*args):
+        f.refresh()         # (what f's names give now: adjoint/bindings.py)
         args = _arguments(f, args, "ad.hessian")       # (the defaults filled in)
         cols = [column(args, j) for j in positions]
         rows = [[cols[c][r] for c in range(len(positions))] for r in range(len(positions))]

@@ -100,7 +100,7 @@ def positions(f, argnums, what):
 def call_kernel(f):
     """The one-thread kernel ``<f>_call(<f's parameters>, ret)`` storing ``f``'s values
     into ``ret`` (see the module docstring); made once per func."""
-    cached = f.__dict__.get("_call_kernel")
+    cached = f.built.get("call_kernel")
     if cached is not None:
         return cached
     kinds = [str(k) for k in f.return_kinds]
@@ -118,8 +118,8 @@ def call_kernel(f):
             f"    i = ad.tid()\n"
             f"    {', '.join(names)} = {f.name}({', '.join(args)})\n" +
             "".join(f"    ret[{k}] = float({v})\n" for k, v in enumerate(names)))
-    f.__dict__["_call_kernel"] = Kernel(compile_printed(text, name, scope))
-    return f.__dict__["_call_kernel"]
+    f.built["call_kernel"] = Kernel(compile_printed(text, name, scope))
+    return f.built["call_kernel"]
 
 
 def _inputs(f, args, what, requires_grad):

@@ -29,9 +29,10 @@ byte-identical text, so a module stored under a key is the module the
 transformer would make now. (adjoint's own source is hashed once per process:
 like Python, a process does not notice adjoint's files edited while it runs.)
 
-What a process already transformed is frozen (``Func.transformed``): a func
-transformed while a global read ``K = 1`` keeps that tree for the process's
-life, also after ``K = 2``. Its inputs are described when it is transformed
+What a process already transformed is frozen (``Func.transformed``) until a
+name it read is rebound: a func transformed while a global read ``K = 1`` keeps
+that tree until ``K = 2``, and is then reset (adjoint/bindings.py) before the
+next module is made from it. Its inputs are described when it is transformed
 (``own_inputs`` before and after; ``None`` when they differ) and the frozen
 description is what ``module_key`` uses for it, so a key always describes the
 trees that make the text.

@@ -61,12 +61,12 @@ def scalar_func(g):
     returns = g.pyfunc.__annotations__.get("return")
     if [p.name for p in tr.pf.params] == given and vector_type(returns) is None:
         return g            # (a struct or vector parameter is split: its name changes)
-    cached = g.__dict__.get("_scalar_func")
+    cached = g.built.get("scalar_func")
     if cached is None:
         from .emit.user import annotation, function_text
         params = [(p.name, annotation(p)) for p in tr.pf.params]
         text = function_text(tr, g.name, params, tr.rev.forward)
-        cached = g.__dict__["_scalar_func"] = Func(compile_printed(text, g.name, _callees(tr, text)))
+        cached = g.built["scalar_func"] = Func(compile_printed(text, g.name, _callees(tr, text)))
     return cached
 
 
@@ -75,7 +75,7 @@ def jvp_func(f):
     param)`` returning ``(values..., their tangents...)``: valid input to the transformer."""
     if not isinstance(f, Func):
         raise TypeError(f"jvp_func expects an @ad.func, got {type(f).__name__}")
-    cache = f.__dict__.setdefault("_jvp_funcs", {})
+    cache = f.built.setdefault("jvp_funcs", {})
     key = (f.custom_grad, f.custom_jvp)         # rules given after a first use count
     if key in cache:
         return cache[key]
@@ -110,7 +110,7 @@ def vjp_func(f):
     input to the transformer, whose forward mode differentiates it again."""
     if not isinstance(f, Func):
         raise TypeError(f"vjp_func expects an @ad.func, got {type(f).__name__}")
-    cache = f.__dict__.setdefault("_vjp_funcs", {})
+    cache = f.built.setdefault("vjp_funcs", {})
     key = (f.custom_grad, f.custom_jvp)
     if key in cache:
         return cache[key]
@@ -129,22 +129,24 @@ def vjp_kernel(k):
     array per float array parameter (``adj_<name>``), in order. Launched, it accumulates
     into the input adjoints as ``ad.launch(k, ..., adjoint=True)`` does; its forward mode
     (``tangents=``) is forward over reverse."""
-    cached = getattr(k, "_vjp_kernel", None)
+    k.refresh()             # (made from what k's names give now: adjoint/bindings.py)
+    cached = k.built.get("vjp_kernel")
     if cached is not None:
         return cached
     from .emit.user import backward_text
     tr = k.transformed
     text = backward_text(tr, f"{k.name}_vjp")
     pyfunc = compile_printed(text, f"{k.name}_vjp", _callee_scope(tr, text), forward_only=True)
-    k._vjp_kernel = Kernel(pyfunc, enable_backward=False, loop_capacity=k.loop_capacity,
-                           bounds_check=k.bounds_check)
-    return k._vjp_kernel
+    k.built["vjp_kernel"] = Kernel(pyfunc, enable_backward=False,
+                                   loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)
+    return k.built["vjp_kernel"]
 
 
 def jvp_kernel(k):
     """The JVP of kernel ``k`` as a kernel of its own: its parameters, then a tangent
     array per float array parameter (``dot_<name>``), in order."""
-    cached = getattr(k, "_jvp_kernel", None)
+    k.refresh()             # (made from what k's names give now: adjoint/bindings.py)
+    cached = k.built.get("jvp_kernel")
     if cached is not None:
         return cached
     from .emit.user import annotation, function_text
@@ -153,5 +155,6 @@ def jvp_kernel(k):
         [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, tr.pf.differentiable())]
     text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)
     pyfunc = compile_printed(text, f"{k.name}_jvp", _callees(tr, text))
-    k._jvp_kernel = Kernel(pyfunc, loop_capacity=k.loop_capacity, bounds_check=k.bounds_check)
-    return k._jvp_kernel
+    k.built["jvp_kernel"] = Kernel(pyfunc, loop_capacity=k.loop_capacity,
+                                   bounds_check=k.bounds_check)
+    return k.built["jvp_kernel"]

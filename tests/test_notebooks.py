@@ -1,6 +1,7 @@
 """Kernels and funcs defined in Jupyter/IPython cells: a real IPython shell runs the
 cells (as a notebook does), once with IPython's cell names (``<ipython-input-…>``) and
-once with ipykernel's (``/tmp/ipykernel_<pid>/<hash>.py``, a file that does not exist).
+once with ipykernel's (``/tmp/ipykernel_<pid>/<hash>.py``, a file that does not exist);
+a later cell redefines the func the kernel calls (adjoint/bindings.py).
 Only a function with no source anywhere (``exec`` of a string) is refused."""
 import os
 import subprocess
@@ -60,6 +61,20 @@ print("MODULE", os.path.basename(module.__file__))
 print("Y", repr(y.numpy().tolist()))
 print("GRAD", repr(x.grad.numpy().tolist()))
 """,
+"""
+@ad.func
+def cube(v: float) -> float:
+    return 2.0 * v * v * v
+""",
+"""
+y2 = ad.zeros(6, requires_grad=True)
+x.grad.zero_()
+with ad.Tape() as tape:
+    ad.launch(energy, 6, inputs=[x], outputs=[y2])     # cube redefined, energy not
+tape.backward(grads={{y2: np.ones(6)}})
+print("Y2", repr(y2.numpy().tolist()))
+print("GRAD2", repr(x.grad.numpy().tolist()))
+""",
 ]
 for cell in cells:
     result = shell.run_cell(cell, store_history=True)
@@ -93,6 +108,10 @@ def test_kernels_and_funcs_from_notebook_cells(backend, tmp_path, ipykernel):
     assert origin.startswith("ipython-input-") if not ipykernel else ".py:" in origin
     assert out["LINE"].startswith("def energy("), out    # the line it names, in the cell
     assert out["MODULE"].startswith("adjoint_gen_energy_")
+    # a cell redefining the func: the kernel, not redefined, calls the new one
+    np.testing.assert_allclose(eval(out["Y2"]), 2.0 * xs ** 3 + 2.0 * np.sin(xs), rtol=1e-12)
+    np.testing.assert_allclose(eval(out["GRAD2"]), 6.0 * xs ** 2 + 2.0 * np.cos(xs),
+                               rtol=1e-12)
 
 
 def test_exec_without_source_is_a_clear_error(backend):
