@@ -46,6 +46,7 @@ export NUMBA_ENABLE_CUDASIM=${NUMBA_ENABLE_CUDASIM:-0}
 export PYTHONUNBUFFERED=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false     # JAX takes GPU memory as it needs it
 export ADJOINT_TEST_PTX=0    # conftest's PTX pass re-compiles ~2,000 kernels: the tests compile theirs for real
+export ADJOINT_TEST_LEVELS=0  # tests/levels.py's reruns are on the python backend: nothing for the GPU
 export ADJOINT_CACHE_DIR=${ADJOINT_CACHE_DIR:-/tmp/adjoint-gpu-check-cache}
 
 note() { echo "$*" | tee -a "$SUMMARY"; }
@@ -69,15 +70,24 @@ phase() {   # phase NAME SECONDS LOG CMD...: run CMD under timeout, log to LOG a
     return $rc
 }
 
-note "gpu_check.sh at $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" \
-     "$(git -C "$ROOT" status --porcelain 2>/dev/null | grep -q . && echo '(+ uncommitted changes)')," \
-     "NUMBA_ENABLE_CUDASIM=$NUMBA_ENABLE_CUDASIM, output in $OUTDIR"
+if [ -f "$ROOT/COMMIT" ]; then      # a `git archive` export (see docs/benchmarks.md)
+    REV="$(cat "$ROOT/COMMIT") (exported tree)"
+else
+    REV="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')"
+    git -C "$ROOT" status --porcelain 2>/dev/null | grep -q . && REV="$REV (+ uncommitted changes)"
+fi
+note "gpu_check.sh at $REV, NUMBA_ENABLE_CUDASIM=$NUMBA_ENABLE_CUDASIM, output in $OUTDIR"
+# the carried wheels: .whl in this tree, or beside it (a tree exported into .clean/)
+WHL=${GPU_CHECK_WHEELS:-}
+for d in "$ROOT/.whl" "$ROOT/../.whl"; do
+    [ -z "$WHL" ] && [ -d "$d" ] && WHL=$(cd "$d" && pwd)
+done
 
 # -- gast and astor: the GPU machine has no network, they travel as wheels -----------
 if ! $PY -c "import gast, astor" 2>/dev/null; then
-    if ls "$ROOT"/.whl/*.whl >/dev/null 2>&1; then
+    if [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
         $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target /tmp/site "$ROOT"/.whl/*.whl || note "pip install of .whl/*.whl failed"
+            --target /tmp/site "$WHL"/*.whl || note "pip install of $WHL/*.whl failed"
         export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
     else
         note "gast/astor missing and no .whl/*.whl: run benchmarks/gpu_wheels.sh here first"
@@ -113,10 +123,11 @@ if ! phase preflight "$(allow 60 360)" "$PRE" $PY benchmarks/gpu_interop.py --pr
         phase preflight-cuda-home "$(allow 60 340)" "$PRE" $PY benchmarks/gpu_interop.py --preflight \
             || unset CUDA_HOME
     fi
-    if [ -z "${CUDA_HOME:-}" ] && [ "$NUMBA_ENABLE_CUDASIM" = 0 ] && ls "$ROOT"/.whl/nvvm-*.tar.xz >/dev/null 2>&1; then
+    if [ -z "${CUDA_HOME:-}" ] && [ "$NUMBA_ENABLE_CUDASIM" = 0 ] && [ -n "$WHL" ] \
+            && ls "$WHL"/nvvm-*.tar.xz >/dev/null 2>&1; then
         mkdir -p /tmp/nvvm-fallback
         $PY -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], **({'filter': 'data'} if hasattr(tarfile, 'data_filter') else {}))" \
-            "$(ls "$ROOT"/.whl/nvvm-*.tar.xz | head -1)" /tmp/nvvm-fallback
+            "$(ls "$WHL"/nvvm-*.tar.xz | head -1)" /tmp/nvvm-fallback
         export CUDA_HOME=/tmp/nvvm-fallback
         phase preflight-carried-nvvm "$(allow 60 320)" "$PRE" $PY benchmarks/gpu_interop.py --preflight \
             || note "PREFLIGHT FAILED with every NVVM tried: the phases below will fail too (see env.txt)"
