@@ -16,8 +16,9 @@ says so), the CuPy one is skipped.
 
 ``--env`` prints the versions, ``numba.cuda.detect()`` and where numba found NVVM
 and libdevice. ``--preflight`` compiles and launches one hand-written kernel and
-one adjoint kernel (forward and backward); exit status 1 if either fails, so the
-caller can try another NVVM before spending minutes on tests that cannot compile.
+one adjoint kernel (forward and backward); exit status 1 if numba's fails (so the
+caller can try another NVVM before spending minutes on tests that cannot
+compile), 3 if adjoint's alone does.
 """
 import argparse
 import importlib
@@ -454,7 +455,8 @@ def environment():
 
 def preflight():
     """One hand-written numba.cuda kernel and one adjoint kernel (forward and backward)
-    compiled and run: 0 if both work."""
+    compiled and run: 0 if both work, 1 if numba's fails (no GPU, no NVVM...), 3 if
+    adjoint's alone does."""
     try:
         t0 = time.perf_counter()
         d = cuda.to_device(np.arange(300.0))
@@ -484,7 +486,7 @@ def preflight():
     except Exception as exc:  # noqa: BLE001
         traceback.print_exc()
         print(f"FAIL        an adjoint kernel: {type(exc).__name__}: {exc}", flush=True)
-        return 1
+        return 3
     return 0
 
 
