@@ -321,6 +321,9 @@ class _Resolver(gast.NodeTransformer):
         node.args = self.pf.structs.expand(
             node.args, obj if isinstance(obj, DeviceFunction) else None, self.pf, node)
         node.args = [self.visit(a) for a in node.args]
+        for kw in node.keywords:        # a constructor's: ad.transform(p=ad.vec3(...))
+            if isinstance(obj, VectorType) and kw.arg in obj.keywords:
+                kw.value = self.visit(kw.value)
         if isinstance(obj, DeviceFunction):
             if obj.pyfunc in _in_progress():
                 chain = " -> ".join(f.__name__ for f in _in_progress()) + f" -> {obj.name}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import gast
 import numpy as np
 
-from ..runtime.vectypes import ALL, vec_of
+from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, vec_of
 from . import vecops as ops
 from .builder import expr, name
 from .vecops import V, VectorUseError
@@ -270,7 +270,7 @@ class Expressions:
         if any(isinstance(a, Multi) for a in args):
             raise self.err(f"{fname}(): a func's several results must be unpacked first", e)
         if fname in ALL:
-            return self.construct(ALL[fname], args, kw, e)
+            return self.construct(ALL[fname], args, e)
         if fname == "identity":
             n = kw.get("n", e.args[0] if e.args else None)
             if not (isinstance(n, gast.Constant) and n.value in (2, 3, 4)):
@@ -300,25 +300,36 @@ class Expressions:
         except TypeError:
             raise self.err(f"wrong number of arguments to ad.{fname}()", e) from None
 
-    def construct(self, vt, args, kw, e):
-        if set(kw) - {"dtype"}:
-            raise self.err(f"ad.{vt.name}() takes no keyword arguments but dtype", e)
+    def construct(self, vt, args, e):
+        """``ad.<vt>(...)`` from one of the forms its type's constructor takes (the table
+        ``Form``s of runtime/vectypes.py that plain Python's constructor binds against too)."""
+        if any(k.arg is None for k in e.keywords):
+            raise self.err(f"ad.{vt.name}(**...) is not supported: name each argument", e)
+        try:
+            check_keywords(vt, len(args), [k.arg for k in e.keywords])
+            kw = {k.arg: self.ev(k.value) for k in e.keywords}     # (in the order written)
+            if any(isinstance(v, Multi) for v in kw.values()):
+                raise self.err(f"{vt.name}(): a func's several results must be unpacked "
+                               "first", e)
+            form, sources = bind(vt, [_shape(a) for a in args],
+                                 {k: _shape(v) for k, v in kw.items()})
+        except ConstructorError as exc:
+            raise self.err(str(exc), e) from None
         vt = vt.base
-        if not args:
-            return V(vt, [_c(0.0)] * vt.size)
-        if len(args) == 1 and not isinstance(args[0], V):
-            s = self.b.atom(args[0], "s")
-            return V(vt, [s] * vt.size)
+        if form.broadcast:
+            return V(vt, [self.b.atom(args[0], "s")] * vt.size)
         comps = []
-        for a in args:
-            comps += a.comps if isinstance(a, V) else [a]
-        if vt.kind == "mat" and any(isinstance(a, V) for a in args):
-            raise self.err(f"ad.{vt.name}() from vectors is not supported (Warp has read them "
-                           "as columns, numpy reads rows): pass the components row by row", e)
-        if len(comps) != vt.size:
-            raise self.err(f"ad.{vt.name}() takes {vt.size} components (or one value for "
-                           f"all), got {len(comps)}", e)
-        return V(vt, comps)
+        for source in sources:
+            value = kw[source] if isinstance(source, str) else \
+                args[source] if isinstance(source, int) else [_c(float(c)) for c in source]
+            comps += value.comps if isinstance(value, V) else \
+                value if isinstance(value, list) else [value]
+        return V(vt, comps or [_c(0.0)] * vt.size)
+
+
+def _shape(value):
+    """What ``vectypes.bind`` reads of an argument: its type's shape, () for a scalar."""
+    return value.vt.shape if isinstance(value, V) else ()
 
 
 def _c(value):

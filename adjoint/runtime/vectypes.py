@@ -22,8 +22,20 @@ Uses:
   numpy array of shape (3,), ``ad.dot(a, b)`` its dot product (funcs stay
   callable outside kernels, and tests have a reference).
 
+A constructor accepts the forms its type's ``forms`` list (Warp's), and nothing else:
+``bind`` matches the arguments against them, for ``__call__`` here and for the kernel
+side (frontend/vecexpr.py ``construct``) alike, so the two cannot disagree. Every type:
+``(s)`` one scalar for every component, ``(v)`` a value of its shape (a copy), its
+components in order (a matrix's row by row); vectors, matrices and quaternions ``()``
+are zeros; ``quat(v: vec3, w)``; ``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0,
+1))``, by position or by name, so ``transform()`` is the identity (as in Warp). No other
+keyword; no matrix from vectors (Warp read them as columns in kernels and as rows in
+Python, and has removed the form).
+
 This module imports only numpy: the runtime stands alone.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -47,24 +59,146 @@ class VectorType:
         """The float64 type of the same shape (what the kernel-side pass compares)."""
         return TYPES[(self.kind, self.shape)]
 
+    @property
+    def forms(self):
+        """The argument lists its constructor accepts (``Form``), tried in order."""
+        return FORMS[(self.kind, self.shape)]
+
+    @property
+    def keywords(self):
+        """The names its constructor's arguments may be given by."""
+        return tuple(p.name for f in self.forms if f.keywords for p in f.params)
+
     def __call__(self, *args, **kwargs):
-        """The constructor in plain Python: a numpy array of this type's shape."""
-        if kwargs.get("dtype") is not None:
-            raise TypeError(f"{self.name}(): no keyword arguments")
-        if len(args) == 0:
-            return np.zeros(self.shape, self.dtype)
-        if len(args) == 1 and np.ndim(args[0]) == 0:
+        """The constructor in plain Python: a numpy array of this type's shape, from one
+        of its ``forms`` (a ``TypeError`` for any other arguments)."""
+        form, sources = bind(self, [np.shape(a) for a in args],
+                             {k: np.shape(v) for k, v in kwargs.items()})
+        if form.broadcast:
             return np.full(self.shape, args[0], self.dtype)
-        flat = np.concatenate([np.ravel(np.asarray(a, dtype=self.dtype)) for a in args])
-        if flat.size != self.size:
-            raise TypeError(f"{self.name}() takes {self.size} components, got {flat.size}")
-        return flat.reshape(self.shape)
+        parts = [kwargs[src] if isinstance(src, str) else
+                 args[src] if isinstance(src, int) else src for src in sources]
+        if not parts:
+            return np.zeros(self.shape, self.dtype)
+        return np.concatenate([np.ravel(np.asarray(p, dtype=self.dtype))
+                               for p in parts]).reshape(self.shape)
 
     def __repr__(self):
         return f"ad.{self.name}"
 
     def __reduce__(self):
         return (_by_name, (self.name,))
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter of a constructor form: ``shape`` () for a scalar, else the shape of
+    the value it takes; ``default``: its components where it may be left out."""
+    name: str
+    shape: tuple = ()
+    default: tuple = None
+    type: str = ""          # the type it takes, for messages
+
+    def describe(self):
+        kind = f": {self.type}" if self.type else ""
+        default = "" if self.default is None else \
+            " = (" + ", ".join(f"{v:g}" for v in self.default) + ")"
+        return self.name + kind + default
+
+
+@dataclass(frozen=True)
+class Form:
+    """One argument list a constructor accepts: its parameters, in order; ``keywords``:
+    they may be given by name; ``broadcast``: its one scalar is every component."""
+    params: tuple
+    keywords: bool = False
+    broadcast: bool = False
+    label: str = ""
+
+    def describe(self):
+        return self.label or "(" + ", ".join(p.describe() for p in self.params) + ")"
+
+    def bind(self, args, keywords):
+        """Where each parameter's value comes from (an argument's position, a keyword's
+        name, or the default's components), or None where ``args`` and ``keywords``
+        (the shape of each) do not fit this form."""
+        if (keywords and not self.keywords) or len(args) > len(self.params):
+            return None
+        if set(keywords) - {p.name for p in self.params}:
+            return None
+        sources = []
+        for k, p in enumerate(self.params):
+            if k < len(args):
+                source, shape = k, args[k]
+            elif p.name in keywords:
+                source, shape = p.name, keywords[p.name]
+            elif p.default is not None:
+                source, shape = p.default, p.shape
+            else:
+                return None
+            if tuple(shape) != p.shape:
+                return None
+            sources.append(source)
+        return sources
+
+
+def _forms(name, kind, shape, comps):
+    size = len(comps)
+    scalars = (Param(c) for c in comps)
+    forms = [Form((), label="() (zeros)")] if kind != "transform" else [
+        Form((Param("p", (3,), (0.0, 0.0, 0.0), "vec3"),
+              Param("q", (4,), (0.0, 0.0, 0.0, 1.0), "quat")), keywords=True)]
+    forms += [Form((Param("s", ()),), broadcast=True),
+              Form((Param(name[0], shape, type=name),), label=f"(a {name})"),
+              Form(tuple(scalars), label=f"({size} components, row by row)" if kind == "mat"
+                   else "")]
+    if kind == "quat":
+        forms.append(Form((Param("v", (3,), type="vec3"), Param("w"))))
+    return tuple(forms)
+
+
+class ConstructorError(TypeError):
+    """Arguments no form of a constructor accepts."""
+
+
+def check_keywords(vt, n_args, keywords):
+    """A ``ConstructorError`` for a keyword no form of ``vt`` takes, or one naming a
+    parameter the first ``n_args`` positional arguments give."""
+    named = vt.keywords
+    for key in keywords:
+        if key not in named:
+            raise ConstructorError(
+                f"ad.{vt.name}() got an unexpected keyword argument '{key}' " +
+                (f"(it takes {', '.join(named)})" if named else "(it takes none)"))
+    for k, name in enumerate(named):
+        if k < n_args and name in keywords:
+            raise ConstructorError(f"ad.{vt.name}(): argument '{name}' is given twice")
+
+
+def bind(vt, args, keywords):
+    """``(form, sources)``: the first of ``vt``'s forms that ``args`` and ``keywords`` (the
+    shape of each value, () for a scalar) fit (``Form.bind``); else a
+    ``ConstructorError`` naming the forms it takes."""
+    check_keywords(vt, len(args), keywords)
+    for form in vt.forms:
+        sources = form.bind(args, keywords)
+        if sources is not None:
+            return form, sources
+    given = [_what(s) for s in args] + [f"{k}={_what(s)}" for k, s in keywords.items()]
+    hint = ""
+    if vt.kind == "mat" and any(tuple(s) == vt.shape[1:] for s in args):
+        hint = ("; a matrix is not made from vectors (Warp read them as columns in kernels "
+                "and as rows in Python, and has removed the form): pass the components row "
+                "by row")
+    forms = [f.describe() for f in vt.forms]
+    raise ConstructorError(f"ad.{vt.name}() takes {', '.join(forms[:-1])} or {forms[-1]}; "
+                           f"got ({', '.join(given)}){hint}")
+
+
+def _what(shape):
+    shape = tuple(shape)
+    return "a scalar" if not shape else \
+        _SHAPE_NAMES.get(shape, f"an array of shape {shape}")
 
 
 def _by_name(name):
@@ -74,6 +208,8 @@ def _by_name(name):
 _XYZW = ("x", "y", "z", "w")
 TYPES = {}      # (kind, shape) -> the float64 type
 ALL = {}        # name -> type (every variant)
+FORMS = {}      # (kind, shape) -> its constructor's forms (``Form``)
+_SHAPE_NAMES = {}   # shape -> the name of a type of that shape, for messages
 
 
 def _define(name, kind, shape, comps):
@@ -81,6 +217,9 @@ def _define(name, kind, shape, comps):
         t = VectorType(name + suffix, kind, shape, dtype, comps) if suffix != "d" else ALL[name]
         ALL[name + suffix] = t
     TYPES[(kind, tuple(shape))] = ALL[name]
+    _SHAPE_NAMES[tuple(shape)] = " or ".join(filter(None, (_SHAPE_NAMES.get(tuple(shape)),
+                                                           name)))
+    FORMS[(kind, tuple(shape))] = _forms(name, kind, tuple(shape), comps)
 
 
 for _n in (2, 3, 4):
