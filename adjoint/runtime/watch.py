@@ -16,7 +16,8 @@ in-place PyTorch operations on shared memory) are not seen.
 
 Tapes are held weakly: a tape that is garbage collected stops watching. One
 lock serializes watching and announcing, so tapes on several threads stay
-consistent.
+consistent; it also guards the clean device memory's spans, which threads
+allocating and writing device arrays at once change and read.
 
 Clean memory: ``mark_clean(buf, owner)`` notes that an allocation adjoint zeroed (a new
 gradient, ``zero_()``) holds only zeros; ``before_write`` (every write adjoint
@@ -141,17 +142,22 @@ def mark_clean(buf):
     if owner is None:
         return
     key = memory_key(buf)
+    span = _device_span(buf) if key[0] == "device" else None
 
     def forget(ref):
+        # no lock: a collection may run this on a thread holding another of adjoint's
+        # locks (the simulator's); each pop is atomic, and forgetting too much is safe
         if _clean.get(key) is ref:
-            del _clean[key]
+            _clean.pop(key, None)
             _spans.pop(key, None)
     try:
-        _clean[key] = weakref.ref(owner, forget)
+        ref = weakref.ref(owner, forget)
     except TypeError:                         # not weakly referenceable: never clean
         return
-    if key[0] == "device":
-        _spans[key] = _device_span(buf)
+    with LOCK:      # (another thread may be reading _spans: _forget_clean)
+        _clean[key] = ref
+        if span is not None:
+            _spans[key] = span
 
 
 def mark_dirty(buf):
@@ -167,9 +173,13 @@ def _forget_clean(key, buf):
     _clean.pop(key, None)
     if key[0] == "device" and _spans:
         start, end = _device_span(buf)
-        for k in [k for k, (s, e) in _spans.items() if s < end and start < e or k == key]:
-            _clean.pop(k, None)
-            del _spans[k]
+        # under the lock: threads marking and forgetting device memory at once would
+        # change _spans while this loop reads it (a real GPU's launches, not the simulator's)
+        with LOCK:
+            for k, (s, e) in _spans.copy().items():    # (a copy: a collected owner's
+                if s < end and start < e or k == key:   # ``forget`` may run meanwhile)
+                    _clean.pop(k, None)
+                    _spans.pop(k, None)
 
 
 def _device_span(buf):
