@@ -5,7 +5,8 @@ launches on a ``Tape`` and replay their generated backward passes.
 """
 __version__ = "0.1.0"
 
-from .api import Func, Kernel, func, func_grad, func_jvp, kernel, source  # noqa: E402
+from .api import (Func, Kernel, after_source, func, func_grad, func_jvp, kernel,  # noqa: E402
+                  source)
 from .errors import (AdjointError, BoundsError, LaunchError, NonFiniteError,  # noqa: E402
                      StaleModuleError,
                      TapeError, TransformError)
@@ -35,7 +36,7 @@ from . import transform as _transform_passes  # noqa: E402,F401
 from .runtime.vecfuncs import CALLABLE as _VECTOR  # noqa: E402
 globals().update(_VECTOR)
 
-__all__ = ["Func", "Kernel", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
+__all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "float32", "float64", "int32", "int64", "struct", "clone", "copy",

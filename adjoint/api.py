@@ -10,7 +10,7 @@ What was built is kept while the names it was built from give the same objects
 redefined, a number rebound or a gradient given since makes the kernel (or a
 func's derivatives) be built again from what the names give now.
 """
-from . import bindings
+from . import bindings, passes
 from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
 from .errors import AdjointError, user_frames
 from .frontend.devicefunc import DeviceFunction
@@ -19,16 +19,17 @@ from .modules import func_closure, load_generated, module_items  # noqa: F401 - 
 from .runtime.jit import cpu_backend_name
 
 
-def _transform_described(pyfunc, role, bounds_check):
+def _transform_described(pyfunc, role, bounds_check, optimizations):
     """(inputs, watch, transformed): ``pyfunc`` through every pass, with the description of
     its inputs read before and after (adjoint/inputs.py), kept only when the two agree: the
     frozen tree and its description belong together, so a module key never describes
     inputs other than the ones its text was made from. ``watch``: what its names gave
-    before it was transformed (adjoint/bindings.py)."""
+    before it was transformed (adjoint/bindings.py). ``optimizations``: the optimization
+    passes that run (adjoint/passes.py)."""
     from .pipeline import transform
     watch = bindings.watch_of(pyfunc)
     before = own_inputs(pyfunc, role, bounds_check)
-    tr = transform(pyfunc, role, bounds_check)
+    tr = transform(pyfunc, role, bounds_check, optimizations)
     after = own_inputs(pyfunc, role, bounds_check) if before is not None else None
     return (before if before == after else None), watch, tr
 
@@ -39,26 +40,45 @@ class _Built:
     (adjoint/printed.py, derivatives.py, func_calls.py), dropped with the tree."""
 
     def _init_built(self):
-        self._tr = None
+        self._tr = None         # the first tree made (its inputs and watch were read with it)
+        self._trs = {}          # {optimizations: tree}: the trees made, _tr among them
         self._inputs = None     # inputs.Own read with _tr (None: not described)
         self._watch = None      # bindings.Bindings of its names, read with _tr
         self._bound = bindings.NEVER    # the bindings of what was built (snapshot)
         self._generation = object()     # replaced by reset(): its callers watch it
         self.built = {}
 
-    def _frozen(self, role, bounds_check):
-        if self._tr is None:
-            with LOCK:
+    def transformed_at(self, optimizations):
+        """The tree made with the optimization passes ``optimizations`` (adjoint/passes.py):
+        made once for each such set, the core passes' work being the same for all."""
+        tr = self._trs.get(optimizations)
+        if tr is not None:
+            return tr
+        from .pipeline import transform
+        role, bounds_check = self._role, getattr(self, "bounds_check", True)
+        with LOCK:
+            tr = self._trs.get(optimizations)
+            if tr is None:
                 if self._tr is None:
-                    self._inputs, self._watch, self._tr = _transform_described(
-                        self.pyfunc, role, bounds_check)
-        return self._tr
+                    self._inputs, self._watch, tr = _transform_described(
+                        self.pyfunc, role, bounds_check, optimizations)
+                    self._tr = tr
+                else:
+                    tr = transform(self.pyfunc, role, bounds_check, optimizations)
+                self._trs[optimizations] = tr
+        return tr
+
+    @property
+    def transformed(self):
+        """The tree the optimization passes enabled now make (``optimizations()``)."""
+        return self.transformed_at(self.optimizations())
 
     def reset(self):
         """Forget the tree and everything built from it (a name it read was rebound)."""
         with LOCK:
             self._forget()
             self._tr = self._inputs = self._watch = None
+            self._trs = {}
             self._generation = object()
 
     def _forget(self):
@@ -81,6 +101,8 @@ class _Built:
 
 class Func(DeviceFunction, _Built):
     """A device function: callable from kernels, other funcs and plain Python."""
+
+    _role = "func"
 
     def __init__(self, pyfunc):
         self.pyfunc = pyfunc
@@ -120,9 +142,11 @@ class Func(DeviceFunction, _Built):
     def __repr__(self):
         return f"<ad.func {self.name}>"
 
-    @property
-    def transformed(self):
-        return self._tr if self._tr is not None else self._frozen("func", True)
+    @staticmethod
+    def optimizations():
+        """The optimization passes a func's own derivatives run with now (``ad.grad`` of
+        it; a kernel calling it uses the kernel's): ``ADJOINT_OPTIMIZE``'s."""
+        return passes.current()
 
     @property
     def n_returns(self):
@@ -136,12 +160,17 @@ class Func(DeviceFunction, _Built):
 class Kernel(_Built):
     """A kernel: launched over a 1-, 2- or 3-D grid with ``ad.launch``."""
 
-    def __init__(self, pyfunc, enable_backward=True, loop_capacity=256, bounds_check=True):
+    _role = "kernel"
+
+    def __init__(self, pyfunc, enable_backward=True, loop_capacity=256, bounds_check=True,
+                 optimize=True):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
         self.enable_backward = enable_backward
         self.loop_capacity = loop_capacity
         self.bounds_check = bounds_check
+        passes.parse_setting(optimize, f"@ad.kernel(optimize=...) of {self.name}")  # (checked)
+        self.optimize = optimize
         self._init_built()
         self._specs = {}
         self.modules = {}
@@ -158,9 +187,10 @@ class Kernel(_Built):
         raise AdjointError(f"kernel '{self.name}' cannot be called directly; "
                            "use ad.launch(kernel, dim, inputs=..., outputs=...)")
 
-    @property
-    def transformed(self):
-        return self._tr if self._tr is not None else self._frozen("kernel", self.bounds_check)
+    def optimizations(self):
+        """The optimization passes this kernel runs with now: those ``ADJOINT_OPTIMIZE`` (or
+        ``passes.optimizing``) and ``@ad.kernel(optimize=...)`` both enable."""
+        return passes.enabled_for(self.optimize)
 
     def _forget(self):
         _Built._forget(self)
@@ -177,24 +207,25 @@ class Kernel(_Built):
         """The compiled ``KernelSpec`` for ``device`` (generated, cached on disk, imported
         once per process, also when several threads ask at once), made from what the
         kernel's names give now (``refresh``)."""
-        name = "cuda" if device == "cuda" else cpu_backend_name()
+        key = ("cuda" if device == "cuda" else cpu_backend_name(), self.optimizations())
         bound = self._bound             # (read first: a refresh replaces it last)
-        spec = self._specs.get(name)
+        spec = self._specs.get(key)
         if spec is None or not bound.current():
             with LOCK:
                 self.refresh()
-                spec = self._specs.get(name)
+                spec = self._specs.get(key)
                 if spec is None:
-                    module = load_generated(self, name)
+                    module = load_generated(self, key[0], key[1])
                     spec = getattr(module, self.name)
-                    self.modules[name] = module
-                    self._specs[name] = spec
+                    self.modules[key[0] if key[1] == passes.ALL else key] = module
+                    self._specs[key] = spec
         return spec
 
 
-def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=True):
+def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=True,
+           optimize=True):
     """Decorator: ``@ad.kernel`` or ``@ad.kernel(enable_backward=False, loop_capacity=N,
-    bounds_check=False)``.
+    bounds_check=False, optimize=False)``.
 
     ``loop_capacity`` bounds the iterations one GPU thread may record per loop
     (CUDA only: CPU stacks grow as needed). ``bounds_check`` (default on): every
@@ -202,9 +233,12 @@ def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=Tru
     before a loop where it is the loop variable, else where it is used -- and an
     index out of bounds (negative ones included: nothing wraps around) raises
     ``ad.BoundsError``. ``bounds_check=False`` emits no checks: an index out of
-    bounds then reads or writes outside the array."""
+    bounds then reads or writes outside the array. ``optimize`` (default True: as
+    ``ADJOINT_OPTIMIZE`` says): ``False`` runs no optimization pass (the plain
+    rule-by-rule code), ``"-scale,-jam"`` all but those (adjoint/passes.py); a pass runs
+    only where both this and ``ADJOINT_OPTIMIZE`` allow it."""
     options = dict(enable_backward=enable_backward, loop_capacity=loop_capacity,
-                   bounds_check=bounds_check)
+                   bounds_check=bounds_check, optimize=optimize)
     if fn is None:
         return lambda f: Kernel(f, **options)
     return Kernel(fn, **options)
@@ -241,15 +275,39 @@ def func_jvp(f):
 
 
 @user_frames
-def source(obj, stage="backward", target="cpu"):
+def source(obj, stage="backward", target="cpu", optimize=True):
     """Python source of one kernel or func after ``stage``
     (parse, normalize, ssa, forward, backward, jvp). ``target="cuda"`` shows the
-    forward, backward and JVP as the CUDA module spells them."""
+    forward, backward and JVP as the CUDA module spells them. ``optimize``: True, the
+    code that runs (the optimization passes the kernel runs with now); False, the plain
+    rule-by-rule code of one thread (no optimization pass; what a learner reads); or a
+    setting as ``ADJOINT_OPTIMIZE`` takes (``"-scale"``)."""
     from .pipeline import stage_source
     if not isinstance(obj, (Kernel, Func)) and callable(getattr(obj, "source", None)):
         return obj.source(stage, target)        # ad.grad(f): the code it runs
     role = "kernel" if isinstance(obj, Kernel) else "func"
     if not isinstance(obj, (Kernel, Func)):
         raise TypeError("ad.source expects an @ad.kernel or an @ad.func")
+    enabled = obj.optimizations() if optimize is True else \
+        obj.optimizations() & passes.parse_setting(optimize, "ad.source(optimize=...)")
     return stage_source(obj.pyfunc, role, stage, target,
-                        getattr(obj, "loop_capacity", 256), getattr(obj, "bounds_check", True))
+                        getattr(obj, "loop_capacity", 256), getattr(obj, "bounds_check", True),
+                        enabled, threads_only=optimize is False)
+
+
+@user_frames
+def after_source(obj, name, target="cpu"):
+    """What pass ``name`` (adjoint/passes.py) made of a kernel or func, as Python source:
+    the passes before it run as they run for ``obj`` now (``adjoint show --after``)."""
+    from .pipeline import after_source as after
+    if not isinstance(obj, (Kernel, Func)):
+        raise TypeError("ad.after_source expects an @ad.kernel or an @ad.func")
+    return after(obj.pyfunc, obj._role, name, target, getattr(obj, "loop_capacity", 256),
+                 getattr(obj, "bounds_check", True), obj.optimizations())
+
+
+def optimization_summary(obj):
+    """Which optimization passes ``obj`` runs with now, and which of them changed it."""
+    enabled = obj.optimizations()
+    applied = [n for n in obj.transformed_at(enabled).applied]
+    return f"{passes.describe(enabled)}; applied here: {', '.join(applied) or 'none'}"

@@ -3,7 +3,9 @@
     adjoint generate SRC.py [-o OUT.py]        one module for a source file
     adjoint generate A.py B.py src/ -o gen/    several files and folders
         [--target cpu|cuda]                    cuda: the numba.cuda module
-    adjoint show SRC.py:NAME [--stage S|all] [--diff] [--target cpu|cuda]
+    adjoint show SRC.py:NAME [--stage S|all] [--diff] [--target cpu|cuda] [--optimized]
+    adjoint show SRC.py:NAME --after PASS      what one pass of the pipeline made
+    adjoint passes                             the pipeline's passes, in order
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
@@ -18,9 +20,10 @@ import sys
 import textwrap
 
 from . import __version__
-from .api import Func, Kernel, source
+from .api import Func, Kernel, after_source, optimization_summary, source
 from .emit.targets import TARGETS
 from .errors import AdjointError, TransformError
+from .passes import BY_NAME as PASS_NAMES
 from .generate import (check, check_output, generate, generated_files, import_source, plan,
                        write_if_changed)
 
@@ -89,24 +92,57 @@ def find_object(target):
     return obj
 
 
-def stage_texts(obj, stages, target="cpu"):
+def stage_texts(obj, stages, target="cpu", optimized=True):
     """{stage: source} for ``stages`` of ``obj``, the forward and backward spelled for
-    ``target``; 'source' is the user's code."""
+    ``target`` (``optimized``: the code that runs; else the plain rule-by-rule code of one
+    thread); 'source' is the user's code."""
     texts = {"source": textwrap.dedent(inspect.getsource(obj.pyfunc))}
     for s in stages:
-        texts[s] = source(obj, s, target)
+        texts[s] = source(obj, s, target, optimize=True if optimized else False)
     return texts
+
+
+# the stages whose code the optimization passes change
+OPTIMIZED = ("forward", "backward", "jvp") + SAVING + EAGER
+
+
+def _which(obj, stage, optimized):
+    """The line saying which code ``show`` prints for ``stage``."""
+    if stage not in OPTIMIZED:
+        return ""
+    if not optimized:
+        part = "one thread's " if isinstance(obj, Kernel) else ""
+        return (f"# {obj.name} {stage}: {part}plain rule-by-rule code (no optimization "
+                "pass); --optimized: the code that runs\n")
+    return f"# {obj.name} {stage}: the code that runs ({optimization_summary(obj)})\n"
+
+
+def cmd_passes(args):
+    from .passes import PASSES
+    width = max(len(p.name) for p in PASSES)
+    for p in PASSES:
+        exact = "" if not p.optimization else " (exact)" if p.exact else " (rounding)"
+        where = "" if p.stage == "transform" else " [emit]"
+        sys.stdout.write(f"{p.name:<{width}}  {p.kind}{exact}{where}: {p.summary}\n")
+    return 0
 
 
 def cmd_show(args):
     obj = find_object(args.name)
+    if args.after is not None:
+        try:
+            text = after_source(obj, args.after, args.target)
+        except ValueError as e:
+            raise UsageError(f"{args.name}: {e}") from None
+        sys.stdout.write(text.rstrip("\n") + "\n")
+        return 0
     stages = STAGES if args.stage == "all" else (args.stage,)
     if stages[-1] in SAVING + USER + EAGER:
         needed = [BEFORE[stages[-1]], stages[-1]] if args.diff else list(stages)
     else:
         needed = list(STAGES[:STAGES.index(stages[-1]) + 1]) if args.diff else list(stages)
     try:
-        texts = stage_texts(obj, needed, args.target)
+        texts = stage_texts(obj, needed, args.target, args.optimized)
     except ValueError as e:         # a stage this kernel or func has no functions for
         raise UsageError(f"{args.name}: {e}") from None
     order = ["source"] + list(STAGES)
@@ -119,7 +155,7 @@ def cmd_show(args):
                 fromfile=f"{obj.name} after {before}", tofile=f"{obj.name} after {stage}"))
             body = body or f"# {stage} changed nothing\n"
         else:
-            body = texts[stage]
+            body = _which(obj, stage, args.optimized) + texts[stage]
         if len(stages) > 1:
             out.append(f"# {'=' * 20} stage: {stage} {'=' * 20}\n")
         out.append(body)
@@ -165,7 +201,19 @@ def parser():
                    help="show what each stage changed, as a unified diff from the one before")
     s.add_argument("--target", choices=TARGETS, default="cpu",
                    help="spell the forward and backward stages for cpu (default) or cuda")
+    s.add_argument("--optimized", action="store_true",
+                   help="the code that runs (every function, the optimization passes "
+                        "applied); by default one thread's plain rule-by-rule code")
+    s.add_argument("--after", metavar="PASS", choices=PASS_NAMES,
+                   help="what pass PASS made (`adjoint passes` lists them), the passes before "
+                        "it run as they run for this kernel or func")
     s.set_defaults(run=cmd_show)
+
+    ps = sub.add_parser("passes", help="list the pipeline's passes in order",
+                        description="The passes of the pipeline in the order they run: core "
+                        "passes define the derivative; optimization passes only make code "
+                        "faster (ADJOINT_OPTIMIZE=0, or -NAME, turns them off).")
+    ps.set_defaults(run=cmd_passes)
 
     c = sub.add_parser("check", help="exit non-zero if generated modules are stale",
                        description="Check that generated modules are up to date with their "

@@ -20,7 +20,8 @@ emitter read, and nothing else:
   and a func's custom gradient and JVP (``@ad.func_grad``, ``@ad.func_jvp``):
   their own inputs as above;
 - the whole text of the first object's file (its hash is in the module's header);
-- the target ("cpu" or "cuda");
+- the target ("cpu" or "cuda"), and the optimization passes that run where not all
+  (adjoint/passes.py);
 - the transformer itself: a hash of the source of every module of the adjoint
   package (version included), of gast's source, and Python's and numpy's versions.
 
@@ -62,6 +63,7 @@ import numpy as np
 
 from .frontend.devicefunc import DeviceFunction
 from .frontend.source import names_seen, read_source
+from .passes import ALL as ALL_OPTIMIZATIONS
 from .runtime import builtins as adb
 from .runtime.structs import is_struct, layout
 from .runtime.types import ArrayType
@@ -285,18 +287,19 @@ def _own_of(obj, role):
     return own
 
 
-def module_key(kernels, funcs, root, target):
+def module_key(kernels, funcs, root, target, optimizations=None):
     """The key of the module holding ``kernels`` and ``funcs`` (as ``modules.module_items``)
-    generated for ``target`` from ``root``'s file, or None (see the module)."""
+    generated for ``target`` from ``root``'s file with the optimization passes
+    ``optimizations`` (adjoint/passes.py; None: all), or None (see the module)."""
     try:
-        return _module_key(kernels, funcs, root, target)
+        return _module_key(kernels, funcs, root, target, optimizations)
     except Unkeyable:
         return None
     except Exception:  # noqa: BLE001 - whatever goes wrong here, transforming is safe
         return None
 
 
-def _module_key(kernels, funcs, root, target):
+def _module_key(kernels, funcs, root, target, optimizations):
     by_name, entries, path = {}, [], []
 
     def claim(obj):
@@ -344,4 +347,6 @@ def _module_key(kernels, funcs, root, target):
         root_text = "".join(all_lines)
     whole = (environment(), target, root.name, _digest([root_text]),
              tuple(sorted(entries, key=lambda e: (e[0], e[1]))))
+    if optimizations is not None and optimizations != ALL_OPTIMIZATIONS:
+        whole += (("optimizations",) + tuple(sorted(optimizations)),)
     return _digest([repr(whole)])

@@ -17,6 +17,7 @@ modules import adjoint).
 """
 from dataclasses import replace
 
+from . import passes
 from .cache import LOCK, cache_dir, load, load_indexed, module_stem, remember
 from .errors import AdjointError
 from .inputs import module_key
@@ -42,10 +43,22 @@ def func_closure(roots):
     return order
 
 
+def module_optimizations(kernels):
+    """The optimization passes (adjoint/passes.py) the funcs of a module holding
+    ``kernels`` run with: those every kernel of it runs with (all of them: ``passes``'
+    setting now, where there is no kernel)."""
+    out = passes.current()
+    for k in kernels:
+        out &= k.optimizations()
+    return out
+
+
 def module_items(kernels, funcs=()):
     """[(role, Transformed, custom grad, custom JVP)] for the module holding ``kernels`` and
-    ``funcs`` (the custom ones parsed, or None)."""
+    ``funcs`` (the custom ones parsed, or None): each kernel's tree made with the
+    optimization passes it runs with, the funcs' with ``module_optimizations``."""
     from .frontend.parse import parse
+    shared = module_optimizations(kernels)
     items = []
     all_funcs = func_closure(list(kernels) + list(funcs))
     for f in funcs:
@@ -61,9 +74,9 @@ def module_items(kernels, funcs=()):
     for f in all_funcs:
         grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
         jvp = parse(f.custom_jvp, "grad") if getattr(f, "custom_jvp", None) is not None else None
-        items.append(("func", f.transformed, grad, jvp))
+        items.append(("func", f.transformed_at(shared), grad, jvp))
     for k in kernels:
-        tr = k.transformed
+        tr = k.transformed_at(k.optimizations())
         rev = tr.rev if k.enable_backward else replace(tr.rev, backward=None)
         items.append(("kernel", replace(tr, rev=rev, loop_capacity=k.loop_capacity), None, None))
     return items
@@ -74,9 +87,13 @@ def _where(obj):
     return f"{code.co_filename}:{code.co_firstlineno}"
 
 
-def load_generated(kernel, backend_name):
+def load_generated(kernel, backend_name, optimizations=None):
     """The generated module of ``kernel`` for ``backend_name``, from the cache folder
-    (written or repaired there first; see ``adjoint.cache``)."""
+    (written or repaired there first; see ``adjoint.cache``), made with the optimization
+    passes ``optimizations`` (default: those the kernel runs with now)."""
+    if optimizations is not None and optimizations != kernel.optimizations():
+        with passes.optimizing(optimizations):     # (the kernel's option applies too)
+            return _load(kernel, [kernel], [], backend_name)
     return _load(kernel, [kernel], [], backend_name)
 
 
@@ -93,7 +110,8 @@ def _load(obj, kernels, funcs, backend_name):
     target = "cuda" if backend_name == "cuda" else "cpu"
     folder = cache_dir()
     with LOCK:
-        key = module_key(kernels, funcs, obj, target)
+        optimizations = module_optimizations(kernels) if funcs else kernels[0].optimizations()
+        key = module_key(kernels, funcs, obj, target, optimizations)
         module = load_indexed(folder, key, obj.name, backend_name) if key else None
         if module is not None:
             return module
@@ -103,7 +121,7 @@ def _load(obj, kernels, funcs, backend_name):
         text = module_source(items, source.display_name(), source.text(), target)
         stem = module_stem(obj.name, text)
         module = load(folder, stem, text, f"{stem}_{backend_name}")
-        after = module_key(kernels, funcs, obj, target)
+        after = module_key(kernels, funcs, obj, target, optimizations)
         if after is not None and after == key:
             remember(folder, after, stem)
         return module

@@ -15,7 +15,10 @@ import sys
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 
+import gast
+
 from . import passes
+from .emit import stacks
 from .emit.module import function_sources
 from .emit.printer import render_function
 from .emit.user import backward_text
@@ -91,11 +94,32 @@ def _run(pyfunc, role, bounds_check, enabled, last=None):
                 vars(st).update(made)
             if p.name in shown:
                 print(after_text(st, p.name), file=sys.stdout, flush=True)
-        elif p.stage == "emit" and p.name in enabled and role in p.roles:
-            st.applied += (p.name,)     # (what it prints is decided as it prints)
+        elif p.stage == "emit" and p.name in enabled and role in p.roles and \
+                EMITS[p.name](st):
+            st.applied += (p.name,)     # (it may change what is printed)
         if p.name == last:
             break
     return st
+
+
+def _privatized(st):
+    return any(plan.mode == "privatize" for plan in st.plans or ())
+
+
+EMITS = {   # whether an emit pass may change what is printed (before it prints it)
+    "firsts": lambda st: True,
+    "sums": _privatized,
+    "jam": lambda st: st.dims == 1 and any(plan.mode in ("parallel", "privatize")
+                                           for plan in st.plans or ()),
+}
+
+
+def inexact(tr):
+    """The optimization passes applied to ``tr`` that may make its results round otherwise
+    than the plain code's (``Pass.exact``; jam only where it joins two threads' adds into
+    a privatized element)."""
+    return tuple(n for n in tr.applied if not passes.BY_NAME[n].exact and
+                 (n != "jam" or any(plan.mode == "privatize" for plan in tr.plans or ())))
 
 
 def _changed(st, made):
@@ -163,21 +187,34 @@ def _rewrite_bodies(st, rewrite):
     """``rewrite(body, derived, primal) -> (body, new kinds)`` applied to the JVP, the
     backward, the fused forward and VJP and the store policy's backward."""
     tangent, rev, saved = st.tangent, st.rev, st.saved
+    out = {}
     body, new = rewrite(tangent.body, set(tangent.names.values()), False)
-    tangent = replace(tangent, body=body, kinds={**tangent.kinds, **new})
+    if _differ(body, tangent.body):
+        out["tangent"] = replace(tangent, body=body, kinds={**tangent.kinds, **new})
     if rev.backward is None:
-        return {"tangent": tangent}
+        return out
     derived, new = set(st.adjoints), {}
     parts = {}
     for key, b in (("backward", rev.backward), ("fused", rev.fused)):
         if b is not None:
-            parts[key], more = rewrite(b, derived, True)
-            new.update(more)
+            body, more = rewrite(b, derived, True)
+            if _differ(body, b):
+                parts[key] = body
+                new.update(more)
+    if parts:
+        out["rev"] = replace(rev, **parts, kinds={**rev.kinds, **new})
     if saved is not None:
         body, more = rewrite(saved.backward, derived, True)
-        saved, new = replace(saved, backward=body), {**new, **more}
-    return {"tangent": tangent, "saved": saved,
-            "rev": replace(rev, **parts, kinds={**rev.kinds, **new})}
+        if _differ(body, saved.backward):
+            out["saved"] = replace(saved, backward=body)
+            out["rev"] = replace(out.get("rev", rev), kinds={**out.get("rev", rev).kinds, **more})
+    return out
+
+
+def _differ(a, b):
+    """Whether two statement lists differ (a rewriting pass that changed nothing gives
+    its input back: it is then not 'applied')."""
+    return len(a) != len(b) or any(gast.dump(x) != gast.dump(y) for x, y in zip(a, b))
 
 
 def _reciprocal(st):
@@ -217,8 +254,9 @@ RUN = {
     "reverse": _reverse,
     "jvp": lambda st: {"tangent": jvp.jvp(st.checked, st.active)},
     "parallel": _parallel,
-    "prune": lambda st: {},         # (inside pass reverse: _reverse)
-    "order": lambda st: {},         # (inside pass reverse: _reverse)
+    "prune": lambda st: {"rev": replace(st.rev)},  # (inside pass reverse: _reverse)
+    "order": lambda st: {"rev": st.rev} if not st.rev.walked_forward else
+             {"rev": replace(st.rev)},     # (inside pass reverse; applied if it walked one)
     "store": _store,
     "reciprocal": _reciprocal,
     "scale": _scale,
@@ -277,8 +315,9 @@ def after_text(st, name):
     fname = pf.name
     head = f"# after pass {name} ({passes.BY_NAME[name].kind}) of {fname}"
 
-    def code(suffix, pnames, body):
-        return render_function(f"{fname}{suffix}", pnames, body, pf.source)
+    def code(suffix, pnames, body):        # (loop stacks spelled as the CPU target does)
+        return render_function(f"{fname}{suffix}", pnames, stacks.spell(body, "cpu"),
+                               pf.source)
 
     if name in ("parse", "scalarize", "fence"):
         return "\n".join([head, code("", params, pf.node.body)])
@@ -309,7 +348,8 @@ def after_text(st, name):
     adj = params + list(rev.adj_params)
     out = [head]
     if name in ("reverse", "prune", "order", "reciprocal", "scale"):
-        out.append(code("_forward", params, rev.forward))
+        if name not in ("reciprocal", "scale"):     # (which change no forward)
+            out.append(code("_forward", params, rev.forward))
         if rev.backward is not None:
             out.append(code("_backward", adj, rev.backward))
         if name in ("reciprocal", "scale"):

@@ -50,8 +50,10 @@ def main():
     fd = np.array([(total(xs + eps * e) - total(xs - eps * e)) / (2 * eps) for e in np.eye(8)])
     err = np.max(np.abs(fd - x.grad.numpy()))
 
-    print("generated backward of 'energy':\n")
-    print(ad.source(energy, stage="backward"))
+    print("the backward of 'energy', one thread, rule by rule (every statement's adjoint in\n"
+          "reverse order; `adjoint show examples/quickstart.py:energy --optimized` shows the\n"
+          "optimized code that runs, grid and all):\n")
+    print(ad.source(energy, stage="backward", optimize=False))
     print("forward  out      =", np.array2string(out.numpy(), precision=6))
     print("gradient d(sum)/dx =", np.array2string(x.grad.numpy(), precision=6))
     print("finite differences =", np.array2string(fd, precision=6))

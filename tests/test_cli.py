@@ -74,12 +74,29 @@ def test_generate_several_files_and_a_folder(tmp_path, capsys):
     assert "need -o FOLDER" in capsys.readouterr().err
 
 
+def _said(out, stage, optimized):
+    """``out`` without the line saying which code ``show`` printed (forward, backward)."""
+    if stage not in ("forward", "backward"):
+        return out
+    first, rest = out.split("\n", 1)
+    which = "the code that runs" if optimized else "one thread's plain rule-by-rule code"
+    assert first.startswith(f"# energy {stage}: {which}"), first
+    return rest
+
+
+@pytest.mark.parametrize("optimized", [False, True], ids=["plain", "optimized"])
 @pytest.mark.parametrize("stage", STAGES)
-def test_show_one_stage_is_ad_source(src, stage, capsys):
-    assert main(["show", f"{src}:energy", "--stage", stage]) == 0
+def test_show_one_stage_is_ad_source(src, stage, optimized, capsys):
+    """``show`` leads with the plain code of one thread (what a learner reads; ``ad.source(
+    optimize=False)``); ``--optimized`` prints the code that runs (``ad.source``)."""
+    assert main(["show", f"{src}:energy", "--stage", stage] +
+                (["--optimized"] if optimized else [])) == 0
     from adjoint.generate import import_source
     module = import_source(str(src))
-    assert capsys.readouterr().out == ad.source(module.energy, stage)
+    out = _said(capsys.readouterr().out, stage, optimized)
+    assert out == ad.source(module.energy, stage, optimize=optimized)
+    if stage == "backward":
+        assert ("def energy_backward(dim0" in out) == optimized     # (the grid function)
 
 
 def test_show_defaults_to_backward_and_handles_funcs(src, capsys):
@@ -224,8 +241,9 @@ def test_unknown_target_is_a_usage_error(src, capsys):
 
 @pytest.mark.parametrize("stage", ["forward", "backward"])
 def test_show_cuda_spells_forward_and_backward_for_cuda(src, stage, capsys):
-    assert main(["show", f"{src}:energy", "--stage", stage, "--target", "cuda"]) == 0
-    out = capsys.readouterr().out
+    assert main(["show", f"{src}:energy", "--stage", stage, "--target", "cuda",
+                 "--optimized"]) == 0
+    out = _said(capsys.readouterr().out, stage, True)
     from adjoint.generate import import_source
     assert out == ad.source(import_source(str(src)).energy, stage, target="cuda")
     assert "tid0 = cuda.grid(1)" in out and "rt.prange" not in out

@@ -6,7 +6,11 @@ Differences from the CPU target, all made here on the emitted trees:
   against threads past the launch size;
 - an accumulation ``arr[idx] += v`` whose index is not the thread's own
   (gathers, scatters, shared accumulators, adjoints of gathered loads)
-  becomes ``cuda.atomic.add``; an exclusive one stays a plain update;
+  becomes ``cuda.atomic.add``, and so does every other accumulation into an array
+  that has such a one (a plain ``adj_u[i] += v`` would race with another thread's
+  atomic add into ``adj_u[i]``: found on an H200, where the simulator runs one
+  thread at a time); an accumulation into an array every thread adds into only at
+  its own index stays a plain update;
   ``ad.atomic_min``/``atomic_max`` become ``cuda.atomic.min``/``max``;
 - per-thread loop stacks live in ``cuda.local.array(capacity)``, whose size
   must be known when compiling: ``@ad.kernel(loop_capacity=N)`` (default 256).
@@ -25,7 +29,7 @@ import copy
 import gast
 
 from . import ieee
-from ..transform.ir import StackNew, StackPush, const, if_, name
+from ..transform.ir import AtomicMinMax, StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment, holds_stacks
 
@@ -48,9 +52,10 @@ def _call(func, *args):
 class LowerCuda(gast.NodeTransformer):
     """Rewrite a lowered CPU body for CUDA (see the module docstring)."""
 
-    def __init__(self, owner, dims, capacity, custom_grads):
+    def __init__(self, owner, dims, capacity, custom_grads, shared=frozenset()):
         self.owner, self.dims = owner, dims
         self.capacity, self.custom_grads = capacity, custom_grads
+        self.shared = shared        # arrays some thread adds into at another's element
 
     def exclusive(self, sl):
         return is_exclusive(self.owner, self.dims, sl)
@@ -58,7 +63,8 @@ class LowerCuda(gast.NodeTransformer):
     def visit_AugAssign(self, node):
         self.generic_visit(node)
         t = node.target
-        if isinstance(t, gast.Subscript) and not self.exclusive(t.slice):
+        if isinstance(t, gast.Subscript) and (not self.exclusive(t.slice) or
+                                              _root(t) in self.shared):
             fn = "add" if isinstance(node.op, gast.Add) else "sub"
             idx = copy.deepcopy(t.slice)
             return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id), idx,
@@ -136,9 +142,28 @@ def holds_pushes(tr):
     return tr.pf.role == "func" and holds_stacks(tr.ssa.body)
 
 
+def _root(target):
+    while isinstance(target, (gast.Subscript, gast.Attribute)):
+        target = target.value
+    return target.id if isinstance(target, gast.Name) else None
+
+
+def shared_arrays(body, owner, dims):
+    """The arrays ``body`` adds into (or takes an atomic min/max of) at an index that is not
+    the thread's own: every accumulation into them must be atomic."""
+    out = set()
+    for s in body:
+        for n in gast.walk(s):
+            if isinstance(n, AtomicMinMax) or isinstance(n, gast.AugAssign) and \
+                    isinstance(n.target, gast.Subscript) and \
+                    not is_exclusive(owner, dims, n.target.slice):
+                out.add(_root(n.target))
+    return frozenset(out)
+
+
 def lower_body(body, tr, capacity, custom_grads):
     owner = tr.threads if tr.pf.role == "kernel" else {}
-    lw = LowerCuda(owner, tr.dims, capacity, custom_grads)
+    lw = LowerCuda(owner, tr.dims, capacity, custom_grads, shared_arrays(body, owner, tr.dims))
     return [lw.visit(copy.deepcopy(s)) for s in body]
 
 

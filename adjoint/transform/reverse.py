@@ -57,6 +57,7 @@ class Reversed:
     loop_stacks: dict = None    # {loop uid: its stack names}
     fused: list = None      # kernels with no loop to reverse: the forward, stores kept, then
                             # the reverse pass (transform/eager.py); else None
+    walked_forward: tuple = ()  # the lines of the loops reversed in forward order (pass order)
 
 
 def adj(v):
@@ -79,6 +80,7 @@ class Reverser:
         self.ssa = ssa
         self.walk_forward = walk_forward    # optimization pass order: may walk a loop forward
         self.pruned = pruned                # optimization pass prune: dead replay removed
+        self.walked_forward = []            # the lines of the loops reversed in forward order
         self.pf = ssa.norm.pf
         self.namer = copy.deepcopy(ssa.namer)     # fresh names; the input is not edited
         self.active = active_set
@@ -405,6 +407,8 @@ class Reverser:
         it = names["it"]
         forward = self.walk_forward and forward_order(
             s, self.active, {p.name for p in self.pf.params if p.is_array})
+        if forward:
+            self.walked_forward.append(line)
         body = [comment(f"iteration {it} of the loop on line {line}, in reverse" if not forward
                         else f"iteration {it} of the loop on line {line}, in forward order: "
                         "no iteration's adjoints depend on another's (transform/order.py)", line)]
@@ -465,7 +469,7 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
         # no loop is recorded or reversed: the replay is the forward without its stores
         fused = _pruned(r, [copy_tree(s) for s in forward] + r.reverse_part)
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
-                    loop_stacks, fused)
+                    loop_stacks, fused, tuple(r.walked_forward))
 
 
 def _pruned(r, body):
