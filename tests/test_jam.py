@@ -261,7 +261,8 @@ def test_a_failed_bounds_check_in_the_shared_loop_stops_the_launch(backend, kern
 def test_a_forward_and_its_jvp_adding_into_a_shared_loop(backend, kernel_module):
     """atomic_add(out, j, ...) in the loop: the forward and the JVP run in pairs too
     (their plans privatize ``out``, ``dot_out``), and the JVP's values are the
-    forward's bit for bit (the same pairs, the same order of additions)."""
+    forward's bit for bit (the same pairs, the same order of additions; on a real GPU,
+    whose atomics add in any order, to rounding: jvp_check)."""
     m = kernel_module(KERNELS)
     n = _n(backend)
     for part in ("forward", "jvp", "backward"):

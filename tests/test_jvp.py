@@ -4,7 +4,8 @@ Each kernel runs its JVP with a random tangent for every float array argument
 (an output's tangent is the tangent of its initial contents, read where the
 kernel reads the output), and ``jvp_check`` compares
 
-- the outputs with a plain forward launch's (the JVP writes them as it does);
+- the outputs with a plain forward launch's (the JVP writes them as it does: bit for
+  bit, but on a real GPU to rounding, tests/gpu_tolerance.py);
 - the tangent of every float array with the central difference, along the
   same tangents, of that array's contents after a forward launch (float64);
 - where asked, forward against reverse mode: ``<w, J t>`` from the JVP equals
@@ -27,6 +28,7 @@ import pytest
 
 import adjoint as ad
 from adjoint.errors import LaunchError, TransformError
+from gpu_tolerance import assert_same
 from test_control_flow import BRANCHES, FUNCS, LOOP_BRANCH_ON_CARRIED, RANGE_LOOP
 from test_numba_codegen import _own_ir
 
@@ -64,9 +66,8 @@ def jvp_check(kernel, dim, inputs, outputs, rtol=1e-6, atol=1e-7, seed=0, revers
     plain = _launch_forward(kernel, dim, inputs, outputs)
     for k, a in enumerate(args):
         if isinstance(a, ad.Array):
-            np.testing.assert_array_equal(a.numpy(), plain[k],
-                                          err_msg=f"argument {k}: the JVP's values differ from "
-                                          "the forward's")
+            assert_same(a.numpy(), plain[k],
+                        err_msg=f"argument {k}: the JVP's values differ from the forward's")
 
     def shifted(h):
         moved = [a + h * t if t is not None else a for a, t in zip(given, tangents)]

@@ -4,14 +4,16 @@ thread, and its backward reads it instead of replaying the loop.
 Each kernel's gradient is taken three ways on every backend: recorded on a tape
 (``backward_saved``, reading the saved values), by a direct ``adjoint=True`` launch
 (``backward``, replaying the loop) and by central finite differences of the forward.
-The first two must agree bitwise (the same arithmetic in the same order), and both
-with the finite differences. Which loops are stored is checked on the spec and on the
+The first two must agree bitwise (the same arithmetic in the same order; on a real GPU
+to rounding: the layer's atomics add in any order, NVVM fuses multiply-adds in each
+kernel its own way, tests/gpu_tolerance.py), and both with the finite differences. Which loops are stored is checked on the spec and on the
 generated bodies, so a policy that silently stopped storing would fail here too.
 """
 import gast
 import numpy as np
 import pytest
 from conftest import central_fd
+from gpu_tolerance import assert_same
 
 import adjoint as ad
 from adjoint.pipeline import transform
@@ -166,7 +168,7 @@ def test_stored_gradient_equals_replay_and_fd(backend, kernels, name):
     taped, replayed, saved, w = _gradients(kernel, arrays, shape)
     assert saved == bool(SAVED[name])
     for t, r in zip(taped, replayed):
-        np.testing.assert_array_equal(t, r)
+        assert_same(t, r, err_msg="the stored backward's gradient is the replaying one's")
     for k, a in enumerate(arrays):
         def f(v, k=k):
             args = list(arrays)
@@ -182,7 +184,7 @@ def test_float32_saved_values_are_float32(backend, kernels):
     taped, replayed, saved, _ = _gradients(kernels.energy32, arrays, shape, np.float32)
     assert saved
     for t, r in zip(taped, replayed):
-        np.testing.assert_array_equal(t, r)
+        assert_same(t, r, err_msg="the stored backward's gradient is the replaying one's")
     ref, _, _, _ = _gradients(kernels.energy, [a.astype(np.float64) for a in arrays], shape)
     for t, r in zip(taped, ref):
         np.testing.assert_allclose(t, r, rtol=2e-4, atol=1e-4)

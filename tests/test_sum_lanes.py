@@ -17,6 +17,7 @@ from adjoint.runtime import backend_numba, simd
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
 from adjoint.runtime.helpers import SUM_LANES, chunk_start
 from conftest import central_fd
+from gpu_tolerance import assert_same
 from test_simd import WAVE     # the loss a user writes: wave_loss
 
 KERNELS = WAVE + '''
@@ -125,8 +126,9 @@ def test_the_order_of_the_additions(kernel_module):
 
 
 def test_forward_and_jvp_sum_alike(backend, kernel_module):
-    """The JVP's value is the forward's, bit for bit (both add in lanes); its tangent is
-    the derivative along ``dx`` (float64 reference)."""
+    """The JVP's value is the forward's, bit for bit (both add in lanes; on a real GPU,
+    whose atomics add in any order, to rounding); its tangent is the derivative along
+    ``dx`` (float64 reference)."""
     m = kernel_module(KERNELS)
     rng = np.random.default_rng(1)
     x0 = rng.uniform(-3, 3, N).astype(np.float32)
@@ -137,16 +139,17 @@ def test_forward_and_jvp_sum_alike(backend, kernel_module):
     value = loss.numpy()[0]
     loss2, dot = ad.zeros(1, dtype=ad.float32), ad.zeros(1, dtype=ad.float32)
     ad.launch(m.wave_loss, N, inputs=[x], outputs=[loss2], tangents={x: ad.array(dx), loss2: dot})
-    assert loss2.numpy()[0] == value
     v = x0.astype(np.float64)
+    terms = np.sin(v) * np.exp(-v * v) + v
+    assert_same(loss2.numpy()[0], value, scale=np.abs(terms).sum())
     e = np.exp(-v * v)
     slope = np.cos(v) * e - 2.0 * v * np.sin(v) * e + 1.0
     assert float(dot.numpy()[0]) == pytest.approx(math.fsum(slope * dx), rel=1e-4, abs=1e-3)
 
 
 def test_a_2d_gradient_and_jvp(backend, kernel_module):
-    """A 2-D grid's sum in lanes: the JVP's value is the forward's, bit for bit; the
-    tangent and the gradient against float64."""
+    """A 2-D grid's sum in lanes: the JVP's value is the forward's, bit for bit (on a
+    real GPU to rounding); the tangent and the gradient against float64."""
     m = kernel_module(KERNELS)
     rng = np.random.default_rng(6)
     u0 = rng.uniform(-2, 2, (ROWS, 61)).astype(np.float32)
@@ -160,8 +163,8 @@ def test_a_2d_gradient_and_jvp(backend, kernel_module):
     loss2, dot = ad.zeros(1, dtype=ad.float32), ad.zeros(1, dtype=ad.float32)
     ad.launch(m.field_loss, u0.shape, inputs=[u], outputs=[loss2],
               tangents={u: ad.array(du), loss2: dot})
-    assert loss2.numpy()[0] == value
     w = u0.astype(np.float64)
+    assert_same(loss2.numpy()[0], value, scale=np.abs(np.cos(w) * w).sum())
     slope = np.cos(w) - w * np.sin(w)
     assert float(dot.numpy()[0]) == pytest.approx(math.fsum((slope * du).ravel()), rel=1e-4,
                                                   abs=1e-3)
