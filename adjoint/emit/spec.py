@@ -1,6 +1,9 @@
 """The ``KernelSpec``/``FuncSpec`` of a generated module: which function runs each part of
 a kernel (forward, backward, JVP and the variants of the store policy, pass once and pass
 gather), behind which checks, and the refusals spelled for the parts a kernel has not."""
+import gast
+
+from ..transform.ir import Print
 from . import bounds
 from .precision import float32_kernel
 
@@ -19,6 +22,19 @@ def jvp_refusal(tr):
         if why is not None:
             return why
     return None
+
+
+def prints(tr, seen=None):
+    """Whether ``tr``'s forward may print: a ``print`` in its body or in a func it calls
+    (directly or through other funcs). Its CUDA launcher then waits for the GPU, which
+    writes device prints out only when the host synchronizes."""
+    seen = set() if seen is None else seen
+    if id(tr) in seen:
+        return False
+    seen.add(id(tr))
+    if any(isinstance(n, Print) for s in tr.norm.body for n in gast.walk(s)):
+        return True
+    return any(prints(f.transformed, seen) for f in tr.pf.funcs)
 
 
 def gather_clean(tr):
@@ -70,7 +86,7 @@ def _launcher(tr, target, fns, part):
             return f"rt.launcher({fn}, {tr.dims}, status=True" + \
                 ("" if status else ", check=False") + with_bounds + ")"
         return f"rt.launcher({fn}, {tr.dims}" + (", status=True" if status else "") + \
-            with_bounds + ")"
+            with_bounds + (", prints=True" if prints(tr) else "") + ")"
     if tr.sites:
         return f"rt.checked({fn}, {bounds.bounds_name(n)}" + \
             (", status=True" if status else "") + ")"

@@ -51,7 +51,7 @@ def _threads(ndim):
     return {1: (256,), 2: (16, 16), 3: (8, 8, 4)}[ndim]
 
 
-def launcher(kernel, ndim, status=False, check=True, bounds=None):
+def launcher(kernel, ndim, status=False, check=True, bounds=None, prints=False):
     """A callable ``(*dims, *args)`` launching ``kernel`` over ``dims`` threads.
 
     ``status``: the kernel takes a status array last (see runtime/bounds.py), where a
@@ -60,7 +60,10 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None):
     kernel, reads it and raises. Without ``check`` (a backward with no loop stacks and
     no index checks, which never writes it) a zeroed array made once is passed and
     never read, so the launch stays asynchronous. ``bounds`` (the kernel's
-    ``Bounds``): checked before the launch, and names a reported fault."""
+    ``Bounds``): checked before the launch, and names a reported fault. ``prints``:
+    the kernel (or a func it calls) prints, and a GPU writes its threads' prints out
+    only when the host waits for it: the launch waits (``_printed``), so that they
+    appear after what Python printed before it and before what it prints next."""
     unused = []
 
     def run(*args):
@@ -79,6 +82,8 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None):
             with _SIMULATOR, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 return launch(blocks, threads, dims, rest)
+        if prints:
+            return _printed(launch, blocks, threads, dims, rest)
         return launch(blocks, threads, dims, rest)
 
     def launch(blocks, threads, dims, rest):
@@ -104,6 +109,30 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None):
                                "thread than its stack holds; raise the bound with "
                                "@ad.kernel(loop_capacity=N)")
     return run
+
+
+def _printed(launch, *args):
+    """``launch(*args)`` of a kernel that prints, on a GPU: Python's buffered output goes
+    out first, and the device's after the kernel has run (``cuda.synchronize`` has the
+    driver write it through C's ``stdout``, which is then flushed too)."""
+    import sys
+    from numba import cuda
+    sys.stdout.flush()
+    try:
+        launch(*args)
+    finally:            # (a fault's report too: what the threads printed before it)
+        try:
+            cuda.synchronize()
+        finally:
+            _flush_c_stdout()
+
+
+def _flush_c_stdout():
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):   # no C library to ask (Windows): as it is
+        pass
 
 
 def refused(reason):
