@@ -169,8 +169,9 @@ class Kernel(_Built):
         self.enable_backward = enable_backward
         self.loop_capacity = loop_capacity
         self.bounds_check = bounds_check
-        passes.parse_setting(optimize, f"@ad.kernel(optimize=...) of {self.name}")  # (checked)
         self.optimize = optimize
+        self._only = None if optimize is True or optimize is None else \
+            passes.parse_setting(optimize, f"@ad.kernel(optimize=...) of {self.name}")
         self._init_built()
         self._specs = {}
         self.modules = {}
@@ -190,7 +191,8 @@ class Kernel(_Built):
     def optimizations(self):
         """The optimization passes this kernel runs with now: those ``ADJOINT_OPTIMIZE`` (or
         ``passes.optimizing``) and ``@ad.kernel(optimize=...)`` both enable."""
-        return passes.enabled_for(self.optimize)
+        here = passes.current()
+        return here if self._only is None else here & self._only
 
     def _forget(self):
         _Built._forget(self)

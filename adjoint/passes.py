@@ -12,7 +12,8 @@ tests and the fuzzer run every kernel with the optimizations on and off and comp
 (tests/conftest.py, benchmarks/fuzz).
 
 Which optimizations run (``enabled``): ``ADJOINT_OPTIMIZE`` (unset or ``1``: all;
-``0``: none; ``-scale,-jam``: all but those; ``0,+scale``: only those), the kernel's
+``0``: none; ``-scale,-jam``: all but those; ``0,+scale``: only those; read once, at
+the process's first launch or transform), the kernel's
 ``@ad.kernel(optimize=...)`` (``True``, ``False`` or such a string: both must allow a
 pass) and, for one thread of code, ``optimizing(...)`` (in place of the environment).
 
@@ -175,20 +176,24 @@ def _known(names, where):
                          f"{', '.join(OPTIMIZATIONS)}")
 
 
+_from_environment = []     # ADJOINT_OPTIMIZE's setting, read once (``from_environment``)
+
+
+def from_environment():
+    """``ADJOINT_OPTIMIZE``'s setting, read at the first launch or transform of the process
+    (as numba reads its ``NUMBA_*`` variables once): a launch does not pay for reading
+    the environment. ``optimizing`` changes it for a block of code."""
+    if not _from_environment:
+        _from_environment.append(parse_setting(os.environ.get(ENV)))
+    return _from_environment[0]
+
+
 def current():
     """The optimizations enabled here: ``optimizing(...)``'s, else ``ADJOINT_OPTIMIZE``'s."""
     over = _override.get()
     if over is not None:
         return over
-    return parse_setting(os.environ.get(ENV))
-
-
-def enabled_for(option):
-    """The optimizations a kernel with ``@ad.kernel(optimize=option)`` runs with now."""
-    here = current()
-    if option is True or option is None:
-        return here
-    return here & parse_setting(option, "optimize=")
+    return _from_environment[0] if _from_environment else from_environment()
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 Markers in a page, each on a line of its own, are replaced by a code block:
 
     <!-- adjoint show docs/stages_example.py:capped_sum --stage ssa -->
+    <!-- adjoint passes -->
     <!-- include docs/stages_example.py -->
     <!-- run examples/jacobian.py -->
 
@@ -23,19 +24,21 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- (adjoint show|include|run) (.+?) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- (adjoint show|adjoint passes|include|run) ?(.*?) -->$", re.MULTILINE)
 
 
-def show(args):
-    """The standard output of ``adjoint show ARGS`` (run from the repository root)."""
+def show(args, command="show"):
+    """The standard output of ``adjoint show ARGS`` (run from the repository root; also
+    ``adjoint passes``)."""
     from adjoint.cli import main
     argv = shlex.split(args)
-    argv[0] = os.path.join(ROOT, argv[0])
+    if argv:
+        argv[0] = os.path.join(ROOT, argv[0])
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        status = main(["show"] + argv)
+        status = main([command] + argv)
     if status != 0:
-        raise RuntimeError(f"adjoint show {args} failed with status {status}")
+        raise RuntimeError(f"adjoint {command} {args} failed with status {status}")
     return buf.getvalue().replace(ROOT + os.sep, "")
 
 
@@ -60,9 +63,12 @@ def expand(markdown):
     """``markdown`` with every marker replaced by its output in a fenced block."""
     def block(m):
         kind, args = m.group(1), m.group(2)
-        text = {"adjoint show": show, "include": include, "run": run}[kind](args)
-        lang = "diff" if "--diff" in args else "text" if kind == "run" else "python"
-        command = {"adjoint show": f"adjoint show {args}", "run": f"python {args}"}.get(kind)
+        text = {"adjoint show": show, "include": include, "run": run,
+                "adjoint passes": lambda a: show(a, "passes")}[kind](args)
+        lang = "diff" if "--diff" in args else "text" if kind in ("run", "adjoint passes") \
+            else "python"
+        command = {"adjoint show": f"adjoint show {args}", "run": f"python {args}",
+                   "adjoint passes": "adjoint passes"}.get(kind)
         note = f"<small>`{command}`</small>\n\n" if command else ""
         return f"{note}```{lang}\n{text.rstrip()}\n```"
     return MARKER.sub(block, markdown)

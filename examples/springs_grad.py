@@ -67,9 +67,6 @@ def spring_force_adjoint(dx, dy, rest, stiffness, adj_ret0, adj_ret1):
     # springs_kernels.py:15: def spring_force(dx: float, dy: float, rest: float, stiffness: float):
     adj_dx = adj_dx * 0.5
     adj_dy = adj_dy * 0.5
-    adj_t0 = adj_t0 * 0.5
-    adj_t1 = adj_t1 * 0.5
-    adj_t2 = adj_t2 * 0.5
     return (adj_dx, adj_dy, adj_rest, adj_stiffness)
 
 
@@ -516,14 +513,14 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
         if p < 0 or p >= v.shape[0]:
             rt.fault(rt_status, 11, p, 0, 0)
             return
-        if 0 < 0 or 0 >= v.shape[1]:
+        if 0 >= v.shape[1]:
             rt.fault(rt_status, 12, 0, 0, 0)
             return
         t3 = v[p, 0]
         if p < 0 or p >= f.shape[0]:
             rt.fault(rt_status, 13, p, 0, 0)
             return
-        if 0 < 0 or 0 >= f.shape[1]:
+        if 0 >= f.shape[1]:
             rt.fault(rt_status, 14, 0, 0, 0)
             return
         t5 = f[p, 0]
@@ -531,11 +528,11 @@ def integrate_forward_thread(tid0, x, v, f, pinned, gravity, damping, dt, x_new,
         t2 = t3 + t4
         vx_1 = damping * t2
         # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
-        if 1 < 0 or 1 >= v.shape[1]:
+        if 1 >= v.shape[1]:
             rt.fault(rt_status, 15, 1, 0, 0)
             return
         t7 = v[p, 1]
-        if 1 < 0 or 1 >= f.shape[1]:
+        if 1 >= f.shape[1]:
             rt.fault(rt_status, 16, 1, 0, 0)
             return
         t10 = f[p, 1]
@@ -596,20 +593,20 @@ def integrate_backward_thread(
         if p < 0 or p >= v.shape[0]:
             rt.fault(rt_status, 11, p, 0, 0)
             return
-        if 0 < 0 or 0 >= v.shape[1]:
+        if 0 >= v.shape[1]:
             rt.fault(rt_status, 12, 0, 0, 0)
             return
         if p < 0 or p >= f.shape[0]:
             rt.fault(rt_status, 13, p, 0, 0)
             return
-        if 0 < 0 or 0 >= f.shape[1]:
+        if 0 >= f.shape[1]:
             rt.fault(rt_status, 14, 0, 0, 0)
             return
         # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
-        if 1 < 0 or 1 >= v.shape[1]:
+        if 1 >= v.shape[1]:
             rt.fault(rt_status, 15, 1, 0, 0)
             return
-        if 1 < 0 or 1 >= f.shape[1]:
+        if 1 >= f.shape[1]:
             rt.fault(rt_status, 16, 1, 0, 0)
             return
     # reverse pass: every adjoint starts at zero, statements in reverse order
@@ -714,7 +711,7 @@ def integrate_jvp_thread(
         if p < 0 or p >= v.shape[0]:
             rt.fault(rt_status, 11, p, 0, 0)
             return
-        if 0 < 0 or 0 >= v.shape[1]:
+        if 0 >= v.shape[1]:
             rt.fault(rt_status, 12, 0, 0, 0)
             return
         t3 = v[p, 0]
@@ -722,7 +719,7 @@ def integrate_jvp_thread(
         if p < 0 or p >= f.shape[0]:
             rt.fault(rt_status, 13, p, 0, 0)
             return
-        if 0 < 0 or 0 >= f.shape[1]:
+        if 0 >= f.shape[1]:
             rt.fault(rt_status, 14, 0, 0, 0)
             return
         t5 = f[p, 0]
@@ -734,12 +731,12 @@ def integrate_jvp_thread(
         vx_1 = damping * t2
         dot_vx_1 = dot_t2 * damping
         # springs_kernels.py:54: vy = damping * (v[p, 1] + dt * (f[p, 1] - gravity))
-        if 1 < 0 or 1 >= v.shape[1]:
+        if 1 >= v.shape[1]:
             rt.fault(rt_status, 15, 1, 0, 0)
             return
         t7 = v[p, 1]
         dot_t7 = dot_v[p, 1]
-        if 1 < 0 or 1 >= f.shape[1]:
+        if 1 >= f.shape[1]:
             rt.fault(rt_status, 16, 1, 0, 0)
             return
         t10 = f[p, 1]

@@ -284,6 +284,27 @@ def test_gathered_index_is_checked_where_it_is_used(kernels):
     assert re.search(r"if (\w+) < 0 or \1 >= x\.shape\[0\]:", src), src
 
 
+def test_a_constant_index_is_checked_against_the_size_only(backend, kernel_module):
+    """A constant index is never negative: its check tests the size alone (no ``if 0 < 0
+    or ...``), and an array too small for it still raises."""
+    m = kernel_module('''
+        @ad.kernel
+        def second(rows: ad.array(dtype=int), x: ad.array(dtype=float, ndim=2),
+                   y: ad.array(dtype=float)):
+            i = ad.tid()
+            if rows[i] >= 0:        # (under a branch: checked where it is read)
+                y[i] = x[rows[i], 1] * 2.0
+    ''')
+    src = ad.source(m.second, "forward")
+    assert "if 1 >= x.shape[1]:" in src and "1 < 0" not in src, src
+    y = ad.zeros(3)
+    rows = ad.array(np.array([2, 0, 1]))
+    ad.launch(m.second, 3, inputs=[rows, ad.array(np.arange(6.0).reshape(3, 2))], outputs=[y])
+    np.testing.assert_array_equal(y.numpy(), [10.0, 2.0, 6.0])
+    with pytest.raises(ad.BoundsError):
+        ad.launch(m.second, 3, inputs=[rows, ad.array(np.zeros((3, 1)))], outputs=[y])
+
+
 def test_negative_index_in_a_guarded_branch_is_not_an_error(backend, kernel_module):
     """A per-launch check only covers accesses every thread makes: one under an ``if``
     that keeps it in bounds must not be refused."""

@@ -1,5 +1,9 @@
 """The pass list (adjoint/passes.py): the switches of the optimization passes, and the code
 after any pass (``adjoint show --after``, ``ADJOINT_PRINT_AFTER``, ``adjoint passes``)."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -106,14 +110,35 @@ def test_kernels_with_optimizations_off_compute_the_same(m, backend_name):
     assert m.energy.transformed.applied != ()           # (the context ended)
 
 
-def test_the_environment_variable_is_read_at_launch(m, monkeypatch):
-    monkeypatch.setenv("ADJOINT_OPTIMIZE", "-store")
-    assert "store" not in m.energy.optimizations()
-    assert m.energy.transformed.saved is None
-    out = ad.zeros(6)
-    ad.launch(m.energy, 6, inputs=[3, ad.array(np.ones(6))], outputs=[out])
-    assert m.energy.spec.forward_save is None
-    monkeypatch.setenv("ADJOINT_OPTIMIZE", "1")
+def test_the_environment_variable_chooses_the_passes_of_a_process(tmp_path):
+    """``ADJOINT_OPTIMIZE`` is read once, as numba reads ``NUMBA_*`` (a launch does not pay
+    for reading the environment); a bad value names the passes."""
+    script = tmp_path / "k.py"
+    script.write_text("import math\nimport numpy as np\nimport adjoint as ad\n" + SOURCE + """
+out = ad.zeros(6)
+ad.launch(energy, 6, inputs=[3, ad.array(np.ones(6))], outputs=[out])
+print(sorted(energy.transformed.applied), energy.spec.forward_save is None)
+""")
+    env = dict(os.environ, ADJOINT_OPTIMIZE="-store,-scale", ADJOINT_JIT="0")
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    applied = r.stdout.strip()
+    assert "'store'" not in applied and "'scale'" not in applied and "'prune'" in applied
+    assert applied.endswith("True")
+    env["ADJOINT_OPTIMIZE"] = "-stor"
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode != 0 and "no optimization pass is named 'stor'" in r.stderr
+
+
+def test_a_block_chooses_the_passes_of_its_launches(m):
+    with passes.optimizing("-store"):
+        assert "store" not in m.energy.optimizations()
+        assert m.energy.transformed.saved is None
+        out = ad.zeros(6)
+        ad.launch(m.energy, 6, inputs=[3, ad.array(np.ones(6))], outputs=[out])
+        assert m.energy.spec.forward_save is None
     assert m.energy.transformed.saved is not None and m.energy.spec.forward_save is not None
 
 

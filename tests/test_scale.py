@@ -443,3 +443,17 @@ def test_a_value_stored_into_one_element_twice_has_its_gradient_once(backend, ke
     g = loss(x0, grad=True)
     np.testing.assert_array_equal(g, np.full(3, slope))
     np.testing.assert_allclose(g, central_fd(loss, x0), rtol=1e-7)
+
+
+def test_a_scale_nothing_reads_afterwards_is_not_multiplied_back():
+    """Before a ``return`` only what it returns is multiplied back (``adj_t`` at half its
+    value is read by nothing after: ``adj_t = adj_t * 0.5`` would be dead code)."""
+    src = ("adj_t = -0.0\nadj_x = -0.0\nadj_t += adj_r * 0.5 * inv\n"
+           "adj_x += adj_t * x\nadj_x += adj_t * x\nreturn adj_x\n")
+    text = _fold_back(src)
+    assert "adj_t = adj_t" not in text and "return adj_x" in text, text
+    env = {"adj_r": 3.0, "inv": 0.25, "x": 1.5}
+    for body in (src, text):
+        exec(compile("def f():\n" + textwrap.indent(body, "    "), "<b>", "exec"), env)
+        env.setdefault("results", []).append(env["f"]())
+    assert env["results"][0] == env["results"][1]

@@ -27,7 +27,7 @@ import copy
 
 import gast
 
-from ..transform.ir import const, if_, name, rt_call, walk_stmts
+from ..transform.ir import const, if_, name, number_constant, rt_call, walk_stmts
 from .cuda import STATUS
 from .printer import WIDTH
 
@@ -38,10 +38,11 @@ def lower(stmt):
 
     def arg(k):          # a fresh copy per use: later passes rewrite nodes in place
         return copy.deepcopy(stmt.value.args[k])
-    if kind == "index":          # (index, size)
-        test = gast.BoolOp(op=gast.Or(), values=[
-            gast.Compare(left=arg(0), ops=[gast.Lt()], comparators=[const(0)]),
-            gast.Compare(left=arg(0), ops=[gast.GtE()], comparators=[arg(1)])])
+    if kind == "index":          # (index, size); a constant index is never negative
+        above = gast.Compare(left=arg(0), ops=[gast.GtE()], comparators=[arg(1)])
+        c = number_constant(stmt.value.args[0])
+        test = above if type(c) is int and c >= 0 else gast.BoolOp(op=gast.Or(), values=[
+            gast.Compare(left=arg(0), ops=[gast.Lt()], comparators=[const(0)]), above])
         values = [arg(0), const(0), const(0)]
     elif kind == "range":        # (start, stop, step, size)
         test = rt_call("range_outside", *[arg(k) for k in range(4)])

@@ -58,6 +58,7 @@ import gast
 from .ir import (assign, changed_names, copy_tree, load_names, name, names_in_target,
                  number_constant, value_names, walk_stmts)
 from .once import assigned_names
+from .prune import prune
 
 
 def folded(body, derived):
@@ -200,9 +201,29 @@ LOWEST_ADJOINT = 0.5
 
 def folded_backward(body, derived):
     """A copy of the backward ``body`` with the powers of two left out (module docstring,
-    "In a backward"); ``derived`` names the adjoint values and arrays."""
+    "In a backward"); ``derived`` names the adjoint values and arrays. A scale multiplied
+    back into a name that nothing reads afterwards is left out too (``adj_t = adj_t * 0.5``
+    before a ``return`` that does not return it)."""
     body = copy_tree(body)
-    out, _ = _Backward(set(derived)).block(body, set(), top=True)
+    folder = _Backward(set(derived))
+    out, _ = folder.block(body, set(), top=True)
+    return _without(out, folder.dead_flushes(out))
+
+
+def _without(stmts, drop):
+    """``stmts`` (edited in place) without the statements whose ids are in ``drop``."""
+    if not drop:
+        return stmts
+    out = []
+    for s in stmts:
+        if id(s) in drop:
+            continue
+        for field in ("body", "orelse"):
+            block = getattr(s, field, None)
+            if isinstance(s, (gast.If, gast.For, gast.While)) and isinstance(block, list):
+                setattr(s, field, _without(block, drop) or
+                        ([gast.Pass()] if field == "body" else []))
+        out.append(s)
     return out
 
 
@@ -261,13 +282,22 @@ class _Backward:
 
     def __init__(self, derived):
         self.derived = derived
+        self.flushes = set()        # ids of the multiply-backs (``adj_x = adj_x * s``)
+
+    def dead_flushes(self, body):
+        """The ids of the multiply-backs that nothing reads afterwards (pass prune's liveness,
+        which keeps every statement it keeps as it was)."""
+        if not self.flushes:
+            return set()
+        kept = {id(s) for s in walk_stmts(prune(body))}
+        return {f for f in self.flushes if f not in kept}
 
     def block(self, stmts, zero, top=False):
         """``(statements, zero after them)`` of ``stmts`` entered with the adjoints in
         ``zero`` zero; every scale is multiplied back at the end (unless ``top``: nothing
         reads a function's adjoints after its last statement) and before each statement
         that may leave the block or run another block."""
-        st = _State(set(zero), self.derived)
+        st = _State(set(zero), self.derived, self.flushes)
         for s in stmts:
             line = getattr(s, "lineno", None)
             if isinstance(s, gast.If):
@@ -299,9 +329,10 @@ class _State:
     and, for an adjoint last set from zero by ``adj_x += e``, that ``e`` (another
     ``adj_x += e`` doubles it)."""
 
-    def __init__(self, zero, derived):
+    def __init__(self, zero, derived, flushes):
         self.zero = zero
         self.derived = derived
+        self.flushes = flushes
         self.scale = {}
         self.holds = {}         # adjoint -> (op, dump of e, names e reads)
         self.out = []
@@ -311,6 +342,7 @@ class _State:
         for n in sorted(self.scale):
             if self.scale[n] != 1 and n not in self.zero:
                 self.out.append(assign(n, _times(name(n), self.scale[n]), lineno))
+                self.flushes.add(id(self.out[-1]))
         self.scale.clear()
         self.holds.clear()
 
