@@ -275,3 +275,59 @@ def test_copy_false_on_cuda_says_how_to_wrap_without_a_copy():
     which wraps device memory (``ad.array`` always copies)."""
     with pytest.raises(ValueError, match=r"ad\.Array\(obj, device='cuda'\) wraps"):
         ad.array(np.zeros(3), device="cuda", copy=False)
+
+
+OCCUPANCY = '''
+import warnings
+from numba import cuda
+from adjoint.runtime import backend_cuda
+
+@cuda.jit
+def users(x):
+    pass
+
+def warned(fn):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fn()
+    return [str(w.message) for w in seen if w.category.__name__ == "NumbaPerformanceWarning"]
+
+config = backend_cuda._numba_config()
+print("ADJOINT", warned(lambda: backend_cuda._configured(users, (1,), (256,))))
+print("RUNTIME", warned(lambda: backend_cuda._configured(backend_cuda._kernels()["fill"], (2,), (256,))))
+print("USER", warned(lambda: users[1, 256]))
+print("RESTORED", config.CUDA_LOW_OCCUPANCY_WARNINGS)
+'''
+
+
+def test_small_launches_do_not_warn_of_low_occupancy(kernel_module):
+    """numba warns "Grid size N will likely result in GPU under-utilization" when a
+    launch is configured with fewer than 128 blocks; adjoint's own launches (zeroing a
+    gradient, a kernel over a small ``dim``) configure theirs without it, the user's own
+    ``numba.cuda`` kernels still warn. Configuring needs no GPU: checked outside the
+    simulator in a child process, and here through small launches."""
+    import os
+    import subprocess
+    import sys
+    import warnings
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS="1",
+               NUMBA_DISABLE_PERFORMANCE_WARNINGS="0",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", OCCUPANCY], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    assert lines["ADJOINT"] == "[]" and lines["RUNTIME"] == "[]", r.stdout
+    assert "Grid size 1 will likely result in GPU under-utilization" in lines["USER"], r.stdout
+    assert lines["RESTORED"] == "1", r.stdout
+    m = kernel_module(LOOPS)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        x = ad.array([1.1, 0.9], requires_grad=True, device="cuda")
+        out = ad.zeros(2, requires_grad=True, device="cuda")
+        with ad.Tape() as tape:
+            ad.launch(m.powers, 2, inputs=[3, x], outputs=[out])
+        tape.backward(grads={out: np.ones(2)})
+    assert [str(w.message) for w in seen
+            if w.category.__name__ == "NumbaPerformanceWarning"] == []

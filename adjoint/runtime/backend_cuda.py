@@ -43,6 +43,38 @@ def simulated():
 
 
 _SIMULATOR = threading.RLock()   # re-entrant: a locked launch may zero a buffer (fill)
+_CONFIGURING = threading.Lock()
+
+
+def _configured(kernel, blocks, threads):
+    """``kernel[blocks, threads]``, without numba's "Grid size N will likely result in GPU
+    under-utilization" warning: adjoint's launches (its runtime's zeroing and copying
+    kernels, and a kernel's grid, sized by the launch's ``dim``) would print it for every
+    small array and launch. numba reads ``CUDA_LOW_OCCUPANCY_WARNINGS`` from its config
+    module as it configures a launch, and has no per-kernel switch: it is off for this
+    call only, under a lock, so that the user's own ``numba.cuda`` kernels still warn
+    (one configured on another thread at this very moment would not)."""
+    config = _numba_config()
+    with _CONFIGURING:
+        before = config.CUDA_LOW_OCCUPANCY_WARNINGS
+        config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+        try:
+            return kernel[blocks, threads]
+        finally:
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = before
+
+
+def _numba_config():
+    if not _config:
+        try:
+            from numba.cuda.core import config      # numba-cuda (numba's own config module)
+        except ImportError:                         # numba's built-in numba.cuda
+            from numba.core import config
+        _config.append(config)
+    return _config[0]
+
+
+_config = []
 
 
 def _threads(ndim):
@@ -88,17 +120,17 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None, prints=False):
 
     def launch(blocks, threads, dims, rest):
         if not status:
-            kernel[blocks, threads](*dims, *rest)
+            _configured(kernel, blocks, threads)(*dims, *rest)
             return
         from numba import cuda
         if not check:
             if not unused:
                 unused.append(cuda.device_array(STATUS_SIZE, np.int64))
                 fill(unused[0], np.int64(0))
-            kernel[blocks, threads](*dims, *rest, unused[0])
+            _configured(kernel, blocks, threads)(*dims, *rest, unused[0])
             return
         flag = cuda.to_device(np.zeros(STATUS_SIZE, np.int64))
-        kernel[blocks, threads](*dims, *rest, flag)
+        _configured(kernel, blocks, threads)(*dims, *rest, flag)
         flags = flag.copy_to_host()
         if flags[1] and bounds is not None:
             bounds.fault(flags, rest)
@@ -154,7 +186,7 @@ def _flat_launch(name, out, *args):
     simulator, which runs one kernel at a time, under its lock)."""
     if out.size:
         blocks, threads = _flat_grid(out.size)
-        kernel = _kernels()[name][blocks, threads]
+        kernel = _configured(_kernels()[name], blocks, threads)
         if simulated():
             with _SIMULATOR:
                 kernel(out, *args)
