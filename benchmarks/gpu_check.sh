@@ -19,15 +19,25 @@
 #   junit.xml     reason; -v so a run cut short still names what passed and failed)
 #   summary.txt   each phase's exit status and time, the failures, the tables
 #
-# On the GPU machine (no network; gast and astor travel as wheels in .whl, carried):
+# On the GPU machine (no network; gast, astor and a numpy numba-cuda works with travel as
+# wheels in .whl, carried):
 #   NUMBA_ENABLE_CUDASIM=0 bash benchmarks/gpu_check.sh "$OUT"
+# Only some tests again, without the benchmarks and the interop checks:
+#   NUMBA_ENABLE_CUDASIM=0 GPU_CHECK_SKIP_BENCH=1 GPU_CHECK_SKIP_INTEROP=1 \
+#     GPU_CHECK_TESTS=@benchmarks/gpu_rerun.txt bash benchmarks/gpu_check.sh "$OUT"
 # Here, in numba's simulator, with a small selection (the default is all of -k cuda):
 #   NUMBA_ENABLE_CUDASIM=1 GPU_CHECK_K="cuda and test_cuda" GPU_CHECK_WORKERS=2 \
 #     GPU_CHECK_BENCH="--micro --repeat 1 --warmup 0" bash benchmarks/gpu_check.sh /tmp/gpucheck_sim
 #
-# Knobs: GPU_CHECK_K (pytest -k, default "cuda"), GPU_CHECK_WORKERS (pytest -n, default
-# 16), GPU_CHECK_TEST_TIMEOUT (per test, default 180 s), GPU_CHECK_BENCH (extra run.py
-# arguments, default "--repeat 10"), GPU_CHECK_BUDGET (default 440 s), PYTHON (python3).
+# Knobs: GPU_CHECK_K (pytest -k, default "cuda"), GPU_CHECK_TESTS (pytest node ids,
+# separated by blanks, or @FILE: one a line, # comments; instead of -k unless GPU_CHECK_K
+# is given too), GPU_CHECK_SKIP_BENCH=1 and GPU_CHECK_SKIP_INTEROP=1 (leave those phases
+# out), GPU_CHECK_WORKERS (pytest -n, default 16), GPU_CHECK_TEST_TIMEOUT (per test,
+# default 180 s), GPU_CHECK_BENCH (extra run.py arguments, default "--repeat 10"),
+# GPU_CHECK_BUDGET (default 440 s), GPU_CHECK_INSTALL (1: install the carried wheels and
+# the project into the interpreter's site-packages; default 1 outside the simulator, 0 in
+# it, where the wheels go to /tmp/site on PYTHONPATH only if gast or astor is missing),
+# PYTHON (python3).
 set -u
 set -o pipefail
 
@@ -83,14 +93,42 @@ for d in "$ROOT/.whl" "$ROOT/../.whl"; do
     [ -z "$WHL" ] && [ -d "$d" ] && WHL=$(cd "$d" && pwd)
 done
 
-# -- gast and astor: the GPU machine has no network, they travel as wheels -----------
-if ! $PY -c "import gast, astor" 2>/dev/null; then
+# -- the carried wheels: the GPU machine has no network -------------------------------
+# gast and astor (adjoint needs them), numpy 2.4 (numba-cuda 0.30 fails on numpy 2.5:
+# np.row_stack is gone). Outside the simulator they go into the interpreter's own
+# site-packages, and so does the project (editable), so that child processes see them
+# too: tests start python with an environment of their own (PYTHONPATH=the repository),
+# which a --target folder on PYTHONPATH would not reach. The machine is thrown away after.
+INSTALL=${GPU_CHECK_INSTALL:-$([ "$NUMBA_ENABLE_CUDASIM" = 0 ] && echo 1 || echo 0)}
+to_target() {   # the old way: a folder on PYTHONPATH (this process and its plain children)
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site "$@" || note "pip install --target /tmp/site of $* failed"
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+}
+if [ "$INSTALL" = 1 ] && [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
+    SITE=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    if $PY -m pip install -q --no-index --no-deps --no-cache-dir --no-compile "$WHL"/*.whl; then
+        note "installed into $SITE: $(cd "$WHL" && echo *.whl)"
+    else
+        note "pip install of $WHL/*.whl into $SITE failed: into /tmp/site on PYTHONPATH instead"
+        to_target "$WHL"/*.whl
+    fi
+elif ! $PY -c "import gast, astor" 2>/dev/null; then
     if [ -n "$WHL" ] && ls "$WHL"/*.whl >/dev/null 2>&1; then
-        $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target /tmp/site "$WHL"/*.whl || note "pip install of $WHL/*.whl failed"
-        export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+        to_target "$WHL"/*.whl
     else
         note "gast/astor missing and no .whl/*.whl: run benchmarks/gpu_wheels.sh here first"
+    fi
+fi
+if [ "$INSTALL" = 1 ]; then
+    # the project itself, for child processes started from another folder
+    where() { (cd / && $PY -c "import os, adjoint; print(os.path.dirname(os.path.dirname(os.path.abspath(adjoint.__file__))))" 2>/dev/null); }
+    if [ "$(where)" != "$ROOT" ]; then
+        $PY -m pip install -q --no-index --no-deps --no-build-isolation -e "$ROOT" >/dev/null 2>&1 ||
+            echo "$ROOT" > "$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/adjoint-gpu-check.pth" ||
+            note "could not make $ROOT importable from site-packages"
+        [ "$(where)" = "$ROOT" ] && note "adjoint importable from any folder: $ROOT" ||
+            note "adjoint from another folder: '$(where)', not $ROOT (PYTHONPATH only)"
     fi
 fi
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
@@ -141,18 +179,37 @@ fi
 note "CUDA_HOME=${CUDA_HOME:-(unset)}"
 
 # -- interop and loop_capacity on the GPU --------------------------------------------
-phase interop "$(allow 90 330)" "$OUTDIR/interop.log" $PY benchmarks/gpu_interop.py
-grep -E '^(PASS|FAIL|SKIP|UNSUPPORTED) ' "$OUTDIR/interop.log" >> "$SUMMARY"
+if [ "${GPU_CHECK_SKIP_INTEROP:-0}" = 1 ]; then
+    note "phase interop: skipped (GPU_CHECK_SKIP_INTEROP=1)"
+else
+    phase interop "$(allow 90 330)" "$OUTDIR/interop.log" $PY benchmarks/gpu_interop.py
+    grep -E '^(PASS|FAIL|SKIP|UNSUPPORTED) ' "$OUTDIR/interop.log" >> "$SUMMARY"
+fi
 
 # -- benchmarks: adjoint vs the hand-written numba.cuda pair and JAX on the GPU --------
 # (full sizes take about a minute on a GPU; the simulator needs --micro)
-read -r -a BENCH_ARGS <<< "${GPU_CHECK_BENCH:---repeat 10}"
-phase bench "$(allow 150 240)" "$OUTDIR/bench.log" $PY benchmarks/run.py --device cuda \
-    --systems adjoint,numba-cuda,jax --keep-going --json "$OUTDIR/bench.json" "${BENCH_ARGS[@]}"
+if [ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ]; then
+    note "phase bench: skipped (GPU_CHECK_SKIP_BENCH=1)"
+else
+    read -r -a BENCH_ARGS <<< "${GPU_CHECK_BENCH:---repeat 10}"
+    phase bench "$(allow 150 240)" "$OUTDIR/bench.log" $PY benchmarks/run.py --device cuda \
+        --systems adjoint,numba-cuda,jax --keep-going --json "$OUTDIR/bench.json" "${BENCH_ARGS[@]}"
+fi
 
 # -- the test suite's CUDA selection on the GPU --------------------------------------
-PYTEST_ARGS=(-v -rfE --tb=short -p no:cacheprovider --junitxml="$OUTDIR/junit.xml"
-             -k "${GPU_CHECK_K:-cuda}")
+PYTEST_ARGS=(-v -rfE --tb=short -p no:cacheprovider --junitxml="$OUTDIR/junit.xml")
+TESTS=${GPU_CHECK_TESTS:-}
+if [ "${TESTS:0:1}" = @ ]; then      # @FILE: node ids one a line, blank lines and # comments
+    TESTS=$(sed -e 's/#.*//' "${TESTS:1}" | tr -s ' \t\n' ' ') || note "GPU_CHECK_TESTS: cannot read ${TESTS:1}"
+fi
+read -r -a TEST_IDS <<< "$TESTS"
+if (( ${#TEST_IDS[@]} )); then
+    note "tests: ${#TEST_IDS[@]} node ids (GPU_CHECK_TESTS)${GPU_CHECK_K:+, -k $GPU_CHECK_K}"
+    PYTEST_ARGS+=("${TEST_IDS[@]}")
+    [ -n "${GPU_CHECK_K:-}" ] && PYTEST_ARGS+=(-k "$GPU_CHECK_K")
+else
+    PYTEST_ARGS+=(-k "${GPU_CHECK_K:-cuda}")
+fi
 if $PY -c "import xdist" 2>/dev/null; then
     # worksteal hands each worker a contiguous run of tests (the kernels of one file or
     # rule group compile in one worker, not in all 16), stealing from the end when idle
@@ -190,9 +247,11 @@ with open(sys.argv[2], "w") as fh:
         msg = (c.find(k).get("message") or "").replace("\n", " ")[:160]
         fh.write(f"  {k.upper():7} {c.get('classname')}::{c.get('name')}: {msg}\n")
 EOF
-    echo "--- bench:"
-    grep -E '^\| ' "$OUTDIR/bench.log" | head -40
-    grep -E "^(SKIPPED|FAILED) |CHECK FAILED|Aborting|^gpu:|TIMED OUT" "$OUTDIR/bench.log" | awk '!seen[$0]++'
+    if [ -f "$OUTDIR/bench.log" ]; then
+        echo "--- bench:"
+        grep -E '^\| ' "$OUTDIR/bench.log" | head -40
+        grep -E "^(SKIPPED|FAILED) |CHECK FAILED|Aborting|^gpu:|TIMED OUT" "$OUTDIR/bench.log" | awk '!seen[$0]++'
+    fi
     if [ -s "$FAILURES" ]; then
         echo "--- every failed or errored test (junit.xml has the details, tests.log the tracebacks):"
         cat "$FAILURES"
