@@ -114,7 +114,10 @@ PASSES = (
     _P("firsts", "emit/firsts.py", ("rev", "tangent"), ("emitted",), optimization=True,
        stage="emit", summary="an adjoint's first add spelled as its assignment"),
     _P("sums", "emit/sums.py", ("plans",), ("emitted",), optimization=True, stage="emit",
-       roles=("kernel",),
+       roles=("kernel",), exact=False,
+       rounding="a chunk's sum starts from zero in a local (straight-line threads: in eight "
+                "lanes, added at the end) and is then added to the element: the terms are "
+                "added in another order than the threads' own adds",
        summary="a privatized one-element sum kept in a local, stored once a chunk"),
     _P("jam", "emit/jam.py", ("plans",), ("emitted",), optimization=True, stage="emit",
        roles=("kernel",), exact=False,

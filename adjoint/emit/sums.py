@@ -15,8 +15,12 @@ and at every ``return`` -- a thread stopped by a failed bounds check returns
 what it had added before the check, as its stores had left it. The grid
 (emit/grid.py) runs each chunk of threads with the partial sums in registers,
 from zero, stores them once per chunk, and adds the chunks' sums to ``X[c]`` in
-chunk order: the additions and their order are those of the per-chunk zeroed
-copies it replaces, so the results are the same, bit for bit.
+chunk order (straight-line threads in blocks, their values in eight lanes:
+emit/grid.py ``_in_lanes``). The terms are the threads' own, added in another order
+than the plain code's per-thread adds (``X[c]`` plus each thread's value in turn),
+so a sum may round otherwise: the pass is not exact (passes.py; the fuzzer's
+optimization levels found it, a total accumulated onto a nonzero element or over
+3,000 threads differing in the last bits).
 
 Why: a store to the chunk's copy of ``X`` in every thread is a loop-carried
 memory dependency that LLVM cannot keep in a register (it cannot prove the copy
