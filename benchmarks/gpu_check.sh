@@ -193,7 +193,11 @@ if [ "${GPU_CHECK_SKIP_BENCH:-0}" = 1 ]; then
 else
     read -r -a BENCH_ARGS <<< "${GPU_CHECK_BENCH:---repeat 10}"
     phase bench "$(allow 150 240)" "$OUTDIR/bench.log" $PY benchmarks/run.py --device cuda \
-        --systems adjoint,numba-cuda,jax --keep-going --json "$OUTDIR/bench.json" "${BENCH_ARGS[@]}"
+        --systems "${GPU_CHECK_SYSTEMS:-adjoint,adjoint-unchecked,numba-cuda,jax}" --keep-going \
+        --json "$OUTDIR/bench.json" "${BENCH_ARGS[@]}"
+    # where a round's time goes: launches, copies and waits of adjoint and of the pair
+    phase profile "$(allow 90 200)" "$OUTDIR/profile.md" $PY benchmarks/gpu_profile.py \
+        ${GPU_CHECK_PROFILE:-}
 fi
 
 # -- the test suite's CUDA selection on the GPU --------------------------------------

@@ -227,6 +227,7 @@ def test_a_nested_tape_is_refused_and_the_outer_tape_keeps_recording(backend, k)
     assert len(again.steps) == 1
 
 
+@pytest.mark.levels_skip("threads read arrays in any order (tests/levels.py compares in order)")
 def test_four_threads_launch_zero_and_seed_at_once(backend, k):
     """No turn-taking in the test: launches, seeds and zeroing from four threads at once
     (numba's CUDA simulator runs one kernel at a time; the backend makes them take turns)."""
