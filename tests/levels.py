@@ -129,8 +129,10 @@ def _run(item, setting, backend=None):
     try:
         with scope, passes.optimizing(setting):
             item.runtest()
-    except Exception as exc:  # noqa: BLE001 - the test's own assertions do not count here
-        error = exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the test's own outcome does not count here
+        error = exc              # (pytest.raises' Failed and pytest.skip are BaseExceptions)
     finally:
         _log[0] = None
     return log, error
@@ -160,8 +162,10 @@ def compare(a, b, what):
         tol = _tolerance(x.dtype, a.inexact | b.inexact)
         same = (x == y) | (np.isnan(x) & np.isnan(y))
         if tol:
-            scale = max(1.0, float(np.nanmax(np.abs(x), initial=0.0)))
-            same |= np.abs(x - y) <= tol * scale
+            with np.errstate(invalid="ignore", over="ignore"):     # (inf - inf: not same)
+                finite = np.abs(x[np.isfinite(x)])
+                scale = max(1.0, float(finite.max(initial=0.0)))
+                same |= np.abs(x - y) <= tol * scale
         if not same.all():
             where = tuple(int(v) for v in np.argwhere(~same)[0])
             return (f"{what}: observation {k} (array #{k + 1} the test read) differs at "
