@@ -41,7 +41,7 @@ import types
 import numpy as np
 
 from .frontend.devicefunc import DeviceFunction
-from .frontend.source import read_source
+from .frontend.source import attribute_chains, read_source
 
 MISSING = type("Missing", (), {"__repr__": lambda self: "<missing>"})()
 STABLE_MODULES = ("math", "cmath", "numpy", "adjoint", "builtins")
@@ -125,15 +125,7 @@ def _free_chains(fdef):
     body = ast.Module(body=fdef.body, type_ignores=[])
     local |= {n.id for n in ast.walk(body) if isinstance(n, ast.Name) and
               isinstance(n.ctx, (ast.Store, ast.Del))}
-    out = set()
-    for node in ast.walk(body):
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name) and node.id not in local:
-            out.add((node.id,) + tuple(reversed(chain)))
-    return sorted(out)
+    return attribute_chains(body, local)
 
 
 def _generation(f):

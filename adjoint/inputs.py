@@ -62,7 +62,7 @@ import types
 import numpy as np
 
 from .frontend.devicefunc import DeviceFunction
-from .frontend.source import names_seen, read_source
+from .frontend.source import attribute_chains, names_seen, read_source
 from .passes import ALL as ALL_OPTIMIZATIONS
 from .runtime import builtins as adb
 from .runtime.structs import is_struct, layout
@@ -200,19 +200,6 @@ def _signature(pyfunc):
     return params, returns
 
 
-def _chains(tree):
-    """Every name and every attribute chain on a name in ``tree``: ("math", "sin")."""
-    out = set()
-    for node in ast.walk(tree):
-        chain = []
-        while isinstance(node, ast.Attribute):
-            chain.append(node.attr)
-            node = node.value
-        if isinstance(node, ast.Name):
-            out.add((node.id,) + tuple(reversed(chain)))
-    return sorted(out)
-
-
 def _follow(env, chain):
     """The objects ``chain[0]``, ``chain[0].chain[1]``, ... (``_MISSING`` where one is not
     there, and nothing after it)."""
@@ -268,7 +255,7 @@ def _own(pyfunc, role, bounds_check):
     env = names_seen(pyfunc)
     funcs = []
     names = tuple((chain, tuple(_describe(o, funcs) for o in _follow(env, chain)))
-                  for chain in _chains(tree))
+                  for chain in attribute_chains(tree))
     markers = tuple(bool(getattr(pyfunc, m, False)) for m in MARKERS)
     desc = (role, pyfunc.__name__, filename, first, _digest(lines), _digest(all_lines),
             _signature(pyfunc), names, markers,

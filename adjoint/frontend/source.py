@@ -7,6 +7,7 @@ parser (frontend/parse.py) and the key of a generated module (adjoint/inputs.py)
 read the same text; ``names_seen`` gives both the same names a body sees.
 Imports no gast: the key is computed without the transformer.
 """
+import ast
 import inspect
 import linecache
 
@@ -42,3 +43,18 @@ def names_seen(pyfunc):
             except ValueError:
                 pass
     return env
+
+
+def attribute_chains(tree, local=frozenset()):
+    """Every name not in ``local`` read in ``tree``, with the attribute chain read from it
+    (``("math", "sin")``, ``("cfg", "n")``), sorted: what a body's free names look up
+    (adjoint/inputs.py describes them, adjoint/bindings.py watches them)."""
+    out = set()
+    for node in ast.walk(tree):
+        chain = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name) and node.id not in local:
+            out.add((node.id,) + tuple(reversed(chain)))
+    return sorted(out)
