@@ -11,38 +11,23 @@ import adjoint as ad
 from adjoint import passes
 from adjoint.cli import main
 
-SOURCE = '''
-@ad.kernel
-def energy(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
+BODY = """
+def {name}(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
     i = ad.tid()
     s = 0.0
     for k in range(n):
         s += x[i] * x[i] * 0.5 + math.sqrt(x[i] * x[i] + float(k))
     out[i] = s * s
-
-
-@ad.kernel(optimize=False)
-def plain(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
-    i = ad.tid()
-    s = 0.0
-    for k in range(n):
-        s += x[i] * x[i] * 0.5 + math.sqrt(x[i] * x[i] + float(k))
-    out[i] = s * s
-
-
-@ad.kernel(optimize="-scale,-store")
-def some(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
-    i = ad.tid()
-    s = 0.0
-    for k in range(n):
-        s += x[i] * x[i] * 0.5 + math.sqrt(x[i] * x[i] + float(k))
-    out[i] = s * s
-
+"""
+# one kernel three times: every optimization, none, and all but two
+SOURCE = "".join(f"\n@ad.kernel{deco}" + BODY.format(name=name) for name, deco in (
+    ("energy", ""), ("plain", "(optimize=False)"), ("some", '(optimize="-scale,-store")'))) + \
+    """
 
 @ad.func
 def half(x: float) -> float:
     return x * x * 0.5
-'''
+"""
 
 
 @pytest.fixture
