@@ -6,11 +6,13 @@ Seeds ``seed .. seed + count - 1`` are split into batches; each batch runs in a
 fresh worker process (``--worker``), which prints one JSON line as it starts a
 seed and one with the result. A worker that dies or stays silent past
 ``--timeout`` seconds marks the seed it was on as an internal error (crash or
-hang) and the batch goes on in a new worker. Every failure gets a reproducer
-(``seed-N.md``: symptom, command, program source and schedule) in ``--out``,
-and ``summary.txt`` there lists the distinct failures. The last line printed is
+hang) and the batch goes on in a new worker. Every program is also run with no
+optimization pass and the two runs compared (levels.py; ``--no-levels`` skips that).
+Every failure gets a reproducer (``seed-N.md``: symptom, command, program source and
+schedule) in ``--out``, and ``summary.txt`` there lists the distinct failures. The
+last line printed is
 
-    fuzz: 1000 programs, 0 mismatches, 0 internal errors, 12 refusals
+    fuzz: 1000 programs, 0 mismatches, 0 level mismatches, 0 internal errors, 12 refusals
 """
 import argparse
 import collections
@@ -58,6 +60,16 @@ def parse(argv):
     ap.add_argument("--losses", type=float, default=Profile.losses,
                     help="chance that a kernel's one output is a one-element total (a loss, "
                          "whose taped launch runs its VJP at once on numba)")
+    ap.add_argument("--stores", type=float, default=Profile.stores,
+                    help="chance that a kernel stores one element several times (the same "
+                         "value and others, with reads and stores between), and that a "
+                         "program seeds some arrays it only reads in its backward")
+    ap.add_argument("--each-pass", type=float, default=0.0,
+                    help="chance that a program also runs with each optimization pass that "
+                         "applied alone off, compared with the optimized run (always done "
+                         "for a program whose optimized and unoptimized runs disagree)")
+    ap.add_argument("--no-levels", action="store_true",
+                    help="do not run programs again with no optimization pass (levels.py)")
     ap.add_argument("--cuda-max-threads", type=int, default=128,
                     help="CUDA (simulator) runs only programs with at most this many threads")
     ap.add_argument("--batch", type=int, default=20, help="seeds per worker process")
@@ -76,7 +88,8 @@ def parse(argv):
 
 
 def profile_of(args):
-    return Profile(big=args.big, vectors=args.vectors, extras=args.extras, losses=args.losses)
+    return Profile(big=args.big, vectors=args.vectors, extras=args.extras, losses=args.losses,
+                   stores=args.stores)
 
 
 # --------------------------------------------------------------------------- worker
@@ -86,7 +99,8 @@ def worker(args):
     for seed in map(int, args.seeds.split(",")):
         print(MARK + json.dumps({"start": seed}), flush=True)
         rec = run_seed(seed, backends, profile_of(args),
-                       cuda_max_threads=args.cuda_max_threads)
+                       cuda_max_threads=args.cuda_max_threads,
+                       compare_levels=not args.no_levels, each_pass=args.each_pass)
         print(MARK + json.dumps(rec), flush=True)
 
 
@@ -105,11 +119,21 @@ class Tally:
         self.unlocated = 0
         self.checked = self.skipped = 0
         self.diverged = defaultdict(list)    # backend -> seeds whose float32 forward diverged
+        self.levels = Counter()              # level comparisons: exact, tolerance, skipped
+        self.level_programs = 0              # programs whose optimization levels disagree
+        self.each = Counter()                # programs run with each pass alone off
 
     def add(self, rec):
         self.programs += 1
         worst = "ok"
+        disagree = each = False
         for backend, r in rec["results"].items():
+            lv = r.get("levels")
+            if lv:
+                self.levels["skipped" if lv["status"] == "skipped" else
+                            "exact" if lv["exact"] else "tolerance"] += 1
+                disagree |= lv["status"] == "disagree"
+                each |= "each" in lv
             self.by_backend[backend][r["status"]] += 1
             self.seconds[backend] += r.get("seconds", 0.0)
             self.runs[backend] += 1
@@ -121,9 +145,11 @@ class Tally:
                 self.distinct[f"[{backend}] " + signature(r["status"], r["detail"])].append(rec["seed"])
                 if r["status"] == "refusal" and not r.get("located", True):
                     self.unlocated += 1
-            order = ["ok", "refusal", "generator", "mismatch", "internal"]
+            order = ["ok", "refusal", "generator", "levels", "mismatch", "internal"]
             if order.index(r["status"]) > order.index(worst):
                 worst = r["status"]
+        self.level_programs += disagree
+        self.each["programs"] += each
         for stage in ("reference", "transform"):
             if f"{stage}_s" in rec:
                 self.seconds[stage] += rec[f"{stage}_s"]
@@ -135,6 +161,7 @@ class Tally:
         s = self.status
         extra = f", {s['generator']} generator errors" if s["generator"] else ""
         return (f"fuzz: {self.programs} programs, {s['mismatch']} mismatches, "
+                f"{self.level_programs} level mismatches, "
                 f"{s['internal']} internal errors, {s['refusal']} refusals{extra}")
 
     def report(self, wall):
@@ -147,6 +174,13 @@ class Tally:
                          f" programs/min ({what})")
         lines.append(f"gradient checks: {self.checked} compared, {self.skipped} skipped "
                      "(a branch switched within the step)")
+        lv = self.levels
+        lines.append(f"optimization levels: {lv['exact'] + lv['tolerance']} runs compared with "
+                     f"their unoptimized run ({lv['exact']} bit for bit, {lv['tolerance']} to "
+                     f"a tolerance: a pass that rounds otherwise applied), {lv['skipped']} "
+                     f"not (the optimized run failed); {self.level_programs} programs "
+                     f"disagree; {self.each['programs']} programs also run with each pass "
+                     f"alone off")
         for b, seeds in sorted(self.diverged.items()):
             lines.append(f"{b}: {len(seeds)} runs diverged (a float32 forward value off the "
                          f"reference: rounding took another branch?), gradients not compared "
@@ -173,7 +207,8 @@ def run_batch(args, seeds, env, on_record):
         cmd = [sys.executable, "-m", "benchmarks.fuzz", "--worker", "--seeds",
                ",".join(map(str, seeds)), "--backends", args.backends, "--big", str(args.big),
                "--vectors", str(args.vectors), "--extras", str(args.extras),
-               "--losses", str(args.losses),
+               "--losses", str(args.losses), "--stores", str(args.stores),
+               "--each-pass", str(args.each_pass)] + ["--no-levels"] * args.no_levels + [
                "--cuda-max-threads", str(args.cuda_max_threads)]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env, cwd=os.getcwd())
@@ -219,7 +254,9 @@ def shrink(args):
         print(f"seed {args.seed} does not fail on {args.backends.split(',')[0]}")
         return 0
     print(small.source())
-    print("# schedule\n" + "\n".join(small.schedule()))
+    seeds = f" (and the leaves {', '.join(small.read_seeds)}: seeded, only read)" \
+        if small.read_seeds else ""
+    print(f"# schedule{seeds}\n" + "\n".join(small.schedule()))
     print(f"# {outcome.status}: {outcome.detail}")
     return 0
 
@@ -272,7 +309,8 @@ def main(argv=None):
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "summary.txt"), "w") as fh:
             fh.write(report + "\n" + tally.line() + "\n")
-    return 1 if tally.status["mismatch"] or tally.status["internal"] else 0
+    return 1 if tally.status["mismatch"] or tally.status["internal"] or \
+        tally.level_programs else 0
 
 
 if __name__ == "__main__":

@@ -123,6 +123,7 @@ class Outcome:
     checked: int = 0
     errors: list = field(default_factory=list)
     diverged: bool = False  # a float32 forward value off the reference: gradients not compared
+    values: dict = field(default_factory=dict)  # what the run computed, by name (levels.py)
 
 
 def finite_differences(prog, entries=3):
@@ -171,10 +172,12 @@ def _difference(ref, data, weights, leaf, v, what, entry):
 
 # --------------------------------------------------------------------------- adjoint side
 
-def load_module(prog, folder, float32=False):
+def load_module(prog, folder, float32=False, level=""):
     """Write the program's source (``as_float32`` of it for ``float32``) to a real file
-    (adjoint reads source) and import it."""
-    tag = f"{prog.seed}_f32" if float32 else f"{prog.seed}"
+    (adjoint reads source) and import it. ``level``: a word naming another import of the
+    same program (a fresh module, whose kernels and funcs share nothing with the first's:
+    levels.py imports it once per optimization setting)."""
+    tag = (f"{prog.seed}_f32" if float32 else f"{prog.seed}") + (f"_{level}" if level else "")
     path = os.path.join(folder, f"fuzz_{tag}.py")
     with open(path, "w") as fh:
         fh.write(as_float32(prog.source()) if float32 else prog.source())
@@ -272,7 +275,19 @@ def run_backend(prog, mod, ref, backend):
     out = compare(ref, forward, after, grads, tangents, TOL32 if float32 else TOL64)
     if jvp_refused:
         out.detail = "\n".join(d for d in (out.detail, jvp_refused) if d)
+    out.values = observed(forward, after, grads, tangents)
     return out
+
+
+def observed(forward, after, grads, tangents=None):
+    """What a taped run computed, by name (compared between optimization levels:
+    levels.py): forward values, the arrays after the backward, gradients, JVPs."""
+    values = {}
+    for what, table in (("forward value", forward), ("after backward", after),
+                        ("gradient", grads), ("JVP along", tangents or {})):
+        for n, x in table.items():
+            values[f"{what} {n}"] = x
+    return values
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import random
 
 import numpy as np
 
-from .check import TOL64, backend_context, compare, failed, first_off, taped
+from .check import TOL64, backend_context, compare, failed, first_off, observed, taped
 
 SUFFIX = "-ckpt"
 BASES = ("python", "race", "numba", "cuda")
@@ -78,6 +78,7 @@ def check_ckpt(prog, mod, ref, backend, steps=None):
         out = failed(exc)
     else:
         out = compare(ref, *got, None, TOL64)
+        out.values = observed(*got)
         off = differences(plain, got, exact=backend != "cuda")
         if off:
             out.status, out.errors = "mismatch", off + out.errors

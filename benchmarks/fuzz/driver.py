@@ -9,24 +9,71 @@ takes only programs of at most ``cuda_max_threads`` threads. A float32 backend
 ``-funcs`` one (``python-funcs``) checks the funcs called from Python (funcs.py), a
 ``-hvp`` one the Hessian-vector products of its launches (hvp.py), a ``-ckpt`` one its
 launches with a run of them under ``ad.checkpoint`` (ckpt.py).
+
+Every backend's run is then run again with no optimization pass, from a fresh import
+of the program (``Modules``), checked against the finite differences as well, and the
+two runs' results compared (``judge``, levels.py): bit for bit unless a pass that
+rounds otherwise applied. ``each_pass``: the chance that a program is also run with
+each optimization pass alone off (always done where the two levels disagree).
 """
 import os
+import random
 import re
 import tempfile
 import time
 
-from . import ckpt, funcs, hvp
-from .check import finite_differences, load_module, run_backend, split_backend
+from . import ckpt, funcs, hvp, levels
+from .check import Outcome, finite_differences, load_module, run_backend, split_backend
 from .program import Profile, gen_program
 
-STATUSES = ["ok", "refusal", "mismatch", "internal", "generator"]
+STATUSES = ["ok", "refusal", "mismatch", "internal", "generator", "levels"]
 
 
-def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=128):
+class Modules:
+    """The program imported once per (float32, optimization setting), each a fresh
+    module (levels.py: nothing one optimization level built is reused by another)."""
+
+    def __init__(self, prog, folder):
+        self.prog, self.folder, self.mods = prog, folder, {}
+
+    def get(self, float32, setting=True):
+        key = (float32, setting)
+        if key not in self.mods:
+            level = "" if setting is True else "O0" if setting is False else \
+                "no_" + str(setting).lstrip("-").replace(",", "_")
+            self.mods[key] = load_module(self.prog, self.folder, float32, level)
+        return self.mods[key]
+
+
+def each_pass_drawn(seed, chance):
+    """Whether the program of ``seed`` is also run with each optimization pass alone off
+    (``--each-pass``), from a random source of its own."""
+    return chance > 0 and random.Random(f"each-pass {seed}").random() < chance
+
+
+def judge(prog, ref, backend, modules, compare_levels=True, each_pass=False, diagnose=True):
+    """``(outcome, levels record or None)``: ``prog`` on ``backend`` with the optimizations
+    enabled now, and (``compare_levels``) again with none, compared (levels.py; ``each_pass``
+    and ``diagnose`` as levels.check takes them). ``modules``: a ``Modules`` of ``prog``."""
+    float32 = split_backend(backend)[1]
+    mod = modules.get(float32)
+    out = outcome(prog, mod, ref, backend)
+    if not compare_levels:
+        return out, None
+    return levels.check(out, mod, backend, lambda m: outcome(prog, m, ref, backend),
+                        lambda setting: modules.get(float32, setting), each_pass, diagnose)
+
+
+def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=128,
+             compare_levels=True, each_pass=0.0):
     """``{"seed", "features", "threads", "reference_s", "results": {backend: {...}}}``;
-    each result has ``status`` (see check.Outcome), ``detail``, ``located``,
-    ``checked``, ``skipped`` and ``seconds``."""
+    each result has ``status`` (see check.Outcome; ``levels`` where the optimized and
+    unoptimized runs disagree and nothing else failed), ``detail``, ``located``,
+    ``checked``, ``skipped``, ``seconds`` and, where the levels were compared
+    (``compare_levels``), ``levels`` (levels.check's record). ``each_pass``: the chance
+    that the program is also run with each optimization pass alone off."""
     prog = gen_program(seed, profile)
+    each = each_pass_drawn(seed, each_pass)
     rec = {"seed": seed, "features": prog.features, "threads": prog.threads, "results": {}}
     t0 = time.perf_counter()
     try:
@@ -37,10 +84,10 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
         return rec
     rec["reference_s"] = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        mods = {}
+        mods, modules = {}, Modules(prog, tmp)
         for float32 in sorted({split_backend(b)[1] for b in backends}):
             try:
-                mods[float32] = load_module(prog, tmp, float32)
+                mods[float32] = modules.get(float32)
             except Exception as exc:  # noqa: BLE001 - adjoint's decorators raised at import
                 for b in backends:
                     if split_backend(b)[1] == float32:
@@ -60,12 +107,21 @@ def run_seed(seed, backends, profile=Profile(), folder=None, cuda_max_threads=12
                     prog.threads > cuda_max_threads:
                 continue
             t = time.perf_counter()
-            out = outcome(prog, mods[float32], ref, b)
+            try:
+                out, lv = judge(prog, ref, b, modules, compare_levels, each)
+            except Exception as exc:  # noqa: BLE001 - a second import failed
+                out, lv = failed_import(exc), None
             rec["results"][b] = {"status": out.status, "detail": out.detail,
                                  "located": out.located, "checked": out.checked,
                                  "skipped": out.skipped, "diverged": out.diverged,
                                  "seconds": time.perf_counter() - t}
+            if lv is not None:
+                rec["results"][b]["levels"] = lv
     return rec
+
+
+def failed_import(exc):
+    return Outcome("internal", f"at import: {exc!r}", located=False)
 
 
 def outcome(prog, mod, ref, backend):
@@ -97,8 +153,9 @@ def reproducer(rec, prog, command):
     for backend, r in rec["results"].items():
         if r["status"] != "ok":
             parts += [f"## {backend}: {r['status']}", "", "```", r["detail"].rstrip(), "```", ""]
+    seeds = f" and of {', '.join(prog.read_seeds)} (only read)" if prog.read_seeds else ""
     parts += ["## program", "", "```python", prog.source().rstrip(), "", "", "# schedule (recorded "
-              "on one ad.Tape; loss = sum(w * final value) of every written array)",
+              f"on one ad.Tape; loss = sum(w * final value) of every written array{seeds})",
               *prog.schedule(), "```", ""]
     return "\n".join(parts)
 
@@ -107,7 +164,8 @@ def write_reproducer(folder, rec, profile, backends):
     os.makedirs(folder, exist_ok=True)
     prog = gen_program(rec["seed"], profile)
     cmd = (f"python -m benchmarks.fuzz --seed {rec['seed']} --count 1 "
-           f"--backends {','.join(backends)} --big {profile.big} --vectors {profile.vectors}")
+           f"--backends {','.join(backends)} --big {profile.big} --vectors {profile.vectors} "
+           f"--stores {profile.stores}")
     if profile.extras:
         cmd += f" --extras {profile.extras}"
     if profile.losses:

@@ -61,6 +61,10 @@ class _Point:
         self.ref, self.fn, self.args, self.floats = ref, ref.ns[name], list(args), floats
         self.where = f"{name}{tuple(args)}"
         self.errors, self.checked, self.skipped = [], 0, 0
+        self.values = {}        # what adjoint computed, by name (levels.py)
+
+    def note(self, what, value):
+        self.values[f"{self.where}: {what}"] = np.array(value, dtype=float)
 
     def outputs(self, args):
         """(the reference's return values as an array, its branch trace)."""
@@ -127,7 +131,8 @@ def check_funcs(prog, mod, backend):
     errors = [e for pt in points for e in pt.errors]
     return Outcome("mismatch" if errors else "ok", "\n".join(errors), errors=errors,
                    checked=sum(pt.checked for pt in points),
-                   skipped=sum(pt.skipped for pt in points))
+                   skipped=sum(pt.skipped for pt in points),
+                   values={k: v for pt in points for k, v in pt.values.items()})
 
 
 def _leave_out_defaults(f, args, floats, rng):
@@ -148,6 +153,7 @@ def _first(f, pt, value):
     """``ad.value_and_grad`` over every float argument: the value, and each partial
     derivative against a central difference."""
     got, grads = ad.value_and_grad(f, argnums=tuple(pt.floats))(*pt.args)
+    pt.note("ad.value_and_grad", [got, *grads])
     pt.expect(got, value, 1e-9, 1e-9, "ad.value_and_grad's value")
     for k, g in zip(pt.floats, grads):
         fd = pt.difference(pt.outputs, pt.unit(k), H)
@@ -161,6 +167,7 @@ def _forward(f, pt, values, rng):
     central difference."""
     v = [rng.uniform(-1.0, 1.0) if k in pt.floats else 0.0 for k in range(len(pt.args))]
     got, tangents = ad.jvp(f)(tuple(pt.args), tuple(v))
+    pt.note("ad.jvp", [np.atleast_1d(got), np.atleast_1d(tangents)])
     got, tangents = np.atleast_1d(got), np.atleast_1d(tangents)
     for k, (g, w) in enumerate(zip(got, values)):
         pt.expect(g, w, 1e-9, 1e-9, f"ad.jvp's value {k}")
@@ -182,6 +189,8 @@ def _second(f, pt):
     except ad.AdjointError as exc:
         if "custom gradient" not in str(exc):
             raise           # (only a hand-written backward, f's or a callee's, is refused)
+    for mode, h in sorted(hess.items()):
+        pt.note(f"ad.hessian ({mode})", h)
     grad = ad.grad(f, argnums=nums)
 
     def gradient(args):
@@ -202,4 +211,5 @@ def _second(f, pt):
                       f"ad.hessian (fwd-rev) [{r}][{c}] against rev-fwd")
     if len(nums) == 1:
         gg = ad.grad(ad.grad(f, nums[0]), nums[0])(*pt.args)
+        pt.note("ad.grad(ad.grad(f))", gg)
         pt.expect(gg, rf[0, 0], 1e-9, 1e-9 * (1 + abs(rf[0, 0])), "ad.grad(ad.grad(f))")

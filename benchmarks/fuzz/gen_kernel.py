@@ -10,6 +10,11 @@ shared total (``ad.atomic_add(tot, 0, v)``). Outputs are never read otherwise, s
 every kernel is one adjoint accepts (see docs/semantics.md). Accumulated values
 are scaled by (bins / threads) so sums stay of size about 1.
 
+A kernel drawn with stores (``stores``: program.py's ``Profile.stores``) also writes one
+or two outputs in a mode of their own, after the other outputs' last writes: the same
+element stored two or more times (``STORE_MODES``, ``s_stores``), the shapes pass
+scale's doubling got wrong before 09b4cd3 (issue 37).
+
 A kernel of a vector program (``vectors``: "vec3", maybe "mat33" and "quat") also
 reads arrays of vec3 (``p0: ad.array(dtype=ad.vec3)``, loads ``p0[i]`` and
 neighbours), may write arrays of vec3 (``out1[i] = v``, ``out1[i] += v``, a scatter
@@ -27,6 +32,7 @@ ACC_MODES = ["scatter", "atomic", "atomic_sub"]
 VEC_OUT_MODES = ["vstore", "vstore", "vadd"]
 VEC_ACC_MODES = ["vscatter", "vatomic"]
 VEC_KINDS = ("vin", "vout", "vacc")      # parameters that are arrays of vec3
+STORE_MODES = {"twice": "out", "twice0": "tot", "vtwice": "vout"}   # s_stores: mode -> kind
 
 
 @dataclass
@@ -76,7 +82,7 @@ class KernelCtx(Ctx):
 
 # --------------------------------------------------------------------------- parameters
 
-def choose_params(rng, ndim, vectors=frozenset(), loss_only=False):
+def choose_params(rng, ndim, vectors=frozenset(), loss_only=False, stores=False):
     params = [Param(f"x{k}", "in", ndim) for k in range(rng.randint(1, 3))]
     modes = [rng.choice(GRID_OUT_MODES + ACC_MODES + ["total"]) for _ in range(rng.randint(1, 3))]
     if vectors:
@@ -84,6 +90,8 @@ def choose_params(rng, ndim, vectors=frozenset(), loss_only=False):
         modes.append(rng.choice(VEC_OUT_MODES + VEC_ACC_MODES))
     if loss_only:
         modes = ["total"]
+    elif stores:
+        modes += store_modes(rng, vectors)
     if rng.random() < 0.4 or any(m in ACC_MODES + VEC_ACC_MODES for m in modes):
         params.append(Param("src", "src", 1))
         params.append(Param("idx", "idx", ndim))
@@ -95,7 +103,8 @@ def choose_params(rng, ndim, vectors=frozenset(), loss_only=False):
         params.append(Param("c", "c"))
     for k, mode in enumerate(modes):
         kind = "acc" if mode in ACC_MODES else "tot" if mode == "total" else \
-            "vout" if mode in VEC_OUT_MODES else "vacc" if mode in VEC_ACC_MODES else "out"
+            "vout" if mode in VEC_OUT_MODES else "vacc" if mode in VEC_ACC_MODES else \
+            STORE_MODES.get(mode, "out")
         params.append(Param(f"out{k}", kind, ndim if kind in ("out", "vout") else 1, mode))
     return params
 
@@ -191,7 +200,7 @@ def write(ctx, out, last=False):
     """One write of ``out`` in its mode."""
     own = f"{out.name}[{ctx.index}]"
     mode = out.mode
-    if out.kind in ("vout", "vacc"):
+    if out.kind in ("vout", "vacc") and mode not in STORE_MODES:
         write_vector(ctx, out, last)
     elif mode == "store":
         ctx.emit(f"{own} = {bounded(ctx)}")
@@ -221,15 +230,123 @@ def write(ctx, out, last=False):
         ctx.emit(f"{fn}({out.name}, {ctx.idx}[{ctx.index}], {_scaled(ctx, out)})")
     elif mode == "total":
         ctx.emit(f"ad.atomic_add({out.name}, 0, {_scaled(ctx, out)})")
+    elif mode in STORE_MODES:
+        s_stores(ctx, out)
     else:
         raise ValueError(mode)
 
 
 def _writable(ctx):
     """Outputs a write may go to here: a "load" output is stored once, outside loops
-    (the one store-then-load pattern adjoint allows, docs/semantics.md)."""
-    return [o for o in ctx.outputs if o.mode != "load" or
-            (not ctx.in_loop() and o.name not in ctx.stored_once)]
+    (the one store-then-load pattern adjoint allows, docs/semantics.md); the outputs of
+    ``STORE_MODES`` only by their own ``s_stores``, at the end."""
+    return [o for o in ctx.outputs if o.mode not in STORE_MODES and (o.mode != "load" or
+            (not ctx.in_loop() and o.name not in ctx.stored_once))]
+
+
+# --------------------------------------------------------------------------- stores (issue 37)
+
+def store_modes(rng, vectors):
+    """The outputs a kernel drawn with stores adds: one or two of ``STORE_MODES``, and
+    sometimes a "load" output (stored once, then read back: a read between the stores)."""
+    choices = ["twice", "twice", "twice", "twice0"] + ["vtwice"] * 2 * bool(vectors)
+    modes = [rng.choice(choices) for _ in range(1 if rng.random() < 0.7 else 2)]
+    return modes + ["load"] * (rng.random() < 0.4)
+
+
+def s_stores(ctx, out):
+    """The same element of ``out`` stored two or more times: ``o[i] = v`` (the first
+    sometimes ``o[i] += v`` or ``ad.atomic_add(o, i, v)``), then one to three more stores,
+    mostly of the same value ``v`` and now and then of another, with zero to two
+    statements before each: a read of another array, a store into another output (of
+    ``v`` too), a load output stored and read back at the thread's index, a local
+    computed, or another value stored into ``o`` itself. ``twice0``: the element
+    ``o[0]``, stored by one thread (``if i == 0:``); ``vtwice``: vec3 values. In the
+    backward each store hands ``adj_o[i]`` to its value and clears it, so the second
+    ``adj_v += adj_o[i]`` adds 0, which pass scale read as a doubling before 09b4cd3."""
+    vector = out.mode == "vtwice"
+    if out.mode == "twice0":
+        at = "0"
+        guard = "i == 0" if ctx.kdef.ndim == 1 else \
+            ctx.pick(["i == 0 and j == 0", "i == 1 and j == 2", "j == 1 and i == 2"])
+        ctx.emit(f"if {guard}:")
+        with ctx.block():
+            _stores(ctx, out, at, vector)
+        ctx.kdef.features.append("store-const-index")
+        return
+    _stores(ctx, out, ctx.index, vector)
+
+
+def _stores(ctx, out, at, vector):
+    own = f"{out.name}[{at}]"
+    kind = "v" if vector else "f"
+    v = _stored_value(ctx, kind)
+    first = ctx.pick(["=", "=", "=", "+=", "atomic"])
+    if first == "atomic":
+        ctx.emit(f"ad.atomic_add({out.name}, {at}, {v})")
+    else:
+        ctx.emit(f"{own} {first} {v}")
+    features = {"store-twice", f"store-first-{'atomic' if first == 'atomic' else 'add' if first == '+=' else 'store'}"}
+    for _ in range(ctx.rng.choices([1, 2, 3], [5, 3, 1])[0]):
+        for _ in range(ctx.rng.choices([0, 1, 2], [4, 4, 2])[0]):
+            features.add(_between(ctx, out, own, v, kind))
+        if ctx.chance(0.8):
+            ctx.emit(f"{own} = {v}")
+        else:
+            ctx.emit(f"{own} = {_other_value(ctx, kind, v)}")
+            features.add("store-other-value")
+    ctx.kdef.features += sorted(features)
+
+
+def _stored_value(ctx, kind):
+    """The value stored: a local of the scope, a new local, or (floats) an array read."""
+    names = [n for n in ctx.scope.of_kind(kind)]
+    if names and ctx.chance(0.45):
+        return ctx.pick(names)
+    if kind == "f" and ctx.chance(0.2):
+        return ctx.pick(ctx.reads)
+    t = ctx.fresh("sv" if kind == "f" else "su")
+    ctx.emit(f"{t} = {bounded(ctx) if kind == 'f' else vec(ctx)}")
+    ctx.define(t, kind)
+    return t
+
+
+def _other_value(ctx, kind, v):
+    names = [n for n in ctx.scope.of_kind(kind) if n != v]
+    if names and ctx.chance(0.5):
+        return ctx.pick(names)
+    return bounded(ctx) if kind == "f" else vec(ctx)
+
+
+def _between(ctx, out, own, v, kind):
+    """One statement between two stores into ``own``; its feature tag."""
+    others = [o for o in _writable(ctx) if o is not out and o.kind in ("out", "acc", "tot")] + \
+        [o for o in ctx.outputs if o is not out and o.mode in ("twice", "vtwice")]
+    loads = [o for o in others if o.mode == "load"]
+    options = ["read", "local", "other-value"] + ["other-store"] * 2 * bool(others) + \
+        ["read-back"] * 3 * bool(loads)
+    what = ctx.pick(options)
+    if what == "read":
+        t = ctx.fresh("sr")
+        ctx.emit(f"{t} = {ctx.pick(ctx.reads)}")
+        ctx.define(t)
+    elif what == "local":
+        t = ctx.fresh("sl")
+        ctx.emit(f"{t} = {bounded(ctx)}")
+        ctx.define(t)
+    elif what == "other-value":
+        ctx.emit(f"{own} = {_other_value(ctx, kind, v)}")
+    elif what == "read-back":
+        write(ctx, ctx.pick(loads))        # o2[i] = e; s = o2[i]
+    else:
+        other = ctx.pick(others)
+        if other.mode in ("twice", "vtwice"):
+            value = v if (other.mode == "vtwice") == (kind == "v") and ctx.chance(0.7) else \
+                (vec(ctx) if other.mode == "vtwice" else bounded(ctx))
+            ctx.emit(f"{other.name}[{ctx.index}] = {value}")
+        else:
+            write(ctx, other)
+    return f"store-between-{what}"
 
 
 def s_write(ctx):
@@ -271,14 +388,15 @@ KERNEL_CONSTRUCTS += [
 # --------------------------------------------------------------------------- a kernel
 
 def gen_kernel(rng, name, ndim, funcs, scales, statements=(2, 6), vectors=frozenset(),
-               extras=False, loss_only=False):
+               extras=False, loss_only=False, stores=False):
     """A random kernel over a ``ndim``-D grid calling ``funcs`` (a list of FuncSig), with
     ``statements`` (low, high) top-level statements. ``scales`` maps an output kind
     ("acc", "tot") to the factor its increments get; ``vectors`` names the vector
     kinds the kernel may use (none: a scalar kernel, drawn as before they existed);
     ``extras``: gen_expr's extra forms and keyword calls (program.py's Profile.extras);
-    ``loss_only``: its one output is a one-element total (Profile.losses)."""
-    kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors, loss_only))
+    ``loss_only``: its one output is a one-element total (Profile.losses); ``stores``: it
+    also stores one element several times (s_stores, Profile.stores)."""
+    kdef = KernelDef(name, ndim, choose_params(rng, ndim, vectors, loss_only, stores))
     ctx = KernelCtx(rng, funcs, kdef, dict(scales, out=1.0))
     ctx.vectors = vectors
     ctx.extras = extras

@@ -54,13 +54,13 @@ def check_hvp(prog, mod, backend):
     """An ``Outcome`` for the first ``LAUNCHES`` launches of ``prog`` on ``backend``."""
     data, _ = program_data(prog)
     rng = np.random.default_rng(prog.seed + 11)
-    errors, checked, skipped = [], 0, 0
+    errors, checked, skipped, values = [], 0, 0, {}
     try:
         with ad.backend_scope(backend):
             for n, (step, arrays) in enumerate(states(prog, data)):
                 if n == LAUNCHES:
                     break
-                found = _check_launch(prog, mod, step, arrays, rng)
+                found = _check_launch(prog, mod, step, arrays, rng, values, f"launch {n} ")
                 if found is None:
                     skipped += 1
                     continue
@@ -69,7 +69,7 @@ def check_hvp(prog, mod, backend):
     except Exception as exc:  # noqa: BLE001 - a refusal, or else a finding
         return failed(exc)
     return Outcome("mismatch" if errors else "ok", "\n".join(errors), skipped=skipped,
-                   checked=checked, errors=errors)
+                   checked=checked, errors=errors, values=values)
 
 
 class _Launch:
@@ -109,8 +109,10 @@ class _Launch:
         return {k: arrays[k].grad.numpy().copy() for k in self.diff}, list(ref.trace)
 
 
-def _check_launch(prog, mod, step, arrays, rng):
-    """Errors of ``hvp`` on one launch, or None when the difference is unreliable."""
+def _check_launch(prog, mod, step, arrays, rng, values, label):
+    """Errors of ``hvp`` on one launch, or None when the difference is unreliable; what it
+    computed goes into ``values`` (names starting with ``label``), the gradients at the
+    two points included."""
     ln = _Launch(prog, mod, step, arrays)
     if not ln.diff:
         return []
@@ -118,6 +120,9 @@ def _check_launch(prog, mod, step, arrays, rng):
     w = {k: rng.uniform(0.5, 1.5, ln.args[k].shape) for k in ln.outs
          if ln.args[k].dtype.kind == "f"}
     (gp, tp), (gm, tm) = ln.gradient(ln.moved(v, H), w), ln.gradient(ln.moved(v, -H), w)
+    for sign, g in (("+", gp), ("-", gm)):
+        for k, x in g.items():
+            values[f"{label}gradient of {ln.kdef.params[k].name} at x {sign} h v"] = x
     if tp != tm or not all(np.all(np.isfinite(g[k])) for g in (gp, gm) for k in ln.diff):
         return None
     want = {k: (gp[k] - gm[k]) / (2 * H) for k in ln.diff}
@@ -138,6 +143,7 @@ def _check_launch(prog, mod, step, arrays, rng):
         for j, k in enumerate(ln.ins):
             if k not in want:
                 continue
+            values[f"{label}hvp ({mode}) of {ln.kdef.params[k].name}"] = np.asarray(got[j])
             bad = ~np.isclose(got[j], want[k], rtol=RTOL, atol=ATOL * scale)
             if bad.any():
                 e = first_off(bad)

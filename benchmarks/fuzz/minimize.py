@@ -4,7 +4,9 @@ Candidates, tried until none helps: drop a step of the schedule (and kernels no
 longer launched), drop a func nobody calls, drop one statement anywhere in a
 kernel or func (``pass`` fills an emptied block), replace an ``if``/``for``/
 ``while`` by its body. A candidate counts when the reference still runs it
-(it is still a valid program) and the backend fails with the same ``kind``.
+(it is still a valid program) and the backend fails with the same ``kind`` (a level
+mismatch, levels.py, counts as one kind: the program's optimized and unoptimized runs
+still disagree).
 For a ``-ckpt`` backend the checkpointed segment is pinned (``Program.segment``) and
 moves with the steps dropped before it.
 """
@@ -16,8 +18,8 @@ import math
 import tempfile
 
 from . import ckpt
-from .check import finite_differences, load_module, split_backend
-from .driver import outcome, signature
+from .check import finite_differences
+from .driver import Modules, judge, signature
 
 _names = itertools.count()
 
@@ -29,24 +31,28 @@ def kind(outcome):
         return "mismatch", first.split(" of ")[0].split(" (")[0]
     if outcome.status == "refusal":
         return "refusal", first.split(": ", 2)[-1][:60]
+    if outcome.status == "levels":
+        return ("levels",)
     # an internal error: its first line with numbers, generated names and paths blanked
     # (the exception's type alone let a TypeError shrink into another TypeError)
     return outcome.status, signature(outcome.status, first)
 
 
-def attempt(prog, backend, folder):
-    """The outcome of ``prog`` on ``backend``, or None when it is no valid program."""
+def attempt(prog, backend, folder, diagnose=False):
+    """The outcome of ``prog`` on ``backend``, or None when it is no valid program.
+    ``diagnose``: where its optimization levels disagree, each pass is turned off alone."""
     try:
         ref = finite_differences(prog, entries=2)
     except Exception:  # noqa: BLE001 - the candidate broke the program
         return None
     named = dataclasses.replace(prog, seed=prog.seed * 1000 + next(_names))  # a fresh file name
+    modules = Modules(named, folder)
+    # (checked under its own seed: -funcs draws its points, -hvp its data from the seed;
+    # the optimization levels compared, a failing pass not looked for on every candidate)
     try:
-        mod = load_module(named, folder, split_backend(backend)[1])
-    except Exception:  # noqa: BLE001
+        return judge(prog, ref, backend, modules, diagnose=diagnose)[0]
+    except Exception:  # noqa: BLE001 - the candidate does not import
         return None
-    # (checked under its own seed: -funcs draws its points, -hvp its data from the seed)
-    return outcome(prog, mod, ref, backend)
 
 
 # --------------------------------------------------------------------------- candidates
@@ -150,4 +156,6 @@ def minimize(prog, backend, log=print, max_tries=2000):
                     cands = list(candidates(prog))
                 else:
                     pos += 1
+        if first.status == "levels" or "disagree" in first.detail:
+            first = attempt(prog, backend, folder, diagnose=True) or first   # (which pass)
         return prog, first

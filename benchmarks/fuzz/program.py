@@ -23,6 +23,12 @@ they existed) are drawn with extras: ``math.asinh/acosh/atanh/hypot/fmod`` and
 ``math.isnan/isinf/isfinite`` in their expressions and conditions, and funcs with
 defaulted parameters called with keyword arguments or without the defaulted ones
 (gen_expr, gen_func).
+
+A ``Profile.stores`` share of kernels (0.15 by default; drawn from a random source of
+their own per kernel, so with ``stores`` 0 every program is the one drawn before the
+option existed) also store one element several times (gen_kernel.s_stores: the shapes
+pass scale got wrong before 09b4cd3, issue 37), and the same share of programs seed some
+of their leaves, arrays only read, in the tape's backward (``Program.read_seeds``).
 """
 import ast
 import math
@@ -50,6 +56,9 @@ class Profile:
     extras: float = 0.0             # chance of a program with the extras (_extras)
     losses: float = 0.0             # chance that a kernel's one output is a one-element total
                                     # (a tape's loss: adjoint/runtime/eager.py; _loss_only)
+    stores: float = 0.15            # chance that a kernel stores one element several times
+                                    # (gen_kernel.s_stores), and that a program seeds leaves
+                                    # (arrays only read) in its backward (_read_seeds)
 
 
 @dataclass
@@ -82,6 +91,8 @@ class Program:
     steps: list
     features: list = field(default_factory=list)
     segment: tuple = None   # (start, stop): the steps a -ckpt backend checkpoints (ckpt.py)
+    read_seeds: tuple = ()  # leaves (only read) whose values enter the loss too: their
+                            # gradients start at a seed, not at zero (Profile.stores)
 
     @property
     def threads(self):
@@ -95,13 +106,14 @@ class Program:
         return [n for n, a in self.arrays.items() if a.kind == "leaf"]
 
     def seeded(self):
-        """Arrays whose final values enter the loss: every array a step wrote."""
+        """Arrays whose final values enter the loss: every array a step wrote, and the
+        leaves of ``read_seeds`` (the tape's backward is seeded on them too)."""
         written = []
         for s in self.steps:
             names = [s.dest] if s.op != "launch" else \
                 [a for p, a in zip(self.kernel(s.kernel).params, s.args) if p.is_output]
             written += [n for n in names if n not in written]
-        return written
+        return written + [n for n in self.read_seeds if n in self.arrays and n not in written]
 
     def kernel(self, name):
         return next(k for k in self.kernels if k.name == name)
@@ -260,7 +272,7 @@ def gen_program(seed, profile=Profile()):
         kinds = vectors and frozenset(["vec3"] + [v for v in ("mat33", "quat")
                                                   if rng.random() < 0.4])
         kdef = gen_kernel(rng, f"k{k}", len(grid), sigs, scales, profile.statements, kinds,
-                          extras, _loss_only(seed, k, profile))
+                          extras, _loss_only(seed, k, profile), _stores(seed, k, profile))
         kernels.append(kdef)
         for _ in range(2 if rng.random() < 0.3 else 1):
             if rng.random() < 0.4:
@@ -268,9 +280,32 @@ def gen_program(seed, profile=Profile()):
             b.launch(kdef)
     if rng.random() < 0.5:
         b.overwrite()
-    prog = Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps)
+    prog = Program(seed, grid, bins, b.arrays, func_sources, kernels, b.steps,
+                   read_seeds=_read_seeds(seed, _leaves(b.arrays), profile))
     prog.features = features(prog)
     return prog
+
+
+def _leaves(arrays):
+    return [n for n, a in arrays.items() if a.kind == "leaf"]
+
+
+def _stores(seed, k, profile):
+    """Whether kernel ``k`` of the program of ``seed`` stores one element several times
+    (gen_kernel.s_stores), from a random source of its own (programs drawn with ``stores``
+    0 are drawn as before the option existed)."""
+    return random.Random(f"stores {seed} {k}").random() < profile.stores
+
+
+def _read_seeds(seed, leaves, profile):
+    """The leaves whose values enter the loss (their tape seeds make their gradients
+    start at the seed: a backward that took them for clean would overwrite it), drawn
+    with chance ``profile.stores`` from a random source of its own."""
+    rng = random.Random(f"stores {seed}")
+    if rng.random() >= profile.stores or not leaves:
+        return ()
+    picked = tuple(n for n in leaves if rng.random() < 0.5)
+    return picked or (rng.choice(leaves),)
 
 
 def _loss_only(seed, k, profile):
@@ -341,6 +376,8 @@ def features(prog):
         found |= _calls(prog)
     if prog.threads > 2048:
         found.add("big-grid")
+    if prog.read_seeds:
+        found.add("read-seed")
     if len([s for s in prog.steps if s.op == "launch"]) > 1:
         found.add("multi-launch")
     return sorted(found)
