@@ -11,7 +11,8 @@ from .errors import (AdjointError, BoundsError, LaunchError, NonFiniteError,  # 
                      StaleModuleError,
                      TapeError, TransformError)
 from .runtime import (Array, Tape, array, backend_name, backend_scope, empty,  # noqa: E402
-                      full, launch, ones, ones_like, use_backend, zeros, zeros_like)
+                      full, launch, ones, ones_like, synchronize, use_backend, zeros,
+                      zeros_like)
 # ad.tid, ad.atomic_add, ad.abs, ad.sin, ad.clamp, ...: every name of runtime/builtins.py
 # (its math functions are the runtime builtins of runtime/ieee.py)
 from .runtime.builtins import *  # noqa: E402,F401,F403,A004
@@ -41,4 +42,4 @@ __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "k
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
            "float32", "float64", "int32", "int64", "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim"] + _BUILTINS + sorted(_VECTOR)
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)

@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import AdjointError
 from .runtime import array as _array
+from .runtime import buffers
 from .runtime.array import Array
 from .runtime.launch import launch
 from .runtime.steps import LaunchStep
@@ -88,7 +89,7 @@ def _host(value):
     if isinstance(value, np.ndarray):
         return np.array(value)
     if hasattr(value, "copy_to_host"):
-        return value.copy_to_host()
+        return buffers.to_host(value)       # (after a pending CUDA launch's fault)
     return value
 
 

@@ -90,7 +90,10 @@ def simulated():
 
 
 def sync():
-    cuda.synchronize()
+    """Wait for the GPU (``cuda.synchronize()``), raising the fault of a checked launch
+    not yet reported: a launch does not wait for its kernel (runtime/pending.py), and
+    the checks read results through torch and numba, which adjoint does not see."""
+    ad.synchronize()
 
 
 def device_ptr(arr):

@@ -140,6 +140,21 @@ def backend(request):
         yield request.param
 
 
+@pytest.fixture(autouse=True)
+def _no_fault_left_pending():
+    """A CUDA launch does not wait for its kernel: a fault is raised where the host next
+    waits (runtime/pending.py). One still pending when a test ends would be raised in
+    whichever test reads a device array next; it fails the test that made it instead."""
+    yield
+    from adjoint.runtime import pending
+    if pending.pending():
+        try:
+            pending.check("the end of the test (tests/conftest.py)")
+        except ad.AdjointError as exc:
+            pytest.fail(f"a CUDA launch of this test faulted and nothing reported it: {exc}",
+                        pytrace=False)
+
+
 @pytest.fixture
 def kernel_module(tmp_path):
     """``kernel_module(source) -> module``: import kernels written as source text."""

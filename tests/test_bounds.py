@@ -141,6 +141,7 @@ def run(case, direction):
         else:
             ad.launch(kernel, dim, inputs=inputs, outputs=outputs, adjoint=True,
                       adj_inputs=[adj(a) for a in inputs], adj_outputs=[adj(a) for a in outputs])
+        ad.synchronize()        # (a CUDA launch's fault is reported where the host waits)
     except Exception as exc:  # noqa: BLE001 - the test looks at whatever was raised
         attrs = {k: getattr(exc, k, None) for k in ("kernel", "array", "index", "lineno")}
         attrs["shape"] = list(getattr(exc, "shape", ()) or ())
@@ -303,6 +304,7 @@ def test_a_constant_index_is_checked_against_the_size_only(backend, kernel_modul
     np.testing.assert_array_equal(y.numpy(), [10.0, 2.0, 6.0])
     with pytest.raises(ad.BoundsError):
         ad.launch(m.second, 3, inputs=[rows, ad.array(np.zeros((3, 1)))], outputs=[y])
+        y.numpy()           # (on CUDA, where the fault is reported)
 
 
 def test_negative_index_in_a_guarded_branch_is_not_an_error(backend, kernel_module):
@@ -415,6 +417,7 @@ def test_a_guard_that_does_not_prove_the_index_leaves_the_check(backend, kernel_
     with pytest.raises(ad.BoundsError) as err:
         ad.launch(m.off_by_one, (3, 2), inputs=[ad.array(np.ones((3, 2)))],
                   outputs=[ad.zeros((3, 2))])
+        ad.synchronize()    # (on CUDA, where the fault is reported)
     assert err.value.index in (-1, 3) and err.value.array == "u" and err.value.shape == (3, 2)
 
 
@@ -474,4 +477,5 @@ def test_a_wrap_that_misses_the_edge_leaves_the_check(backend, kernel_module):
     with pytest.raises(ad.BoundsError) as err:
         ad.launch(m.ring_off_by_one, (3, 2), inputs=[ad.array(np.ones((3, 2)))],
                   outputs=[ad.zeros((3, 2))])
+        ad.synchronize()    # (on CUDA, where the fault is reported)
     assert err.value.index == 3 and err.value.array == "u"

@@ -148,8 +148,9 @@ def no_host_transfers(monkeypatch):
 def test_tape_work_stays_on_the_device(kernel_module, no_host_transfers):
     """Zeroing, device seeds, clones, copies and their backward, scratch adjoints, and
     the backward of a kernel without loop stacks (no status to read back): nothing
-    goes through host memory on the GPU. (Unchecked: a launch of a kernel that checks
-    a gathered index waits for it and reads its status back, see test_bounds.py.)"""
+    goes through host memory on the GPU. (Unchecked: a kernel that checks a gathered
+    index is given a status row, which the end of the backward reads back when a launch
+    is pending, see test_cuda_faults.py.)"""
     m = kernel_module(LOOPS.replace("@ad.kernel\ndef scatter", "@ad.kernel(bounds_check=False)\n"
                                     "def scatter"))
     x = ad.array([0.5, -1.0, 2.0, 3.0], requires_grad=True, device="cuda")
@@ -243,7 +244,8 @@ def test_only_a_backward_with_loop_stacks_reads_the_status(kernel_module):
     assert "scatter_backward, 1, status=True, check=False)" in text
     assert "scatter_forward, 1)" in text
     # with bounds checks, a launch whose kernel checks an index where it is used (the
-    # gathered idx[i]) reads the status too (see test_bounds.py)
+    # gathered idx[i]) has its status read too, where the host next waits for the GPU
+    # (see test_cuda_faults.py)
     m = kernel_module(LOOPS)
     m.scatter.spec_for("cuda")
     text = open(m.scatter.modules["cuda"].__file__).read()

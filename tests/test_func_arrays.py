@@ -278,7 +278,9 @@ def test_an_index_out_of_bounds_inside_a_func_names_the_func(backend, kernel_mod
             f"func 'pick' ({m.__file__.rsplit('/', 1)[-1]}:{inner})"
     with pytest.raises(ad.BoundsError) as info:
         ad.launch(m.k, 3, inputs=[x], outputs=[y])
+        ad.synchronize()                              # (where CUDA reports it)
     assert where in str(info.value) and "y[i] = pick(x, i)" in str(info.value)
     with pytest.raises(ad.BoundsError) as info:       # the backward checks it too
         ad.launch(m.k, 3, inputs=[x], outputs=[y], adjoint=True)
+        x.grad.numpy()                                # (where CUDA reports it)
     assert where in str(info.value)

@@ -7,9 +7,10 @@ from .array import Array, array, empty, full, ones, ones_like, zeros, zeros_like
 from .bounds import Bounds, Site
 from .jit import backend, backend_name, backend_scope, use_backend
 from .launch import launch
+from .pending import synchronize
 from .spec import FuncSpec, KernelSpec, ParamSpec
 from .tape import Tape, active_tape, record_copy
 
 __all__ = ["Array", "array", "empty", "full", "ones", "ones_like", "zeros", "zeros_like",
            "Bounds", "Site", "backend", "backend_name", "backend_scope", "use_backend", "launch",
-           "FuncSpec", "KernelSpec", "ParamSpec", "Tape", "active_tape", "record_copy"]
+           "synchronize", "FuncSpec", "KernelSpec", "ParamSpec", "Tape", "active_tape", "record_copy"]

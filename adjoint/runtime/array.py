@@ -4,15 +4,17 @@ On ``device="cpu"`` the buffer is a numpy array and ``numpy()`` returns it
 (no copy: writing to it writes to the array). On ``device="cuda"`` the buffer
 is a numba device array (anything exposing ``__cuda_array_interface__``, a
 PyTorch CUDA tensor for instance, is wrapped without a copy) and ``numpy()``
-returns a host copy. The ``_region_*`` methods are what the tape uses, so the
-tape works the same on both devices.
+returns a host copy, after raising the fault of any CUDA launch not yet
+checked (launches do not wait for their kernels: runtime/pending.py). The
+``_region_*`` methods are what the tape uses, so the tape works the same on both
+devices.
 """
 import numbers
 
 import numpy as np
 
-from ..errors import AdjointError
-from . import buffers, owed, watch
+from ..errors import AdjointError, user_frames
+from . import buffers, owed, pending, watch
 from .backend_cuda import require_cuda, simulated
 from .tape import record_copy
 from .types import ArrayType, as_dtype
@@ -137,6 +139,8 @@ class Array:
         """Pickling and ``copy.deepcopy``: the values (a host copy of device memory, its
         owed zero written), never the device handle or the memory it wraps."""
         state = dict(self.__dict__)
+        if self.device == "cuda":
+            pending.check("copying an Array to the host (pickle, copy.deepcopy)")
         state["_buf"] = self._data if self.device == "cpu" else self._data.copy_to_host()
         state["_owed"] = False
         if self.device == "cuda":
@@ -169,12 +173,16 @@ class Array:
         watch.mark_dirty(self._data)
         return self._data
 
+    @user_frames
     def numpy(self):
         """The values as a numpy array: the buffer itself on cpu (writable: adjoint no
-        longer knows it holds zeros, ``watch.is_clean``), a copy on cuda."""
+        longer knows it holds zeros, ``watch.is_clean``), a copy on cuda, which waits for
+        the GPU and first raises the fault of any CUDA launch not yet checked (of any
+        kernel, not only this array's writers: runtime/pending.py)."""
         if self.device == "cpu":
             watch.mark_dirty(self._data)
             return self._data
+        pending.check("Array.numpy()")
         return self._data.copy_to_host()
 
     def __array__(self, dtype=None, copy=None):

@@ -13,8 +13,7 @@ import warnings
 import numpy as np
 
 from ..errors import AdjointError
-from . import helpers
-from .bounds import STATUS_SIZE
+from . import helpers, pending
 from .ieee import BUILTINS
 from .spec import unavailable  # noqa: F401
 
@@ -35,6 +34,7 @@ def require_cuda():
         raise AdjointError("device='cuda' needs an NVIDIA GPU with a working CUDA driver, or "
                            "numba's simulator (set NUMBA_ENABLE_CUDASIM=1 before importing "
                            "adjoint); neither is available here. Use device='cpu'.")
+    pending.cuda_used = True        # (ad.synchronize waits for the GPU from now on)
 
 
 def simulated():
@@ -88,15 +88,29 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None, prints=False):
 
     ``status``: the kernel takes a status array last (see runtime/bounds.py), where a
     thread whose loop overflows its stack writes the loop's line and one whose index
-    is out of bounds the check's site; with ``check`` the launcher waits for the
-    kernel, reads it and raises. Without ``check`` (a backward with no loop stacks and
-    no index checks, which never writes it) a zeroed array made once is passed and
-    never read, so the launch stays asynchronous. ``bounds`` (the kernel's
-    ``Bounds``): checked before the launch, and names a reported fault. ``prints``:
-    the kernel (or a func it calls) prints, and a GPU writes its threads' prints out
-    only when the host waits for it: the launch waits (``_printed``), so that they
-    appear after what Python printed before it and before what it prints next."""
-    unused = []
+    is out of bounds the check's site. With ``check`` the launch is given a zeroed row
+    of runtime/pending.py's pool and registered as pending: it does not wait for the
+    kernel; the row is read, and a fault raised, where the host next waits for the GPU
+    (``Array.numpy()``, the end of ``Tape.backward``, ``ad.synchronize()``, ...).
+    Without ``check`` (a backward with no loop stacks and no index checks, which never
+    writes it) a zeroed array made once is passed and never read. ``bounds`` (the
+    kernel's ``Bounds``): checked before the launch, and names a reported fault.
+    ``prints``: the kernel (or a func it calls) prints, and a GPU writes its threads'
+    prints out only when the host waits for it: the launch waits (``_printed``), so
+    that they appear after what Python printed before it and before what it prints
+    next, and then reports a fault at once."""
+    name = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
+
+    def report(flags, args):
+        """The error of a pending launch's status row ``flags`` (``args``: its arguments)."""
+        if flags[1] and bounds is not None:
+            return bounds.fault_error(flags, args)
+        line = int(flags[0])
+        if line:
+            return AdjointError(f"{name}: the loop on line {line} ran more iterations in one "
+                                "GPU thread than its stack holds; raise the bound with "
+                                "@ad.kernel(loop_capacity=N)")
+        return AdjointError(f"{name}: a GPU thread reported the fault {list(flags)}")
 
     def run(*args):
         dims, rest = args[:ndim], args[ndim:]
@@ -106,6 +120,23 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None, prints=False):
             bounds.check_launch(dims, rest)
         threads = _threads(ndim)
         blocks = tuple((d + t - 1) // t for d, t in zip(dims, threads))
+        if not status:
+            go(blocks, threads, dims, rest)
+        elif not check:
+            go(blocks, threads, dims, (*rest, pending.unread()))
+        else:
+            # (the pool and the registry outside the simulator's lock: see pending.py)
+            number, row = pending.take()
+            try:
+                go(blocks, threads, dims, (*rest, row))
+            except BaseException:
+                pending.discard(number)
+                raise
+            pending.register(number, report, rest, name, pending.caller())
+            if prints:
+                pending.check("the launch of a kernel that prints (it waits for the GPU)")
+
+    def go(blocks, threads, dims, rest):
         if simulated():
             # the simulator runs each GPU thread as a Python thread on numpy scalars:
             # an overflow or inf - inf is IEEE there too, but numpy would warn. Warning
@@ -113,33 +144,11 @@ def launcher(kernel, ndim, status=False, check=True, bounds=None, prints=False):
             # ``cuda`` global of the kernel's module while it runs, is not thread-safe either)
             with _SIMULATOR, warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
-                return launch(blocks, threads, dims, rest)
-        if prints:
-            return _printed(launch, blocks, threads, dims, rest)
-        return launch(blocks, threads, dims, rest)
-
-    def launch(blocks, threads, dims, rest):
-        if not status:
+                _configured(kernel, blocks, threads)(*dims, *rest)
+        elif prints:
+            _printed(lambda: _configured(kernel, blocks, threads)(*dims, *rest))
+        else:
             _configured(kernel, blocks, threads)(*dims, *rest)
-            return
-        from numba import cuda
-        if not check:
-            if not unused:
-                unused.append(cuda.device_array(STATUS_SIZE, np.int64))
-                fill(unused[0], np.int64(0))
-            _configured(kernel, blocks, threads)(*dims, *rest, unused[0])
-            return
-        flag = cuda.to_device(np.zeros(STATUS_SIZE, np.int64))
-        _configured(kernel, blocks, threads)(*dims, *rest, flag)
-        flags = flag.copy_to_host()
-        if flags[1] and bounds is not None:
-            bounds.fault(flags, rest)
-        line = int(flags[0])
-        if line:
-            fn = getattr(getattr(kernel, "py_func", kernel), "__name__", "kernel")
-            raise AdjointError(f"{fn}: the loop on line {line} ran more iterations in one GPU "
-                               "thread than its stack holds; raise the bound with "
-                               "@ad.kernel(loop_capacity=N)")
     return run
 
 

@@ -10,9 +10,12 @@ where each check goes). Here:
 - the kernel's own checks never raise (an exception cannot leave numba's
   parallel loops or a GPU thread): a thread whose index is out of bounds
   writes the site's number and the index (or the loop's range) into a small
-  status array and returns before the access. ``checked`` (CPU) and the CUDA
-  launcher read it after the grid ran and raise ``BoundsError`` naming the
-  kernel, the file:line of the access, the array, the index and the shape.
+  status array and returns before the access. ``checked`` (CPU) reads it after
+  the grid ran and raises ``BoundsError`` naming the kernel, the file:line of the
+  access, the array, the index and the shape; a CUDA launch does not wait for
+  its kernel: the same error is raised where the host next waits for the GPU
+  (``Array.numpy()``, the end of ``Tape.backward``, ``ad.synchronize()``: see
+  runtime/pending.py).
 
 Status array layout (int64): ``[0]`` a CUDA loop-stack overflow's line,
 ``[1]`` the number of the first failed site (from 1; 0: none), ``[2:5]`` its
@@ -79,13 +82,17 @@ class Bounds:
 
     def fault(self, status, args):
         """Raise the ``BoundsError`` a kernel reported in ``status`` (see the module doc)."""
+        raise self.fault_error(status, args)
+
+    def fault_error(self, status, args):
+        """The ``BoundsError`` a kernel reported in ``status``, launched with ``args``."""
         site = self.sites[int(status[1]) - 1]
         a, b, c = (int(v) for v in status[2:5])
         if site.kind != "range":
-            raise self.error(site, a, args, f"index {a}")
+            return self.error(site, a, args, f"index {a}")
         index = first_outside(a, b, c, args[self.params.index(site.array)].shape[site.axis])
-        raise self.error(site, index, args, f"index {index} (the loop's range({a}, {b}, {c}), "
-                         "checked before the loop runs)")
+        return self.error(site, index, args, f"index {index} (the loop's range({a}, {b}, {c}), "
+                          "checked before the loop runs)")
 
     def error(self, site, index, args, what):
         shape = tuple(args[self.params.index(site.array)].shape)

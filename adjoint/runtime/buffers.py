@@ -8,7 +8,7 @@ one host copy of the region involved, never of the whole array.
 """
 import numpy as np
 
-from . import backend_cuda
+from . import backend_cuda, pending
 
 
 def refuse_complex(values, what):
@@ -79,8 +79,12 @@ def fill(buf, value):
 
 
 def to_host(buf):
-    """A host array holding the buffer's values (the buffer itself on the host)."""
-    return buf if on_host(buf) else buf.copy_to_host()
+    """A host array holding the buffer's values (the buffer itself on the host); a device
+    buffer's after the fault of any CUDA launch not yet checked is raised (pending.py)."""
+    if on_host(buf):
+        return buf
+    pending.check("a copy of a device array to the host")
+    return buf.copy_to_host()
 
 
 def clone(buf):
@@ -96,12 +100,12 @@ def copy_into(dst, src):
         if on_host(src):
             dst.reshape(-1)[...] = src.reshape(-1)
         else:
-            dst.reshape(-1)[...] = src.copy_to_host().reshape(-1)
+            dst.reshape(-1)[...] = to_host(src).reshape(-1)
         return
     if on_host(src):
         src = np.ascontiguousarray(src, dtype=dst.dtype).reshape(dst.shape)
     elif np.dtype(src.dtype) != np.dtype(dst.dtype):
-        src = src.copy_to_host().astype(dst.dtype)
+        src = to_host(src).astype(dst.dtype)
     dst.copy_to_device(src)
 
 

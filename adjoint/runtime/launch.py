@@ -107,6 +107,13 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     at most ``MAX_THREADS`` = 2**31 - 1 threads in all). A launch that writes an array
     a tape's launch read first lets that tape keep a copy (``watch``), recorded or not.
 
+    On the CPU a fault a thread finds (an index out of bounds: ``BoundsError``) is
+    raised by the launch. On CUDA the launch returns before the kernel has run (forward,
+    backward or JVP alike): such a fault, or a loop past ``loop_capacity``, is raised
+    where the host next waits for the GPU -- ``Array.numpy()`` of any array, the end of
+    ``Tape.backward``, ``ad.synchronize()`` (runtime/pending.py) -- naming this launch.
+    The checks made once per launch (``dim`` against the shapes) raise here on both.
+
     ``inputs + outputs`` are the kernel's arguments in order. With
     ``adjoint=True`` the backward runs instead: ``adj_inputs``/``adj_outputs``
     give an adjoint array (or ``None``) per argument; input adjoints are

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import TapeError, user_frames
-from . import buffers, memory, watch
+from . import buffers, memory, pending, watch
 from .seeds import Seeds
 from .steps import CopyStep, FuncStep, LaunchStep
 
@@ -190,7 +190,10 @@ class Tape:
     @user_frames
     def backward(self, loss=None, grads=None):
         """Seed ``loss.grad = 1`` and/or copy each seed of ``grads`` into ``.grad``, then
-        run every recorded step's backward in reverse order."""
+        run every recorded step's backward in reverse order. On CUDA it then waits for the
+        GPU if a checked launch (of its steps or any other) is pending, and raises the
+        first one's fault (runtime/pending.py): a gradient is never left to be read from
+        a faulted launch."""
         self._refuse_overwritten()
         seeds = self._seed_all(loss, grads)
         try:
@@ -203,6 +206,7 @@ class Tape:
                     step.backward()
         finally:
             seeds.write()                       # (also when a step raised: as if copied first)
+        pending.check("the end of Tape.backward")
 
     def _refuse_overwritten(self):
         """``overwrite="error"``: a write the tape did not record changed what a step read."""

@@ -4,7 +4,8 @@
 system classes into GPU ones: adjoint's arrays are made while ``run.py`` has
 switched adjoint to its CUDA backend (new arrays default to ``device="cuda"``),
 Warp's on ``cuda:0``, and each gets the ``sync()`` the harness calls before it
-reads the clock, since GPU launches return before the GPU is done.
+reads the clock, since GPU launches return before the GPU is done (adjoint's is
+``ad.synchronize()``, which also raises a fault a checked launch found).
 ``grid_1d``/``grid_2d``, ``zero``, ``DeviceSeeds`` and ``sync_cuda`` are what
 the hand-written ``numba.cuda`` systems use.
 """
@@ -78,8 +79,11 @@ def adjoint_on_cuda(cls):
             cache[id(seed)] = (seed, {k: ad.array(v, device="cuda") for k, v in seed.items()})
         return cls.fwd_bwd(self, cache[id(seed)][1])
 
+    # sync: ad.synchronize() waits as cuda.synchronize() does, and raises the fault of a
+    # checked launch the round made (a launch does not wait to read it: one left unread
+    # would surface in a later round, or at a timed launch once 256 are pending)
     return type(f"{cls.__name__}Cuda", (cls,), {"fwd_bwd": fwd_bwd,
-                                                "sync": lambda self: sync_cuda()})
+                                                "sync": lambda self: ad.synchronize()})
 
 
 def warp_on_cuda(cls):
