@@ -11,7 +11,8 @@ emitter read, and nothing else:
   (comments quote them), the signature (annotations: array dtypes and ranks,
   vector types, struct layouts, scalar types), the markers adjoint sets on
   functions it generates (``__adjoint_generated__``, ``__adjoint_forward_only__``,
-  ``__adjoint_rule__``) and what every name and attribute chain of the source
+  ``__adjoint_rule__``), its dialect (runtime/dialect.py: what ``float`` and ``%``
+  mean) and what every name and attribute chain of the source
   (``K``, ``math.sin``, ``cfg.n``) is bound to in the function's globals and
   closure: a number's type and exact value, a func's name (its own inputs are
   listed under that name), a math or ``ad`` builtin by name, a module by name,
@@ -65,13 +66,14 @@ from .frontend.devicefunc import DeviceFunction
 from .frontend.source import attribute_chains, names_seen, read_source
 from .passes import ALL as ALL_OPTIMIZATIONS
 from .runtime import builtins as adb
+from .runtime import dialect as dialects
 from .runtime.structs import is_struct, layout
 from .runtime.types import ArrayType
 from .runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
 from .runtime.vectypes import ALL as VECTOR_TYPES
 from .runtime.vectypes import VectorType
 
-KEY_FORMAT = 1          # bump when what a key describes changes
+KEY_FORMAT = 2          # bump when what a key describes changes
 MARKERS = ("__adjoint_generated__", "__adjoint_forward_only__", "__adjoint_rule__")
 _MISSING = ("missing",)
 
@@ -258,7 +260,7 @@ def _own(pyfunc, role, bounds_check):
                   for chain in attribute_chains(tree))
     markers = tuple(bool(getattr(pyfunc, m, False)) for m in MARKERS)
     desc = (role, pyfunc.__name__, filename, first, _digest(lines), _digest(all_lines),
-            _signature(pyfunc), names, markers,
+            _signature(pyfunc), names, markers, dialects.of(pyfunc).name,
             bool(bounds_check) if role == "kernel" else None)
     return Own(desc, funcs)
 

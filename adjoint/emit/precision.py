@@ -17,6 +17,7 @@ import gast
 
 from ..rules import RULES
 from ..rules.types import FLOAT, INT, of
+from ..runtime.dialect import DIALECTS
 from ..transform.ir import Float32, name
 
 
@@ -48,6 +49,10 @@ def _fixed_kind(r):
     kind = r.result_kind(*[FLOAT] * n)
     return kind if kind == r.result_kind(*[INT] * n) else None
 
+
+# calls an operator is written as in a dialect (Warp's / // %: runtime/dialect.py): an int
+# operand meeting a float one is converted, as in the operator
+_OPERATOR_CALLS = {key for d in DIALECTS.values() for _, key in d.operators}
 
 _KINDS = {key: _fixed_kind(r) for key, r in RULES.items()
           if r.runtime and r.is_call and _fixed_kind(r)}
@@ -142,6 +147,12 @@ class _Float32(gast.NodeTransformer):
         callee = getattr(node, "callee", None)
         if callee is not None and callee.kind == "op" and callee.name == "float":
             return Float32(node.args[0])                 # float(n) in a float32 kernel
+        if callee is not None and callee.kind == "op" and callee.name in _OPERATOR_CALLS:
+            a, b = node.args                             # Warp's x / y, as an operator's
+            if self.is_float(a) and self.is_int(b):
+                node.args[1] = Float32(b)
+            elif self.is_float(b) and self.is_int(a):
+                node.args[0] = Float32(a)
         return node
 
     def visit_StackNew(self, node):

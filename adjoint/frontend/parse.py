@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 import gast
 import numpy as np
 
-from ..errors import TransformError
+from ..errors import AdjointError, TransformError
 from ..rules import RULES, lookup
 from ..rules.types import BOOL, FLOAT, INT, of
 from ..runtime import builtins as adb
+from ..runtime import dialect as dialects
 from ..runtime.structs import is_struct
 from ..runtime.types import ArrayType, scalar_dtype
 from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
@@ -172,6 +173,7 @@ class ParsedFunction:
     funcs: list = field(default_factory=list)   # Func objects called from here
     structs: StructParams = field(default_factory=lambda: StructParams(()))  # frontend/structs.py
     vectors: object = None  # pass scalarize: the vector signature (scalarize.VectorSignature)
+    dialect: dialects.Dialect = dialects.ADJOINT   # what float and % mean (runtime/dialect.py)
 
     def differentiable(self):
         """The parameters that have derivatives (adjoints, tangents): a kernel's float
@@ -192,17 +194,17 @@ class ParsedFunction:
                               function=self.name)
 
 
-def _param_type(pf_name, pyfunc, name, annotation, role, src):
+def _param_type(pf_name, dialect, name, annotation, role, src):
     if isinstance(annotation, (ArrayType, VectorType)):
         return annotation       # (a vector is made scalars or an array by pass scalarize)
     if annotation is inspect.Parameter.empty:
         if role != "kernel":
-            return np.dtype(np.float64)
+            return dialect.float
         raise TransformError(f"kernel parameter '{name}' needs an annotation "
                              "(ad.array(dtype=...), float or int)", filename=src.filename,
                              lineno=src.first_line, source_line=src.line(src.first_line),
                              stage="parse", function=pf_name)
-    dt = scalar_dtype(annotation)
+    dt = scalar_dtype(annotation, dialect)
     if dt is None:
         raise TransformError(f"parameter '{name}' has unsupported annotation {annotation!r}",
                              filename=src.filename, lineno=src.first_line,
@@ -228,6 +230,7 @@ def parse(pyfunc, role):
                 node.col_offset += indent
     fdef.decorator_list = []
     sig = inspect.signature(pyfunc)
+    dialect = dialects.of(pyfunc)
     structs = StructParams({n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)} |
                            set(sig.parameters))
     params = []
@@ -235,9 +238,10 @@ def parse(pyfunc, role):
         if is_struct(p.annotation):         # one parameter per leaf field (frontend/structs.py)
             params += [Param(n, t) for n, t in structs.flatten(p.name, p.annotation)]
         else:
-            params.append(Param(p.name, _param_type(pyfunc.__name__, pyfunc, p.name,
+            params.append(Param(p.name, _param_type(pyfunc.__name__, dialect, p.name,
                                                     p.annotation, role, src)))
-    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc, structs=structs)
+    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc, structs=structs,
+                        dialect=dialect)
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
@@ -304,9 +308,13 @@ class _Resolver(gast.NodeTransformer):
             raise self.pf.error(f"unknown name '{expr.id}'", expr)
         if isinstance(expr, gast.Attribute):
             base = self._lookup(expr.value)
-            if not hasattr(base, expr.attr):
-                raise self.pf.error(f"'{gast_to_text(expr.value)}' has no attribute '{expr.attr}'", expr)
-            return getattr(base, expr.attr)
+            try:
+                return getattr(base, expr.attr)
+            except AttributeError as exc:
+                # a namespace refusing a name says why (adjoint.warp: wp.mesh_query_point)
+                reason = str(exc) if isinstance(exc, AdjointError) else \
+                    f"'{gast_to_text(expr.value)}' has no attribute '{expr.attr}'"
+                raise self.pf.error(reason, expr) from None
         raise self.pf.error("unsupported call target", expr)
 
     def visit_Call(self, node):

@@ -78,3 +78,25 @@ for _key, _sym in (("Eq", "=="), ("NotEq", "!="), ("Lt", "<"), ("LtE", "<="),
 @rule("Not", "not", domain=[(-2, 2)], result_kind=_bool, differentiable=False)
 def not_(z, x):
     pass
+
+
+# Warp's / // % where they differ from Python's (a kernel of adjoint.warp spells its
+# operators so: runtime/dialect.py); their primals: adjoint/runtime/warpops.py
+@rule("trunc_div", "ad.trunc_div", domain=[(-2, 2), (0.5, 2)], runtime="trunc_div")
+def trunc_div(z, x, y):
+    # two ints: an int, with no derivative; else x / y
+    d_x = g / y
+    d_y = -(g / y * z)
+
+
+@rule("div_floor", "ad.div_floor", domain=[(0.1, 5), (0.7, 2)], differentiable=False,
+      runtime="div_floor")
+def div_floor(z, x, y):
+    pass
+
+
+@rule("trunc_mod", "ad.trunc_mod", domain=[(-5, 5), (0.7, 2)], runtime="trunc_mod")
+def trunc_mod(z, x, y):
+    # z = x - n * y, n = trunc(x / y) an integer between the jumps (as math.fmod)
+    d_x = g
+    d_y = -(g * ((x - z) / y))

@@ -431,5 +431,6 @@ def _pow_edge(x, y):
     return -INF if x < 0 and odd else INF
 
 
-# the scalar builtins of vector code (rt.length3, rt.div_or_zero): registered here too
-from . import vecmath  # noqa: E402,F401
+# the scalar builtins of vector code (rt.length3, rt.div_or_zero) and Warp's operators
+# (rt.trunc_div, rt.div_floor, rt.trunc_mod): registered here too
+from . import vecmath, warpops  # noqa: E402,F401

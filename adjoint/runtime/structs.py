@@ -23,6 +23,7 @@ import inspect
 import weakref
 from dataclasses import dataclass
 
+from . import dialect as dialects
 from .types import ArrayType, scalar_dtype
 from .vectypes import VectorType
 
@@ -65,7 +66,7 @@ def flat_name(param, path):
 def _field_type(cls, fname, annotation):
     if isinstance(annotation, (ArrayType, VectorType)) or is_struct(annotation):
         return annotation
-    dt = scalar_dtype(annotation)
+    dt = scalar_dtype(annotation, dialects.of(cls))
     if dt is None:
         raise TypeError(f"@ad.struct {cls.__name__}: field '{fname}' has unsupported type "
                         f"{annotation!r} (use ad.array(dtype=...), float, int, ad.float32, ... "
@@ -76,7 +77,8 @@ def _field_type(cls, fname, annotation):
 def struct(cls):
     """Decorator: make ``cls`` a struct (see the module). Its instances take their fields
     as keywords or positionally; a field left out is ``None`` (an array, a struct) or
-    zero (a scalar) until assigned."""
+    zero (a scalar) until assigned. A field ``float`` is what the class's dialect says
+    (runtime/dialect.py: float64, or float32 under ``@wp.struct``)."""
     notes = cls.__dict__.get("__annotations__", {})
     if not notes:
         raise TypeError(f"@ad.struct {cls.__name__}: declare its fields with annotations "

@@ -1,6 +1,10 @@
-"""Type descriptions used in kernel annotations: dtypes and ``ArrayType``."""
+"""Type descriptions used in kernel annotations: dtypes and ``ArrayType``.
+
+``float``, ``int`` and ``bool`` mean what the dialect of the code naming them says
+(runtime/dialect.py): float64 and int64 in adjoint's, float32 and int32 in Warp's."""
 import numpy as np
 
+from .dialect import ADJOINT
 from .vectypes import VectorType
 
 float32 = np.float32
@@ -8,16 +12,18 @@ float64 = np.float64
 int32 = np.int32
 int64 = np.int64
 
-_SCALARS = {float: np.dtype(np.float64), int: np.dtype(np.int64), bool: np.dtype(np.bool_)}
+_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
+           np.dtype(np.int64), np.dtype(np.bool_))
 
 
-def as_dtype(t):
-    """Map ``float``/``int``/``ad.float32``/numpy dtypes to a numpy dtype."""
-    if t in _SCALARS:
-        return _SCALARS[t]
+def as_dtype(t, dialect=ADJOINT):
+    """Map ``float``/``int``/``ad.float32``/numpy dtypes to a numpy dtype (``float`` and
+    ``int`` as ``dialect`` means them)."""
+    dt = dialect.scalar(t)
+    if dt is not None:
+        return dt
     dt = np.dtype(t)
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64),
-                  np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)):
+    if dt not in _DTYPES:
         raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64")
     return dt
 
@@ -39,9 +45,9 @@ class ArrayType:
     float dtype and ``ndim`` its index dimensions; it is stored as a float array
     with ``vtype.shape`` as trailing dimensions (frontend/scalarize.py)."""
 
-    def __init__(self, dtype=float, ndim=1):
+    def __init__(self, dtype=float, ndim=1, dialect=ADJOINT):
         self.vtype = dtype if isinstance(dtype, VectorType) else None
-        self.dtype = self.vtype.dtype if self.vtype else as_dtype(dtype)
+        self.dtype = self.vtype.dtype if self.vtype else as_dtype(dtype, dialect)
         if ndim not in (1, 2, 3, 4) or (self.vtype and ndim + len(self.vtype.shape) > 4):
             raise TypeError(f"arrays have 1 to 4 dimensions (a vector's own included), "
                             f"not {ndim}")
@@ -62,10 +68,12 @@ class ArrayType:
         return f"array(dtype={self.vtype or self.dtype.name}, ndim={self.ndim})"
 
 
-def scalar_dtype(annotation):
-    """numpy dtype of a scalar parameter annotation, or None if it is not one."""
-    if annotation in _SCALARS:
-        return _SCALARS[annotation]
+def scalar_dtype(annotation, dialect=ADJOINT):
+    """numpy dtype of a scalar parameter annotation (``float`` as ``dialect`` means it), or
+    None if it is not one."""
+    dt = dialect.scalar(annotation)
+    if dt is not None:
+        return dt
     try:
         dt = np.dtype(annotation)
     except TypeError:

@@ -9,6 +9,10 @@ Guarantees, for the returned ``Normalized`` body:
 - one operation per statement: ``x = op(atoms)`` where an atom is a name or a
   constant; chained comparisons, ``and``/``or`` and ternaries become ``if``
   statements (short-circuit order is kept); ``s += v`` becomes ``s = s + v``;
+- an operator that the function's dialect gives another meaning (runtime/dialect.py:
+  Warp's ``x % y`` is C's) is a call of that meaning's rule (``rt.trunc_mod(x, y)``),
+  whose ``Callee`` says so; ``x / y`` stays an operator where an operand is a float
+  literal (a float quotient: the operator's meaning in every dialect);
 - stores ``arr[i, j] = atom``, accumulations ``arr[i] += atom`` /
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these), and
   ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``);
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 
 import gast
 
+from ..frontend.parse import Callee
+from ..rules import lookup
 from ..rules.types import of
 from .ir import (AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew, StackPush,
                  StackRead, assign, at, const, if_, is_atom, loop_like, name)
@@ -355,6 +361,12 @@ class _Anf:
             return [assign(target, e, line)]
         if isinstance(e, gast.BinOp):
             pre, (a, b) = self.atoms([e.left, e.right], line)
+            key = self.pf.dialect.operator_rule(type(e.op).__name__)
+            if key is not None and not (isinstance(e.op, gast.Div) and
+                                        any(_float_literal(x) for x in (a, b))):
+                call = gast.Call(func=lookup(key).callee_expr(), args=[a, b], keywords=[])
+                call.callee = Callee("op", key)
+                return pre + [assign(target, call, line)]
             return pre + [assign(target, gast.BinOp(left=a, op=e.op, right=b), line)]
         if isinstance(e, gast.UnaryOp):
             if isinstance(e.op, gast.UAdd):
@@ -399,3 +411,7 @@ class _Anf:
             pre, idx = self.indices(e, line)
             return pre + [assign(target, self.subscript(e.value.id, idx), line)]
         raise self.err(f"unsupported expression {type(e).__name__}", e)
+
+
+def _float_literal(atom):
+    return isinstance(atom, gast.Constant) and type(atom.value) is float
