@@ -1,0 +1,6 @@
+"""``warp.sparse``: not supported by adjoint.warp; importing it raises."""
+from adjoint.warp.errors import refuse
+
+raise refuse("warp.sparse (Warp's sparse matrices)",
+             "adjoint.warp covers kernels, funcs, arrays, launches, tapes and optimizers "
+             "(docs/from-warp.md)")
