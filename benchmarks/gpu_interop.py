@@ -11,7 +11,8 @@ float64 central differences, and the loop-capacity error on hardware.
 refuses it on purpose, with the message it gave); the exit status is 1 if any
 check failed. Under numba's simulator (``NUMBA_ENABLE_CUDASIM=1``, no GPU) the
 checks run on the simulator's "device" memory, which is host memory: the torch
-ones on CPU tensors handed over through ``__cuda_array_interface__`` (their line
+ones on CPU tensors handed over through ``__cuda_array_interface__`` (for
+``adjoint.torch``, through its hooks ``_on_cuda``/``_cuda_memory``; their line
 says so), the CuPy one is skipped.
 
 ``--env`` prints the versions, ``numba.cuda.detect()`` and where numba found NVVM
@@ -305,37 +306,116 @@ def check_torch_tape():
             f"|AD - FD| {np.max(np.abs(grad[RING_FD] - fd)):.1e})" + side.note)
 
 
+class AdjointTorchOnCuda:
+    """``with AdjointTorchOnCuda(side) as on:`` ``on.adt`` is adjoint.torch, whose
+    ``launch`` calls are recorded in ``on.seen`` as ``(inputs, outputs, keywords)``.
+    Under numba's simulator, whose device memory is host memory, adjoint.torch's hooks
+    take the CPU tensors for CUDA ones (``_on_cuda``) and wrap them through
+    ``__cuda_array_interface__`` over their memory (``_cuda_memory``), so that its CUDA
+    path runs."""
+
+    def __init__(self, side):
+        import adjoint.torch as adt
+        self.adt, self.side, self.seen, self.saved = adt, side, [], {}
+
+    def __enter__(self):
+        adt = self.adt
+        self.saved = {name: getattr(adt, name) for name in ("launch", "_on_cuda", "_cuda_memory")}
+        real, seen = adt.launch, self.seen
+
+        def spy(kernel, dim, inputs=(), outputs=(), **kw):
+            seen.append((list(inputs), list(outputs), kw))
+            return real(kernel, dim, inputs=inputs, outputs=outputs, **kw)
+        adt.launch = spy
+        if self.side.device == "cpu":
+            adt._on_cuda = lambda t: True
+            adt._cuda_memory = TensorInterface
+        return self
+
+    def __exit__(self, *exc):
+        for name, value in self.saved.items():
+            setattr(self.adt, name, value)
+
+
 def check_adjoint_torch():
-    """``adjoint.torch.apply`` with CUDA tensors: a gradient through torch autograd,
-    against float64 central differences; UNSUPPORTED while adjoint.torch is CPU-only
-    (it says "adjoint runs on the CPU; got a tensor on cuda:0")."""
+    """``adjoint.torch.apply`` on CUDA tensors: it launches on adjoint's CUDA backend on
+    the tensors' own memory (no copy of the input or the output), hands torch its output
+    and gradient as CUDA tensors, leaves ``grad_output`` as it was, and the gradient of
+    sum(ring(x)^2) through torch autograd matches float64 central differences (and the
+    closed form everywhere)."""
     side = TorchSide()
     torch = side.torch
-    import adjoint.torch as adt
     rng = np.random.default_rng(44)
-    n = 24
-    xs = rng.uniform(-2.0, 2.0, n)
-    px = side.tensor(xs, requires_grad=True)
-    try:
-        (out,) = adt.apply(ring, n, inputs=[n, px], outputs=[n])
-    except ad.AdjointError as exc:
-        if "runs on the CPU" in str(exc):
-            raise Unsupported(f"adjoint.torch refuses CUDA tensors: {exc}")
-        raise
-    if out.device.type != side.device:
-        raise AssertionError(f"adjoint.torch returned its output on {out.device}")
-    loss = (out ** 2).sum()
-    loss.backward()
-    grad = px.grad.cpu().numpy()
+    xs = rng.uniform(-2.0, 2.0, RING_N)
+    with AdjointTorchOnCuda(side) as on:
+        adt = on.adt
+        px = side.tensor(xs, requires_grad=True)
+        (out,) = adt.apply(ring, RING_N, inputs=[RING_N, px], outputs=[RING_N])
+        if out.device != px.device:
+            raise AssertionError(f"adjoint.torch returned its output on {out.device}")
+        got = out.detach().cpu().numpy().copy()
+        np.testing.assert_allclose(got, ring_reference(xs), rtol=1e-13, atol=1e-13)
+        go = side.tensor(2.0 * got)                           # d sum(out^2) / d out
+        (grad_t,) = torch.autograd.grad(out, [px], grad_outputs=[go])
+        if grad_t.device != px.device:
+            raise AssertionError(f"adjoint.torch returned the gradient on {grad_t.device}")
+        np.testing.assert_array_equal(go.cpu().numpy(), 2.0 * got,
+                                      err_msg="adjoint.torch modified grad_output")
+        kinds = [kw.get("adjoint", False) for _, _, kw in on.seen]
+        if kinds != [False, True]:
+            raise AssertionError(f"launches (adjoint=...): {kinds}, expected a forward, "
+                                 "then a backward")
+        for inputs, outputs, kw in on.seen:
+            if kw.get("device") != "cuda":
+                raise AssertionError(f"a launch on {kw.get('device')!r}, not 'cuda'")
+            if device_ptr(inputs[1].data) != px.data_ptr() or \
+                    device_ptr(outputs[0].data) != out.data_ptr():
+                raise AssertionError(f"a copy: the kernel got {device_ptr(inputs[1].data):#x} "
+                                     f"for x at {px.data_ptr():#x}, "
+                                     f"{device_ptr(outputs[0].data):#x} for out at "
+                                     f"{out.data_ptr():#x}")
+        grad = grad_t.cpu().numpy()
 
-    def f(v):
-        with torch.no_grad():
-            (o,) = adt.apply(ring, n, inputs=[n, side.tensor(v)], outputs=[n])
-            return float((o ** 2).sum().item())
-    fd = central_differences(f, xs)
-    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-6)
-    note = " [simulator: CPU tensors, adjoint.torch's CPU path]" if side.device == "cpu" else ""
-    return f"{n} elements, worst |AD - FD| {np.max(np.abs(grad - fd)):.1e}" + note
+        def loss(v):
+            with torch.no_grad():
+                (o,) = adt.apply(ring, RING_N, inputs=[RING_N, side.tensor(v)],
+                                 outputs=[RING_N])
+                return float((o ** 2).sum().item())
+        fd = central_differences(loss, xs, only=RING_FD)[RING_FD]
+    np.testing.assert_allclose(grad[RING_FD], fd, rtol=1e-6, atol=1e-6)
+    want = 2.0 * got * (np.cos(xs) * np.roll(xs, -1) + xs) + np.roll(2.0 * got * np.sin(xs), 1)
+    np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
+    note = (" [simulator: CPU tensors stand in for CUDA ones through adjoint.torch's hooks]"
+            if side.device == "cpu" else "")
+    return (f"launched on cuda, x and out not copied, {RING_N} elements against the closed "
+            f"form, {len(RING_FD)} against FD (worst |AD - FD| "
+            f"{np.max(np.abs(grad[RING_FD] - fd)):.1e})" + note)
+
+
+def check_torch_views():
+    """``adjoint.torch.from_torch`` of a CUDA tensor is an ``ad.Array`` on "cuda" over its
+    memory; ``to_torch`` of one is a CUDA tensor over the array's (on a GPU only)."""
+    side = TorchSide()
+    with AdjointTorchOnCuda(side) as on:
+        adt = on.adt
+        t = side.tensor([1.0, 2.0, 3.0])
+        arr = adt.from_torch(t, requires_grad=True)
+        if arr.device != "cuda" or device_ptr(arr.data) != t.data_ptr():
+            raise AssertionError(f"from_torch: {arr.device}, {device_ptr(arr.data):#x} for a "
+                                 f"tensor at {t.data_ptr():#x}")
+        arr.fill_(4.0)
+        side.sync()
+        np.testing.assert_array_equal(t.cpu().numpy(), [4.0, 4.0, 4.0])
+        if side.device == "cpu":
+            return "from_torch shares memory; to_torch not tried" + side.note
+        back = adt.to_torch(arr)
+        if back.device.type != "cuda" or back.data_ptr() != t.data_ptr():
+            raise AssertionError(f"to_torch: {back.device}, {back.data_ptr():#x} for memory "
+                                 f"at {t.data_ptr():#x}")
+        back.fill_(5.0)
+        side.sync()
+        np.testing.assert_array_equal(arr.numpy(), [5.0, 5.0, 5.0])
+    return "from_torch and to_torch share memory"
 
 
 def _loop_line():
@@ -380,6 +460,7 @@ CHECKS = [("zero-copy __cuda_array_interface__ (numba device array)", check_inte
           ("zero-copy CuPy array", check_cupy),
           ("gradient through ad.Tape on torch CUDA tensors vs FD (float64)", check_torch_tape),
           ("gradient through adjoint.torch on CUDA tensors vs FD (float64)", check_adjoint_torch),
+          ("adjoint.torch.from_torch / to_torch on CUDA: shared memory", check_torch_views),
           ("loop past loop_capacity: the clear error", check_loop_capacity)]
 
 

@@ -209,3 +209,172 @@ def test_adam_fits_a_spring_network(backend, k):
         losses.append(loss.item())
     assert losses[-1] < 1e-5 * losses[0]
     np.testing.assert_allclose(rest.detach().numpy(), true_rest.numpy(), atol=2e-2)
+
+
+# -- CUDA tensors (adjoint's CUDA backend) ----------------------------------------------
+class _TensorInterface:
+    """A CPU tensor's memory behind ``__cuda_array_interface__``: under numba's simulator,
+    whose device memory is host memory, CPU tensors stand in for CUDA ones."""
+
+    def __init__(self, t):
+        assert t.is_contiguous()
+        self.tensor = t                 # (kept alive by the ad.Array that wraps this)
+        self.__cuda_array_interface__ = {"shape": tuple(t.shape),
+                                         "typestr": np.dtype(str(t.dtype).split(".")[1]).str,
+                                         "data": (t.data_ptr(), False), "strides": None,
+                                         "version": 3}
+
+
+@pytest.fixture
+def cuda_tensors(monkeypatch):
+    """``make(values, **kw)``: a float64 tensor adjoint.torch takes for a CUDA one -- a
+    real CUDA tensor on a GPU (with a CUDA build of torch), else, in numba's simulator,
+    a CPU tensor that adjoint.torch's hooks treat as one (``_on_cuda``) and wrap through
+    ``__cuda_array_interface__`` over its memory (``_cuda_memory``)."""
+    from adjoint.runtime import backend_cuda
+    if not backend_cuda.available():
+        pytest.skip("no CUDA device or simulator")
+    if backend_cuda.simulated():
+        monkeypatch.setattr(adt, "_on_cuda", lambda t: True)
+        monkeypatch.setattr(adt, "_cuda_memory", _TensorInterface)
+        device = "cpu"
+    elif torch.cuda.is_available():
+        device = "cuda"
+    else:
+        pytest.skip("a GPU without a CUDA build of torch")
+
+    def make(values, dtype=F64, **kw):
+        return torch.tensor(values, dtype=dtype, device=device, **kw)
+    make.device = device
+    return make
+
+
+def _address(arr):
+    """The device address of an ad.Array on "cuda" (host memory in the simulator)."""
+    iface = getattr(arr.data, "__cuda_array_interface__", None)
+    return int(iface["data"][0]) if iface else int(arr.data._ary.ctypes.data)
+
+
+def test_cuda_tensors_forward_backward_closed_form(k, cuda_tensors):
+    m = cuda_tensors(M, requires_grad=True)
+    v = cuda_tensors(V, requires_grad=True)
+    (v_out,) = adt.apply(k.step_velocity, 3, inputs=[m, v, -9.8, 0.1], outputs=[3])
+    assert v_out.device == v.device
+    mm, vv = np.array(M), np.array(V)
+    np.testing.assert_allclose(v_out.detach().cpu().numpy(), vv * vv + 0.1 * -9.8 / mm,
+                               rtol=1e-14)
+    v_out.sum().backward()
+    assert v.grad.device == v.device and m.grad.device == m.device
+    np.testing.assert_allclose(v.grad.cpu().numpy(), 2 * vv, rtol=1e-14)
+    np.testing.assert_allclose(m.grad.cpu().numpy(), -0.1 * -9.8 / mm ** 2, rtol=1e-14)
+
+
+def test_cuda_tensors_launch_on_cuda_without_copies(k, cuda_tensors, monkeypatch):
+    """The kernel runs on the CUDA backend on the tensors' own memory: inputs, outputs,
+    and the gradients torch receives (which the backward kernel writes in place)."""
+    seen = []
+    real_launch = adt.launch
+
+    def spy(kernel, dim, inputs=(), outputs=(), **kw):
+        seen.append((list(inputs), list(outputs), kw))
+        return real_launch(kernel, dim, inputs=inputs, outputs=outputs, **kw)
+    monkeypatch.setattr(adt, "launch", spy)
+    m = cuda_tensors(M, requires_grad=True)
+    v = cuda_tensors(V, requires_grad=True)
+    (v_out,) = adt.apply(k.step_velocity, 3, inputs=[m, v, -9.8, 0.1], outputs=[3])
+    go = cuda_tensors([1.0, 2.0, 3.0])
+    gm, gv = torch.autograd.grad(v_out, [m, v], grad_outputs=[go])
+    assert [s[2].get("adjoint", False) for s in seen] == [False, True]
+    for inputs, outputs, kw in seen:
+        assert kw["device"] == "cuda"
+        assert all(isinstance(a, ad.Array) and a.device == "cuda"
+                   for a in inputs[:2] + outputs)
+        assert _address(inputs[0]) == m.data_ptr() and _address(inputs[1]) == v.data_ptr()
+        assert inputs[2:] == [-9.8, 0.1]
+        assert _address(outputs[0]) == v_out.data_ptr()
+    adj_m, adj_v = seen[1][2]["adj_inputs"][:2]
+    assert {_address(adj_m), _address(adj_v)} == {gm.data_ptr(), gv.data_ptr()}
+    np.testing.assert_allclose(gv.cpu().numpy(), go.cpu().numpy() * 2 * np.array(V),
+                               rtol=1e-14)
+    # grad_output is copied (the backward clears a stored output's adjoint), never written
+    assert _address(seen[1][2]["adj_outputs"][0]) != go.data_ptr()
+    np.testing.assert_array_equal(go.cpu().numpy(), [1.0, 2.0, 3.0])
+
+
+def test_cuda_tensors_gradcheck_float64(k, cuda_tensors):
+    m = cuda_tensors(M, requires_grad=True)
+    v = cuda_tensors(V, requires_grad=True)
+
+    def f(m, v):
+        return adt.apply(k.step_velocity, 3, inputs=[m, v, -9.8, 0.1], outputs=[3])
+    assert torch.autograd.gradcheck(f, (m, v), eps=1e-6, atol=1e-7)
+
+    px = cuda_tensors([0.0, 1.1, 1.0, -0.1], requires_grad=True)
+    py = cuda_tensors([0.0, 0.1, 1.2, 0.9], requires_grad=True)
+    rest = cuda_tensors([1.0, 1.2, 0.9, 1.1, 1.5], requires_grad=True)
+    a = cuda_tensors([0, 1, 2, 3, 0], dtype=torch.int64)
+    b = cuda_tensors([1, 2, 3, 0, 2], dtype=torch.int64)
+
+    def g(px, py, rest):
+        return adt.apply(k.springs, 5, inputs=[px, py, a, b, rest, 2.0], outputs=[4, 4])
+    assert torch.autograd.gradcheck(g, (px, py, rest), eps=1e-6, atol=1e-7)
+
+
+def test_cuda_output_initial_values_and_their_gradient(k, cuda_tensors):
+    x = cuda_tensors(V, requires_grad=True)
+    init = cuda_tensors([10.0, 20.0, 30.0], requires_grad=True)
+    (s,) = adt.apply(k.accumulate, 3, inputs=[x], outputs=[init])
+    np.testing.assert_array_equal(s.detach().cpu().numpy(), [11.0, 18.0, 34.0])
+    np.testing.assert_array_equal(init.detach().cpu().numpy(), [10.0, 20.0, 30.0])
+    (s * cuda_tensors([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_array_equal(init.grad.cpu().numpy(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), [2.0, 4.0, 6.0])
+
+
+def test_cuda_fault_is_raised_before_torch_gets_the_outputs(kernel_module, cuda_tensors):
+    """A checked CUDA launch does not wait for its kernel; adjoint.torch reads its status
+    before PyTorch (which reads GPU memory without adjoint) gets the outputs."""
+    m = kernel_module('''
+        @ad.kernel
+        def gather(idx: ad.array(dtype=ad.int64), x: ad.array(dtype=float),
+                   out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = x[idx[i]]
+        ''')
+    x = cuda_tensors([1.0, 2.0, 3.0], requires_grad=True)
+    idx = cuda_tensors([0, 7, 1], dtype=torch.int64)
+    with pytest.raises(ad.BoundsError, match=r"(?s)kernel 'gather'.*index 7.*found by "
+                                             r"adjoint\.torch"):
+        adt.apply(m.gather, 3, inputs=[idx, x], outputs=[3])
+    idx = cuda_tensors([2, 0, 1], dtype=torch.int64)
+    (out,) = adt.apply(m.gather, 3, inputs=[idx, x], outputs=[3])
+    np.testing.assert_array_equal(out.detach().cpu().numpy(), [3.0, 1.0, 2.0])
+
+
+def test_cuda_from_torch_shares_memory(cuda_tensors):
+    t = cuda_tensors([1.0, 2.0, 3.0])
+    arr = adt.from_torch(t, requires_grad=True)
+    assert arr.device == "cuda" and arr.grad.device == "cuda"
+    assert _address(arr) == t.data_ptr()
+    arr.fill_(4.0)
+    np.testing.assert_array_equal(t.cpu().numpy(), [4.0, 4.0, 4.0])
+
+
+def test_cpu_and_cuda_tensors_in_one_call_are_refused(k, cuda_tensors, monkeypatch):
+    m = cuda_tensors(M)
+    v = torch.tensor(V, dtype=F64)                  # a CPU tensor
+    if cuda_tensors.device == "cpu":                # (the simulator: all but v stand in)
+        monkeypatch.setattr(adt, "_on_cuda", lambda t: t.data_ptr() != v.data_ptr())
+    with pytest.raises(ad.AdjointError, match="parameter 'v' is a CPU tensor and 'm' a CUDA"):
+        adt.apply(k.step_velocity, 3, inputs=[m, v, -9.8, 0.1], outputs=[3])
+
+
+def test_cuda_to_torch_shares_memory(cuda_tensors):
+    if cuda_tensors.device != "cuda":
+        pytest.skip("a CUDA tensor over device memory needs a GPU (the simulator has none)")
+    arr = ad.array([1.0, 2.0], device="cuda")
+    t = adt.to_torch(arr)
+    assert t.device.type == "cuda" and t.data_ptr() == _address(arr)
+    t.fill_(3.0)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(arr.numpy(), [3.0, 3.0])

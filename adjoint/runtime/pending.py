@@ -20,8 +20,10 @@ the next check is clean. Later launches that faulted too are counted, not report
 so a fault is raised before any value computed after it reaches the host through
 adjoint: ``Array.numpy()`` (and what reads through it: ``repr``, ``np.asarray``,
 pickling), adjoint's own device-to-host copies (``buffers.to_host``, mixed-device
-copies, ``ad.autograd``'s reads), the end of ``Tape.backward``, the launch of a kernel
-that prints (which waits for the GPU anyway), and ``synchronize()`` (``ad.synchronize``).
+copies, ``ad.autograd``'s reads), the end of ``Tape.backward``, ``adjoint.torch`` on
+CUDA tensors (before it hands outputs or gradients to PyTorch, and ``to_torch``), the
+launch of a kernel that prints (which waits for the GPU anyway), and ``synchronize()``
+(``ad.synchronize``).
 When every row of the pool is pending (``SLOTS`` checked launches with none of these
 points between them), the next checked launch checks first. Values read from device
 memory by other means (numba's ``copy_to_host`` of ``Array.data``, a PyTorch tensor or
