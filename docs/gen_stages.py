@@ -6,7 +6,11 @@ Markers in a page, each on a line of its own, are replaced by a code block:
     <!-- adjoint passes -->
     <!-- include docs/stages_example.py -->
     <!-- run examples/jacobian.py -->
+    <!-- warp table -->
 
+``warp table`` is a markdown table (not a code block): every name of NVIDIA Warp's
+namespace and what ``adjoint.warp`` does with it, read from that namespace
+(``adjoint.warp.markdown_table``), so the page cannot go stale.
 ``run`` shows what a script prints, run with the pure-Python backend
 (``ADJOINT_JIT=0``: the same numbers as numba, without its compile time).
 
@@ -24,7 +28,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- (adjoint show|adjoint passes|include|run) ?(.*?) -->$", re.MULTILINE)
+MARKER = re.compile(r"^<!-- (adjoint show|adjoint passes|include|run|warp table) ?(.*?) -->$",
+                    re.MULTILINE)
 
 
 def show(args, command="show"):
@@ -63,6 +68,9 @@ def expand(markdown):
     """``markdown`` with every marker replaced by its output in a fenced block."""
     def block(m):
         kind, args = m.group(1), m.group(2)
+        if kind == "warp table":
+            import adjoint.warp
+            return adjoint.warp.markdown_table()
         text = {"adjoint show": show, "include": include, "run": run,
                 "adjoint passes": lambda a: show(a, "passes")}[kind](args)
         lang = "diff" if "--diff" in args else "text" if kind in ("run", "adjoint passes") \

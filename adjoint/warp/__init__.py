@@ -38,9 +38,10 @@ from .arrays import (array, array1d, array2d, array3d, array4d, clone, copy, emp
 from .decorators import (constant, func, func_grad, get_module_options, kernel,  # noqa: F401
                          set_module_options, struct)
 from .errors import WarpFeatureError, WarpNameError, user_line  # noqa: F401
-from .runtime import (Device, ScopedDevice, ScopedTimer, config, get_cuda_device_count,  # noqa: F401
-                      get_cuda_devices, get_device, get_devices, get_mempool_release_threshold,
-                      get_mempool_used_mem_current, get_mempool_used_mem_high,
+from .runtime import (Device, ScopedDevice, ScopedTimer, config,  # noqa: F401
+                      get_cuda_device_count, get_cuda_devices, get_device, get_devices,
+                      get_mempool_release_threshold, get_mempool_used_mem_current,
+                      get_mempool_used_mem_high,
                       get_preferred_device, init, is_cpu_available, is_cuda_available,
                       is_device_available, is_mempool_access_supported,
                       is_mempool_access_enabled, is_mempool_enabled, is_mempool_supported,

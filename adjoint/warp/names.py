@@ -67,7 +67,8 @@ GROUPS = (
     _g("vector and matrix math", "a vector builtin " + NOT_YET,
        "dot cross length length_sq normalize outer transpose determinant inverse trace diag "
        "get_diag skew cw_mul cw_div identity ddot argmin argmax norm_l1 norm_l2 norm_huber "
-       "norm_pseudo_huber smooth_normalize nonzero index qr3 eig3 svd2 svd3 dense_chol dense_chol_batched "
+       "norm_pseudo_huber smooth_normalize nonzero index qr3 eig3 svd2 svd3 dense_chol "
+       "dense_chol_batched "
        "dense_gemm dense_gemm_batched dense_solve dense_solve_batched dense_subs "
        "lower_bound"),
     _g("quaternions and transforms", "a quaternion or transform builtin " + NOT_YET,
@@ -241,7 +242,7 @@ def rows(namespace):
 def markdown_table(namespace):
     """The table docs/from-warp.md shows: one row per topic, its supported names and its
     refused names with the reason."""
-    lines = ["| topic | supported | refused (`wp.<name>` raises `WarpFeatureError`) |",
+    lines = ["| topic | supported | refused (`wp.<name>` raises `WarpNameError`) |",
              "| --- | --- | --- |"]
     for g in GROUPS:
         have = [n for n in g.names if n in namespace]
@@ -255,25 +256,24 @@ def markdown_table(namespace):
     count = sum(1 for n in NAMES if n in namespace)
     lines.append("")
     lines.append(f"{count} of Warp's {len(NAMES)} names are supported; the rest raise "
-                 "`adjoint.warp.WarpFeatureError` naming the feature and the line using it.")
+                 "`adjoint.warp.WarpNameError` naming the feature and the line using it.")
     return "\n".join(lines)
 
 
 # How a supported name's meaning differs from Warp's (the table shows it)
 NOTES = {
-    "func_grad": "the adjoint returns the adjoints (Warp's `wp.adjoint[x] += ...` is "
-                 "refused)",
-    "floor": "an int, as Python's `math.floor` (Warp's is a float)",
-    "ceil": "an int, as Python's `math.ceil` (Warp's is a float)",
+    "func_grad": "the adjoint returns the adjoints; Warp's `wp.adjoint[x] += ...` is refused",
+    "floor": "an int, as Python's `math.floor`; Warp's is a float",
+    "ceil": "an int, as Python's `math.ceil`; Warp's is a float",
     "constant": "returns its argument",
     "init": "nothing to initialize",
     "config": "`verify_fp` is adjoint's; the other flags are kept and ignored",
     "set_module_options": "`enable_backward` applies to kernels defined after it",
     "ScopedTimer": "wall time; `synchronize=True` waits for CUDA launches",
     "launch": "`stream`, `max_blocks`, `block_dim` ignored; `record_cmd` refused",
-    "synchronize": "waits for CUDA launches (nothing to wait for on the CPU)",
+    "synchronize": "waits for CUDA launches; nothing to wait for on the CPU",
     "autograd": "adjoint's `jacobian`, `jacobian_fd`, `gradcheck`",
-    "optim": "`Adam` and `SGD` (no dampening, weight decay or Nesterov)",
+    "optim": "`Adam` and `SGD`, without SGD's dampening, weight decay and Nesterov",
     "get_mempool_release_threshold": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_current": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_high": "raises ValueError on the CPU, as Warp's",
