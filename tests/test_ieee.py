@@ -287,6 +287,23 @@ def test_python_and_numba_functions_agree(name):
             assert same(np.float64(got), np.float64(want)), f"{name}{args}: {got!r} != {want!r}"
 
 
+@pytest.mark.parametrize("name", sorted(ieee.BUILTINS))
+def test_int32_operands_give_what_int64_ones_give(name):
+    """An int32 (an int32 array's element; Warp's ``int``) is an int to numba's spelling as
+    an int64 is: numba's ``isinstance(x, int)`` holds for an int64 alone, so
+    ``rt.power(int32, int32)`` and ``rt.sign(int32)`` were floats. Each builtin gives on
+    int32 operands what it gives on the same int64 ones, an int where that is one."""
+    nb = getattr(backend_numba, name)
+    n = arity(ieee.BUILTINS[name].compiled)
+    with np.errstate(all="ignore"):
+        for args in itertools.product((-7, -1, 0, 2, 3), repeat=n):
+            want = nb(*[np.int64(v) for v in args])
+            got = nb(*[np.int32(v) for v in args])
+            assert isinstance(got, (int, np.integer)) == isinstance(want, (int, np.integer)), \
+                f"{name}{args}: {got!r} (int32), {want!r} (int64)"
+            assert same(np.float64(got), np.float64(want)), f"{name}{args}: {got!r} != {want!r}"
+
+
 def test_without_vector_math_python_and_numba_functions_agree_bit_for_bit():
     """The math functions of runtime/simd.py with ``ADJOINT_VECTOR_MATH=0``: numba's
     C functions, bit for bit the Python backend's over the edges above."""

@@ -9,7 +9,9 @@ a call of it). What they add is what numba does not define: a float to an int
 power (numba multiplies repeatedly and raises for ``0.0 ** -1``; C's ``pow`` is
 what Python and NumPy compute), an int to a negative int power, and floats out
 of the int64 range made ints (which LLVM leaves undefined). ``isinstance`` on a numba type is
-decided when compiling, so each call compiles to one branch.
+decided when compiling, so each call compiles to one branch; numba's ``isinstance(x, int)``
+holds for an int64 alone, so an int is ``isinstance(x, (int, np.int32))`` (int32: an int32
+array's element, Warp's ``int``).
 
 Warp's scalar builtins (``ad.sign``, ``ad.lerp``, ``ad.round``, ...) are written
 here from operations numba and numba.cuda both compile: a float32 operand (every
@@ -40,7 +42,7 @@ def mod(x, y):
 
 
 def power(x, y):
-    if isinstance(x, int) and isinstance(y, int):
+    if isinstance(x, (int, np.int32)) and isinstance(y, (int, np.int32)):
         if y >= 0:
             return x ** y
         if x == 1:
@@ -48,13 +50,13 @@ def power(x, y):
         if x == -1:
             return 1 if y % 2 == 0 else -1
         return 0
-    if isinstance(y, int):
+    if isinstance(y, (int, np.int32)):
         return math.pow(x, float(y))
     return math.pow(x, y)
 
 
 def pow(x, y):  # noqa: A001 - the name generated code calls (rt.pow)
-    if isinstance(y, int):
+    if isinstance(y, (int, np.int32)):
         return math.pow(x, float(y))
     return math.pow(x, y)
 
@@ -64,7 +66,7 @@ def atan2(y, x):
 
 
 def floor(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return x
     if -9.223372036854775808e18 <= x < 9.223372036854775808e18:
         return math.floor(x)
@@ -72,7 +74,7 @@ def floor(x):
 
 
 def ceil(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return x
     if -9.223372036854775808e18 <= x < 9.223372036854775808e18:
         return math.ceil(x)
@@ -94,7 +96,7 @@ def to_float_device(x):
 
 
 def to_int(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return x
     if -9.223372036854775808e18 <= x < 9.223372036854775808e18:
         return int(x)
@@ -112,14 +114,14 @@ def hypot(x, y):
 def fmod(x, y):
     """numba CPU has no ``math.fmod``; NumPy's ``fmod`` is C's (a float, as Python's
     ``math.fmod``, also of two ints: NumPy's would be an int)."""
-    if isinstance(x, int) and isinstance(y, int):
+    if isinstance(x, (int, np.int32)) and isinstance(y, (int, np.int32)):
         return np.fmod(float(x), float(y))
     return np.fmod(x, y)
 
 
 def fmod_device(x, y):
     """numba.cuda has ``math.fmod`` (CUDA's ``fmod``), not NumPy's."""
-    if isinstance(x, int) and isinstance(y, int):
+    if isinstance(x, (int, np.int32)) and isinstance(y, (int, np.int32)):
         return math.fmod(float(x), float(y))
     return math.fmod(x, y)
 
@@ -137,7 +139,7 @@ def cbrt_device(x):
         third = np.float32(0.3333333333333333)
     else:
         third = 0.3333333333333333
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         a = abs(float(x))
     else:
         a = abs(x)
@@ -148,7 +150,7 @@ def cbrt_device(x):
 
 
 def sign(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return -1 if x < 0 else 1
     if isinstance(x, np.float32):
         return np.float32(-1.0) if x < 0 else np.float32(1.0)
@@ -156,7 +158,7 @@ def sign(x):
 
 
 def step(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return 1 if x < 0 else 0
     if isinstance(x, np.float32):
         return np.float32(1.0) if x < 0 else np.float32(0.0)
@@ -192,7 +194,7 @@ def smoothstep(e0, e1, x):
 
 
 def rint(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return float(x)
     if isinstance(x, np.float32):
         big = np.float32(8388608.0)
@@ -205,7 +207,7 @@ def rint(x):
 
 
 def trunc(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return float(x)
     if isinstance(x, np.float32):
         big, one = np.float32(8388608.0), np.float32(1.0)
@@ -221,7 +223,7 @@ def trunc(x):
 
 
 def round(x):  # noqa: A001 - the name generated code calls (rt.round)
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return float(x)
     if isinstance(x, np.float32):
         big, one, half = np.float32(8388608.0), np.float32(1.0), np.float32(0.5)
@@ -239,7 +241,7 @@ def round(x):  # noqa: A001 - the name generated code calls (rt.round)
 
 
 def frac(x):
-    if isinstance(x, int):
+    if isinstance(x, (int, np.int32)):
         return 0.0
     if isinstance(x, np.float32):
         big, one = np.float32(8388608.0), np.float32(1.0)
