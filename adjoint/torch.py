@@ -17,6 +17,10 @@
   its shape (zeros of the kernel's dtype); ``apply`` returns new output tensors,
   one per output, as a tuple.
 * Floats and ints (and adjoint/numpy arrays) pass through with no gradient.
+* A struct argument (``@ad.struct``) is passed as its fields, flattened as ``launch``
+  flattens it (runtime/structs.py ``flatten_args``): a tensor held in a field is an
+  input of its own and gets its gradient; the kernel is then launched through its
+  compiled ``KernelSpec``, whose parameters are those fields.
 * The backward works on a copy of PyTorch's ``grad_output`` (a store clears the
   output adjoint it consumes), so ``grad_output`` is never modified.
 * Double backward (``create_graph=True``) raises: the generated backward is not
@@ -28,7 +32,7 @@ import numpy as np
 import torch
 
 from .errors import AdjointError
-from .runtime import pending
+from .runtime import pending, structs
 from .runtime.array import Array
 from .runtime.launch import launch
 
@@ -179,11 +183,11 @@ class KernelFunction(torch.autograd.Function):
         outs = [init.detach().clone(memory_format=torch.contiguous_format)
                 for init in args[n_inputs:]]
         if device == "cuda":
-            launch(kernel, dim, inputs=inputs, outputs=[_cuda_array(o) for o in outs],
+            launch(spec, dim, inputs=inputs, outputs=[_cuda_array(o) for o in outs],
                    device="cuda", record_tape=False)
             _hand_over(f"adjoint.torch (kernel '{spec.name}', before PyTorch reads its outputs)")
         else:
-            launch(kernel, dim, inputs=inputs, outputs=[o.numpy() for o in outs], device="cpu",
+            launch(spec, dim, inputs=inputs, outputs=[o.numpy() for o in outs], device="cpu",
                    record_tape=False)
         ctx.kernel, ctx.dim, ctx.n_inputs, ctx.device = kernel, dim, n_inputs, device
         ctx.constants = [None if isinstance(a, torch.Tensor) else a for a in args[:n_inputs]]
@@ -214,7 +218,7 @@ class KernelFunction(torch.autograd.Function):
                       for k, (p, t) in enumerate(zip(params, saved[:n]))]
             adj_out = [_copy_of(g, o) if p.has_adjoint else None
                        for p, o, g in zip(params[n:], saved[n:], grad_outputs)]
-            launch(ctx.kernel, ctx.dim, inputs=inputs, outputs=outputs, device="cuda",
+            launch(spec, ctx.dim, inputs=inputs, outputs=outputs, device="cuda",
                    adjoint=True, adj_inputs=[None if a is None else _cuda_array(a) for a in adj_in],
                    adj_outputs=[None if a is None else _cuda_array(a) for a in adj_out])
             _hand_over(f"adjoint.torch (kernel '{spec.name}', before PyTorch reads its "
@@ -228,7 +232,7 @@ class KernelFunction(torch.autograd.Function):
                        np.zeros_like(v) if g is None else
                        g.detach().cpu().numpy().astype(v.dtype, copy=True)
                        for p, v, g in zip(params[n:], outputs, grad_outputs)]
-            launch(ctx.kernel, ctx.dim, inputs=inputs, outputs=outputs, device="cpu",
+            launch(spec, ctx.dim, inputs=inputs, outputs=outputs, device="cpu",
                    adjoint=True, adj_inputs=adj_in, adj_outputs=adj_out)
             grads_in = [None if a is None else torch.from_numpy(a) for a in adj_in]
             grads_init = [None if a is None else torch.from_numpy(a) for a in adj_out]
@@ -245,13 +249,19 @@ def apply(kernel, dim, inputs, outputs):
     a shape. The gradient of an output's initial contents is passed back too
     (identity where the kernel accumulates, zero where it stores). The array tensors
     are all CPU tensors (the kernel runs on the CPU) or all CUDA tensors (on the GPU;
-    outputs given as shapes are made there)."""
+    outputs given as shapes are made there). A struct argument is one argument, passed
+    on as its fields (``flatten_args``): the tensors it holds get gradients."""
+    given = f"{len(inputs)} inputs + {len(outputs)} outputs"
+    try:
+        inputs, outputs, _, _ = structs.flatten_args(kernel, list(inputs), list(outputs))
+    except TypeError as exc:
+        raise AdjointError(f"adjoint.torch.apply: {exc}") from None
     spec = _spec(kernel, (*inputs, *outputs))
     n = len(inputs)
     if n + len(outputs) != len(spec.params):
-        names = ", ".join(p.name for p in spec.params)
-        raise AdjointError(f"kernel '{spec.name}' takes {len(spec.params)} arguments ({names}), "
-                           f"got {n} inputs + {len(outputs)} outputs")
+        names = structs.parameter_names(kernel) or [p.name for p in spec.params]
+        raise AdjointError(f"kernel '{spec.name}' takes {len(names)} arguments "
+                           f"({', '.join(names)}), got {given}")
     device = _device(spec, [*inputs, *outputs])
     like = next((a for p, a in zip(spec.params, (*inputs, *outputs))
                  if isinstance(a, torch.Tensor) and p.is_array), None)

@@ -132,6 +132,13 @@ def struct_params(pyfunc):
     return _signature(pyfunc)[0]
 
 
+def parameter_names(kernel):
+    """The names of ``kernel``'s parameters as its user wrote them (a struct parameter is
+    one name), or None for a kernel that is only a generated spec."""
+    pyfunc = getattr(kernel, "pyfunc", None)
+    return None if pyfunc is None else list(_signature(pyfunc)[1])
+
+
 def _values(kernel_name, pname, cls, value, path=()):
     """The leaf values of struct instance ``value``, in ``leaves`` order."""
     if value is None:
