@@ -8,7 +8,9 @@ outside adjoint's package (the user's), plus the one line that re-raises it.
 ``ADJOINT_TRACEBACK=1`` in the environment keeps the full traceback.
 """
 import functools
+import linecache
 import os
+import sys
 import sysconfig
 import types
 
@@ -97,6 +99,20 @@ def outside_frames(tb):
     for t in reversed(kept):
         out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
     return out
+
+
+def user_line():
+    """``"file:line: source"`` of the innermost frame outside adjoint's package and the
+    import machinery (the user's line that called into adjoint), or "" when there is none:
+    for an error raised by plain Python code, whose traceback is not the transformer's."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith((PACKAGE_DIR, "<frozen")):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f"{where}: {text}" if text else where
 
 
 def user_frames(fn):

@@ -146,6 +146,149 @@ def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
     _assert_points_at(info.value, _written_file(tmp_path), "g = lambda t: t + 1.0")
 
 
+# -- errors that say what to write instead (issue 38) ------------------------------------
+
+# (case id, module source, the offending line, phrases the message holds). Each module
+# defines ``bad(x, out)``, launched on two float arrays.
+HELPFUL = [
+    ("np_sin", """
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = np.sin(x[i]) * 2.0
+""", "out[i] = np.sin(x[i]) * 2.0", ["np.sin is NumPy's", "math.sin (or ad.sin)"]),
+    ("numpy_arctan2", """
+import numpy
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = numpy.arctan2(x[i], 1.0)
+""", "out[i] = numpy.arctan2(x[i], 1.0)", ["numpy.arctan2 is NumPy's", "math.atan2"]),
+    ("np_linalg_norm", """
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = np.linalg.norm(x[i])
+""", "out[i] = np.linalg.norm(x[i])", ["np.linalg.norm is NumPy's", "ad.length"]),
+    ("ad_grad_in_kernel", """
+@ad.func
+def energy(r: float) -> float:
+    return r * r * r
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = -ad.grad(energy)(x[i])
+""", "out[i] = -ad.grad(energy)(x[i])",
+     ["ad.grad is Python-only", "ad.Tape", "tape.backward()",
+      "energy_jvp = adjoint.printed.jvp_func(energy)", "energy_jvp(x, 1.0)"]),
+    ("ad_jvp_in_func", """
+@ad.func
+def energy(r: float) -> float:
+    return r * r * r
+
+@ad.func
+def force(r: float) -> float:
+    e, de = ad.jvp(energy, (r,), (1.0,))
+    return -de
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = force(x[i])
+""", "e, de = ad.jvp(energy, (r,), (1.0,))",
+     ["ad.jvp is Python-only", "in 'force'", "jvp_func(energy)"]),
+    ("ad_hessian_in_kernel", """
+@ad.func
+def energy(r: float) -> float:
+    return r * r * r
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = ad.hessian(energy)(x[i])
+""", "out[i] = ad.hessian(energy)(x[i])", ["ad.hessian is Python-only", "ad.Tape"]),
+    ("shape_of_unannotated_kernel_parameter", """
+@ad.kernel
+def bad(x,
+        out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = float(x.shape[0])
+""", "def bad(x,", ["parameter 'x' needs an annotation", "used as an array",
+                   "x.shape", "x: ad.array(dtype=float)"]),
+    ("two_indices_of_unannotated_kernel_parameter", """
+@ad.kernel
+def bad(x, out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i, 0]
+""", "def bad(x, out: ad.array(dtype=float)):",
+     ["x: ad.array(dtype=float, ndim=2)"]),
+    ("shape_of_unannotated_func_parameter", """
+@ad.func
+def count(v) -> float:
+    return float(v.shape[0])
+
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = count(x)
+""", "return float(v.shape[0])",
+     ["'v' has no annotation, so it is a float", "v: ad.array(dtype=float)"]),
+    ("transform_has_no_x", """
+@ad.kernel
+def bad(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    t = ad.transform()
+    out[i] = t.x
+""", "out[i] = t.x", ["a transform has no component '.x'", ".p, the translation",
+                      ".q, the rotation"]),
+    ("unknown_attribute_of_an_element", """
+@ad.kernel
+def bad(x: ad.array(dtype=ad.transform), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i].position.x
+""", "out[i] = x[i].position.x", ["attribute '.position' is not supported",
+                                  "t.p, t.q of a transform"]),
+]
+
+
+@pytest.mark.parametrize("case,source,marker,phrases", HELPFUL, ids=[c[0] for c in HELPFUL])
+def test_errors_say_what_to_write_instead(kernel_module, tmp_path, case, source, marker,
+                                          phrases):
+    m = kernel_module(source)
+    x = ad.zeros(3, dtype=ad.transform) if "dtype=ad.transform" in source else ad.zeros(3)
+    with pytest.raises(ad.TransformError) as info:
+        ad.launch(m.bad, 3, inputs=[x], outputs=[ad.zeros(3)])
+    _assert_points_at(info.value, _written_file(tmp_path), marker)
+    for phrase in phrases:
+        assert phrase in str(info.value), str(info.value)
+
+
+STRUCT_ARRAYS = """
+@ad.struct
+class Particle:
+    x: float
+    v: float
+"""
+
+
+@pytest.mark.parametrize("line", [
+    "def step(p: ad.array(dtype=Particle), out: ad.array(dtype=float)): pass",
+    "ps = ad.array([Particle(1.0, 2.0), Particle(3.0, 4.0)])",
+    "ps = ad.zeros(4, dtype=Particle)",
+], ids=["annotation", "data", "zeros"])
+def test_an_array_of_structs_is_refused_naming_the_struct_and_the_line(kernel_module,
+                                                                       tmp_path, line):
+    with pytest.raises(TypeError) as info:
+        kernel_module(STRUCT_ARRAYS + line + "\n")
+    msg = str(info.value)
+    path = _written_file(tmp_path)
+    assert f"{path}:{_line_of(path, line)}: {line}" in msg, msg
+    assert "arrays of structs are not supported: Particle is an @ad.struct" in msg, msg
+    assert "a struct of arrays" in msg and "s.x[i]" in msg, msg
+
+
 # --------------------------------------------------------------------------- launch checks
 
 LAUNCHABLE = '''

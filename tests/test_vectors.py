@@ -524,6 +524,62 @@ def test_a_warp_kernel_ports_by_renaming(kernel_module):
     assert gradcheck(m.integrate_bodies, n, ins, outs, atol=1e-6, rtol=1e-5)
 
 
+TRANSFORM_PARTS = """
+@ad.struct
+class Body:
+    pose: ad.transform
+    scale: float
+
+@ad.kernel
+def parts(q: ad.array(dtype=ad.transform), b: Body, pos: ad.array(dtype=ad.vec3),
+          rot: ad.array(dtype=ad.quat), out: ad.array(dtype=float)):
+    i = ad.tid()
+    pos[i] = q[i].p
+    t = q[i]
+    rot[i] = t.q
+    u = t
+    u.p = t.p * b.scale + b.pose.p
+    out[i] = q[i].p.x * t.q.w + ad.dot(u.p, t.p) + b.pose.q.z
+
+@ad.kernel
+def getters(q: ad.array(dtype=ad.transform), b: Body, pos: ad.array(dtype=ad.vec3),
+            rot: ad.array(dtype=ad.quat), out: ad.array(dtype=float)):
+    i = ad.tid()
+    t = q[i]
+    p = ad.transform_get_translation(t)
+    r = ad.transform_get_rotation(t)
+    pos[i] = p
+    rot[i] = r
+    bp = ad.transform_get_translation(b.pose)
+    out[i] = p.x * r.w + ad.dot(p * b.scale + bp, p) + ad.transform_get_rotation(b.pose).z
+"""
+
+
+def test_transform_parts_p_and_q_as_in_warp(backend, kernel_module):
+    """Warp's ``t.p`` and ``t.q`` (a transform's translation and rotation) read and write
+    the parts ``transform_get_translation`` / ``_get_rotation`` read: of an array element,
+    a local (also assigned: ``u.p = ...``) and a struct's field, with gradients."""
+    m = kernel_module(TRANSFORM_PARTS)
+    rng = np.random.default_rng(7)
+    n = 4
+    tf = rng.normal(size=(n, 7))
+    body = m.Body(pose=ad.array([0.5, -1.0, 2.0, 0.1, 0.2, 0.3, 0.9]), scale=1.5)
+    results = []
+    for kernel in (m.parts, m.getters):
+        ins = [ad.array(tf, dtype=ad.transform, requires_grad=True), body]
+        outs = [ad.zeros(n, dtype=ad.vec3, requires_grad=True),
+                ad.zeros(n, dtype=ad.quat, requires_grad=True), ad.zeros(n, requires_grad=True)]
+        ad.launch(kernel, n, inputs=ins, outputs=outs)
+        results.append([o.numpy().copy() for o in outs])
+        assert gradcheck(kernel, n, ins, outs, atol=1e-6, rtol=1e-5)
+    p = tf[:, :3]
+    np.testing.assert_array_equal(results[0][0], p)
+    np.testing.assert_array_equal(results[0][1], tf[:, 3:])
+    want = p[:, 0] * tf[:, 6] + ((p * 1.5 + [0.5, -1.0, 2.0]) * p).sum(1) + 0.3
+    for got in results:
+        np.testing.assert_allclose(got[2], want, rtol=1e-13)
+
+
 # -- errors and show ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, message", [
@@ -535,7 +591,9 @@ def test_a_warp_kernel_ports_by_renaming(kernel_module):
     ("v = ad.vec3(1.0)\n    while ad.length(v * 2.0) > 1.0:\n        v = v * 0.5",
      "while condition"),
     ("v = ad.vec3(1.0)\n    m = ad.mat33(v, v, v)\n    x[i] = m[0, 0]", "row by row"),
-    ("v = ad.vec3(1.0)\n    x[i] = v.q", "attribute '.q' is not supported"),
+    ("v = ad.vec3(1.0)\n    x[i] = v.q", "a vec3 has no component '.q'"),
+    ("v = ad.vec3(1.0)\n    x[i] = v.r", "attribute '.r' is not supported"),
+    ("t = ad.transform()\n    x[i] = t.x", r"no component '.x' \(its parts: .p, the translation"),
     ("v = ad.mat22(1.0)\n    x[i] = v.x", "has no component '.x'"),
     ("v = ad.vec3(1.0)\n    v = 2.0", "it cannot be assigned a scalar"),
     ("v = ad.vec3(1.0)\n    x[i] = v[3]", "out of range for a vec3"),

@@ -8,6 +8,8 @@ arithmetic, comparisons, boolean operators, the ternary, calls resolved by
 parse, subscripts of array parameters with integer indices and ``arr.shape[k]``.
 Anything else raises ``TransformError`` with file:line:col and the source line.
 """
+import inspect
+
 import gast
 import numpy as np
 
@@ -180,7 +182,8 @@ class _Fence:
             if store:
                 raise self.err("cannot assign to arr.shape", node)
             if not (isinstance(base.value, gast.Name) and base.value.id in self.arrays):
-                raise self.err(".shape is only available on array parameters", node)
+                raise self.err(".shape is only available on array parameters" +
+                               self.unannotated(base.value), node)
             if not (isinstance(node.slice, gast.Constant) and isinstance(node.slice.value, int)):
                 raise self.err("arr.shape[k] needs a constant integer k", node)
             return
@@ -188,13 +191,25 @@ class _Fence:
             raise self.err("only array parameters can be indexed, with all indices at once "
                            "(arr[i, j], not arr[i][j])", node)
         if base.id not in self.arrays:
-            raise self.err(f"'{base.id}' is not an array parameter and cannot be indexed", node)
+            raise self.err(f"'{base.id}' is not an array parameter and cannot be indexed" +
+                           self.unannotated(base), node)
         idx = node.slice.elts if isinstance(node.slice, gast.Tuple) else [node.slice]
         if len(idx) != self.ndims[base.id]:
             raise self.err(f"'{base.id}' has {self.ndims[base.id]} dimension(s) but is indexed "
                            f"with {len(idx)} index(es); give one index per dimension", node)
         for e in idx:
             self.expr(e)
+
+    def unannotated(self, node):
+        """For a parameter without annotation (``node`` its name), which a func takes as a
+        float: how to take an array instead; else ""."""
+        if not isinstance(node, gast.Name):
+            return ""
+        param = inspect.signature(self.pf.pyfunc).parameters.get(node.id)
+        if param is None or param.annotation is not inspect.Parameter.empty:
+            return ""
+        return (f": '{node.id}' has no annotation, so it is a float; write "
+                f"{node.id}: ad.array(dtype=float) to take an array")
 
     def expr_stmt(self, s):
         v = s.value

@@ -40,8 +40,17 @@ from .structs import StructParams
 
 # Reserved names: the generated module uses them for its imports.
 RESERVED = {"math", "rt", "np"}
-# attributes of a local: arr.shape, and a vector's components (checked by pass scalarize)
-ATTRIBUTES = ("shape", "x", "y", "z", "w")
+# attributes of a value: a vector's or quaternion's components, a transform's parts
+# (translation and rotation, as in Warp); a local's: arr.shape too (checked by pass scalarize)
+COMPONENTS = ("x", "y", "z", "w", "p", "q")
+ATTRIBUTES = ("shape",) + COMPONENTS
+# NumPy's names of math functions kernels spell otherwise (np.arctan2 is math.atan2)
+NUMPY_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+               "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
+               "absolute": "abs", "minimum": "min", "maximum": "max", "fmin": "min",
+               "fmax": "max", "clip": "clamp", "linalg.norm": "length"}
+# adjoint's derivatives of funcs, which run in plain Python, not in kernels and funcs
+PYTHON_ONLY = ("grad", "value_and_grad", "jvp", "hessian")
 
 
 def resolve(spelling):
@@ -81,9 +90,15 @@ def _callables():
 CALLABLES = _callables()
 
 
-def _unsupported_call(obj):
-    """The message for a call of ``obj``, which a kernel or func cannot call."""
+def _unsupported_call(obj, spelled, fname="f"):
+    """The message for a call of ``obj`` (written ``spelled``, its first argument
+    ``fname``), which a kernel or func cannot call."""
     name = getattr(obj, "__name__", repr(obj))
+    module = getattr(obj, "__module__", None) or ""
+    if module == "adjoint.derivatives" and name in PYTHON_ONLY:
+        return _python_only(spelled, fname)
+    if module.partition(".")[0] == "numpy":
+        return _numpy_call(spelled, name, module)
     if getattr(obj, "__module__", None) == "math" and getattr(math, name, None) is obj:
         known = sorted({s for r in RULES.values() for s in r.spellings if s.startswith("math.")})
         return (f"math.{name} is not supported in kernels and funcs (it has no derivative "
@@ -96,6 +111,37 @@ def _unsupported_call(obj):
                 "parameters annotated, as a kernel's) to call it inside a kernel or func")
     return (f"call to unsupported function '{name}' (only math.* functions with a derivative "
             "rule, ad.* and @ad.func functions can be called)")
+
+
+def _python_only(spelled, fname="f"):
+    """The message for ``ad.grad`` (``spelled``), ``ad.jvp``, ... of func ``fname`` in a
+    kernel or func."""
+    return (f"{spelled} is Python-only: it calls the derivative of a func from plain Python "
+            f"({spelled}({fname})(...) outside kernels), not inside a kernel or func. For the "
+            "gradients of a kernel's outputs (through the funcs it calls), launch it on an "
+            "ad.Tape and call tape.backward() from Python; for the derivative of "
+            f"'{fname}' as a value inside a kernel, make its JVP a func outside the kernel, "
+            f"{fname}_jvp = adjoint.printed.jvp_func({fname}), and call that: "
+            f"value, dvalue = {fname}_jvp(x, 1.0)")
+
+
+def _numpy_call(spelled, name, module):
+    """The message for a NumPy function (``np.sin``, written ``spelled``) in a kernel or
+    func: the spellings of the same function a kernel calls, where there are some."""
+    qualified = module.partition(".")[2] + "." + name if "." in module else name
+    n = NUMPY_NAMES.get(qualified, name)
+    known = {s for r in RULES.values() for s in r.spellings}
+    ours = adb.MATH.get(n, getattr(adb, n, None))
+    options = [s for s in (f"math.{n}", n) if s in known]
+    if (ours is not None and id(ours) in CALLABLES) or n in VECTOR_CALLABLES:
+        options.append(f"ad.{n}")
+    if not options:
+        return (f"{spelled} is NumPy's: NumPy functions cannot be called in kernels and funcs "
+                "(they take one number at a time): call math.* and ad.* functions (the list "
+                "is in docs/language.md), or write it as an @ad.func")
+    alt = options[0] + (f" (or {', '.join(options[1:])})" if options[1:] else "")
+    return (f"{spelled} is NumPy's: kernels and funcs call {alt} instead, on one number at "
+            "a time, with its derivative rule")
 
 
 @dataclass
@@ -194,23 +240,50 @@ class ParsedFunction:
                               function=self.name)
 
 
-def _param_type(pf_name, dialect, name, annotation, role, src):
+def _param_type(pf, dialect, name, annotation, role):
+    """The type of parameter ``name`` of ``pf`` (a ``ParsedFunction`` being made: its
+    name, source and tree) from its annotation."""
     if isinstance(annotation, (ArrayType, VectorType)):
         return annotation       # (a vector is made scalars or an array by pass scalarize)
+    where = next((a for a in pf.node.args.args if a.id == name), None)
     if annotation is inspect.Parameter.empty:
         if role != "kernel":
             return dialect.float
-        raise TransformError(f"kernel parameter '{name}' needs an annotation "
-                             "(ad.array(dtype=...), float or int)", filename=src.filename,
-                             lineno=src.first_line, source_line=src.line(src.first_line),
-                             stage="parse", function=pf_name)
+        use, ndim = _array_use(pf.node, name)
+        if use is not None:
+            shape = "" if ndim == 1 else f", ndim={ndim}"
+            raise pf.error(f"kernel parameter '{name}' needs an annotation: it is used as an "
+                           f"array (line {use.lineno}: {gast_to_text(use)}), so write "
+                           f"{name}: ad.array(dtype=float{shape}) (or dtype=ad.float32, "
+                           "int, ...)", where)
+        raise pf.error(f"kernel parameter '{name}' needs an annotation: {name}: float or "
+                       f"{name}: int for a number, {name}: ad.array(dtype=float) for an array",
+                       where)
     dt = scalar_dtype(annotation, dialect)
     if dt is None:
-        raise TransformError(f"parameter '{name}' has unsupported annotation {annotation!r}",
-                             filename=src.filename, lineno=src.first_line,
-                             source_line=src.line(src.first_line), stage="parse",
-                             function=pf_name)
+        raise pf.error(f"parameter '{name}' has unsupported annotation {annotation!r}", where)
     return dt
+
+
+def _array_use(fdef, name):
+    """``(node, ndim)``: the first use of ``name`` in ``fdef`` as an array (``name[i, j]``,
+    ``name.shape``, ``len(name)``) and the number of indices it shows (1 unless a
+    subscript gives more), or ``(None, 0)``."""
+    def named(n):
+        return isinstance(n, gast.Name) and n.id == name
+    uses = []
+    for n in gast.walk(fdef):
+        if isinstance(n, gast.Subscript) and named(n.value):
+            uses.append((n, len(n.slice.elts) if isinstance(n.slice, gast.Tuple) else 1))
+        elif isinstance(n, gast.Attribute) and n.attr == "shape" and named(n.value):
+            uses.append((n, 1))
+        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and \
+                n.func.id == "len" and any(named(a) for a in n.args):
+            uses.append((n, 1))
+    if not uses:
+        return None, 0
+    first = min(uses, key=lambda u: (u[0].lineno, u[0].col_offset))[0]
+    return first, max((u[1] for u in uses), default=1)
 
 
 def parse(pyfunc, role):
@@ -233,15 +306,14 @@ def parse(pyfunc, role):
     dialect = dialects.of(pyfunc)
     structs = StructParams({n.id for n in gast.walk(fdef) if isinstance(n, gast.Name)} |
                            set(sig.parameters))
-    params = []
+    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, [], pyfunc, structs=structs,
+                        dialect=dialect)
     for p in sig.parameters.values():
         if is_struct(p.annotation):         # one parameter per leaf field (frontend/structs.py)
-            params += [Param(n, t) for n, t in structs.flatten(p.name, p.annotation)]
+            pf.params += [Param(n, t) for n, t in structs.flatten(p.name, p.annotation)]
         else:
-            params.append(Param(p.name, _param_type(pyfunc.__name__, dialect, p.name,
-                                                    p.annotation, role, src)))
-    pf = ParsedFunction(pyfunc.__name__, role, fdef, src, params, pyfunc, structs=structs,
-                        dialect=dialect)
+            pf.params.append(Param(p.name, _param_type(pf, dialect, p.name, p.annotation,
+                                                       role)))
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
@@ -315,12 +387,24 @@ class _Resolver(gast.NodeTransformer):
                 reason = str(exc) if isinstance(exc, AdjointError) else \
                     f"'{gast_to_text(expr.value)}' has no attribute '{expr.attr}'"
                 raise self.pf.error(reason, expr) from None
+        if isinstance(expr, gast.Call):          # ad.grad(f)(x)
+            obj = self._lookup(expr.func)
+            if getattr(obj, "__module__", None) == "adjoint.derivatives" and \
+                    getattr(obj, "__name__", None) in PYTHON_ONLY:
+                raise self.pf.error(_python_only(gast_to_text(expr.func),
+                                                 _first_argument(expr)), expr)
+            raise self.pf.error(f"calling what a call returns ({gast_to_text(expr)}(...)) is "
+                                "not supported", expr)
         raise self.pf.error("unsupported call target", expr)
 
     def visit_Call(self, node):
         if self._lookup(node.func) is builtins.len:
             return self._length(node)
         obj = self._lookup(node.func)
+        if not (isinstance(obj, DeviceFunction) or id(obj) in CALLABLES):
+            # (before its arguments are read: ad.jvp(f, ...)'s f is no value of a kernel)
+            raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
+                                                  _first_argument(node)), node)
         if isinstance(obj, DeviceFunction):
             node.args, node.keywords = self._bind(obj, node), []
         if node.keywords and not _vector_call(obj):
@@ -355,7 +439,8 @@ class _Resolver(gast.NodeTransformer):
             else:
                 node.func = _name(name)
         else:
-            raise self.pf.error(_unsupported_call(obj), node)
+            raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
+                                                  _first_argument(node)), node)
         return node
 
     def _bind(self, func, node):
@@ -410,15 +495,19 @@ class _Resolver(gast.NodeTransformer):
         flat = self.pf.structs.field(node, self.pf)       # s.x, s.x.shape of a struct
         if flat is not None:
             return flat
-        # arr.shape is the only attribute of a local allowed; math.pi etc. are inlined.
-        if isinstance(node.value, gast.Name) and node.value.id in self.locals:
-            if node.attr not in ATTRIBUTES:
+        # a value's attributes: arr.shape of a local, components (v.x, p[i].x, t.p.x);
+        # math.pi etc. are inlined
+        root = node.value
+        while isinstance(root, gast.Attribute):
+            root = root.value
+        local = isinstance(root, gast.Name) and root.id in self.locals
+        if local or not isinstance(root, gast.Name):
+            allowed = ATTRIBUTES if local and root is node.value else COMPONENTS
+            if node.attr not in allowed:
                 raise self.pf.error(f"attribute '.{node.attr}' is not supported (only arr.shape, "
-                                    "and v.x, v.y, v.z, v.w of a vector or quaternion)", node)
-            return node
-        if not isinstance(node.value, (gast.Name, gast.Attribute)) and \
-                node.attr in ATTRIBUTES[1:]:
-            node.value = self.visit(node.value)     # p[i].x: a vector's component
+                                    "v.x, v.y, v.z, v.w of a vector or quaternion, and t.p, "
+                                    "t.q of a transform: its translation and rotation)", node)
+            node.value = self.visit(node.value)
             return node
         obj = self._lookup(node)
         return self._constant(obj, node)
@@ -444,6 +533,13 @@ def _vector_call(obj):
     """Whether ``obj`` is a vector type or builtin (whose keywords, ``ad.identity(n=3)``,
     pass scalarize reads)."""
     return CALLABLES.get(id(obj), ("",))[0] == "vector"
+
+
+def _first_argument(call):
+    """The text of ``call``'s first argument when it is a name (``f`` of ``ad.grad(f)``),
+    else "f"."""
+    args = call.args
+    return args[0].id if args and isinstance(args[0], gast.Name) else "f"
 
 
 def _name(id_):

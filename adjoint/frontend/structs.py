@@ -4,8 +4,9 @@ Expects: a parsed function's signature and tree (pass parse uses it).
 Guarantees: ``StructParams.flatten`` gives one ``(name, type)`` per leaf field of a
 struct parameter (``b: Body`` -> ``b_x``, ``b_mass``, ...; ``runtime.structs.leaves``
 order, the order ``launch`` flattens an instance in); ``field`` turns ``b.x`` into the
-name ``b_x`` (``b.x.shape`` into ``b_x.shape``); ``expand`` turns a struct passed
-whole to a func into its leaves, after checking the func takes that struct there.
+name ``b_x`` (``b.x.shape`` into ``b_x.shape``, ``b.g.x`` of a vector into ``b_g.x``);
+``expand`` turns a struct passed whole to a func into its leaves, after checking the
+func takes that struct there.
 Every other use of a struct parameter is an error naming it.
 """
 import inspect
@@ -13,6 +14,7 @@ import inspect
 import gast
 
 from ..runtime.structs import flat_name, is_struct, layout, leaves
+from ..runtime.vectypes import VectorType
 
 
 class StructParams:
@@ -64,9 +66,13 @@ class StructParams:
             rest = attrs[k:]
             out = gast.copy_location(gast.Name(id=leaf, ctx=gast.Load(), annotation=None,
                                                type_comment=None), node)
-            if rest == ["shape"]:
-                return gast.copy_location(gast.Attribute(value=out, attr="shape",
-                                                         ctx=gast.Load()), node)
+            vector = isinstance(dict(leaves(cls)).get(tuple(attrs[:k])), VectorType)
+            if rest == ["shape"] or (rest and vector):
+                # b.x.shape, and b.g.x, b.pose.p.x of a vector field (checked by scalarize)
+                for a in rest:
+                    out = gast.copy_location(gast.Attribute(value=out, attr=a,
+                                                            ctx=gast.Load()), node)
+                return out
             if rest:
                 raise pf.error(f"'{'.'.join([base.id] + attrs)}': field "
                                f"'{'.'.join([base.id] + attrs[:k])}' has no attribute "

@@ -140,11 +140,16 @@ class Expressions:
         a component's expression, or a ``V`` (a row)."""
         if not isinstance(v, V):
             raise self.err("only arrays, vectors, matrices and quaternions can be indexed, "
-                           "and only vectors and quaternions have .x .y .z .w", node)
+                           "only vectors and quaternions have .x .y .z .w, and only "
+                           "transforms .p .q", node)
         if isinstance(node, gast.Attribute):
+            if v.vt.kind == "transform" and node.attr in ("p", "q"):    # Warp's t.p, t.q
+                return (ops.translation if node.attr == "p" else ops.rotation)(v)
             comps = v.vt.comps if v.vt.kind in ("vec", "quat") else ()
             if node.attr not in comps:
-                raise self.err(f"a {v.vt.name} has no component '.{node.attr}'", node)
+                parts = " (its parts: .p, the translation, and .q, the rotation)" \
+                    if v.vt.kind == "transform" else ""
+                raise self.err(f"a {v.vt.name} has no component '.{node.attr}'{parts}", node)
             return v.comps[comps.index(node.attr)]
         idx = _indices(node)
         ks = []

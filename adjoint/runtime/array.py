@@ -17,7 +17,8 @@ from ..errors import AdjointError, user_frames
 from . import buffers, owed, pending, watch
 from .backend_cuda import require_cuda, simulated
 from .tape import record_copy
-from .types import ArrayType, as_dtype
+from .structs import is_struct
+from .types import ArrayType, as_dtype, struct_array_error
 from .vectypes import vector_type
 
 _default_device = ["cpu"]
@@ -294,6 +295,10 @@ def array(data=None, dtype=None, ndim=None, requires_grad=False, device=None, sh
     # copy=False, which it does not take (a DeprecationWarning in numpy 2)
     arr = np.array(data.numpy() if isinstance(data, Array) else np.asarray(data), copy=True)
     buffers.refuse_complex(arr, "ad.array")
+    if arr.dtype == object:
+        cls = next((type(v) for v in arr.flat if is_struct(type(v))), None)
+        if cls is not None:
+            raise struct_array_error(cls)
     _check_vector_shape(arr, given)
     if dtype is not None:
         arr = arr.astype(as_dtype(dtype))

@@ -24,10 +24,9 @@ import weakref
 from dataclasses import dataclass
 
 from . import dialect as dialects
+from .types import STRUCT_ATTR as ATTR
 from .types import ArrayType, scalar_dtype
 from .vectypes import VectorType
-
-ATTR = "__adjoint_struct__"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 (runtime/dialect.py): float64 and int64 in adjoint's, float32 and int32 in Warp's."""
 import numpy as np
 
+from ..errors import user_line
 from .dialect import ADJOINT
 from .vectypes import VectorType
 
@@ -16,12 +17,29 @@ _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.int64), np.dtype(np.bool_))
 
 
+# the attribute marking an @ad.struct class (runtime/structs.py, which reads this module)
+STRUCT_ATTR = "__adjoint_struct__"
+
+
+def struct_array_error(cls):
+    """The error for an array of struct class ``cls`` (as a dtype, or as the values of
+    ``ad.array``), naming the user's line."""
+    line = user_line()
+    return TypeError(f"arrays of structs are not supported: {cls.__name__} is an @ad.struct. "
+                     f"Pass one {cls.__name__} whose fields are arrays (a struct of arrays: "
+                     f"a field x: ad.array(dtype=float), read as s.x[i] in a kernel), or an "
+                     "array of vectors (ad.array(dtype=ad.vec3))" +
+                     (f" (at {line})" if line else ""))
+
+
 def as_dtype(t, dialect=ADJOINT):
     """Map ``float``/``int``/``ad.float32``/numpy dtypes to a numpy dtype (``float`` and
     ``int`` as ``dialect`` means them)."""
     dt = dialect.scalar(t)
     if dt is not None:
         return dt
+    if isinstance(t, type) and STRUCT_ATTR in t.__dict__:
+        raise struct_array_error(t)
     dt = np.dtype(t)
     if dt not in _DTYPES:
         raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64")
