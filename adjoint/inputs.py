@@ -70,6 +70,7 @@ from .runtime import dialect as dialects
 from .runtime.structs import is_struct, layout
 from .runtime.types import ArrayType
 from .runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
+from .runtime.vecfuncs import GENERIC as GENERIC_VECTORS
 from .runtime.vectypes import ALL as VECTOR_TYPES
 from .runtime.vectypes import VectorType
 
@@ -135,6 +136,8 @@ def _known():
                 for name in sorted(names):
                     if not name.startswith("__"):
                         table.setdefault(id(names[name]), (prefix + name, names[name]))
+            for g in GENERIC_VECTORS:       # ad.vector, and adjoint.warp's (float32)
+                table.setdefault(id(g), (f"vector.{g.name}.{np.dtype(g.default).name}", g))
             _memo["known"] = table
         return _memo["known"]
 

@@ -32,6 +32,7 @@ from ..runtime import dialect as dialects
 from ..runtime.structs import is_struct
 from ..runtime.types import ArrayType, scalar_dtype
 from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
+from ..runtime.vecfuncs import GENERIC as GENERIC_VECTORS
 from ..runtime.vectypes import VectorType
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
@@ -84,6 +85,7 @@ def _callables():
             raise ValueError(f"{spelling} is the rule of both {known[1]} and {key}")
     # vector types and builtins (ad.vec3, ad.dot, ...): expanded by pass scalarize
     table.update({id(obj): ("vector", name) for name, obj in VECTOR_CALLABLES.items()})
+    table.update({id(g): ("vector", g.name) for g in GENERIC_VECTORS})    # wp.vector too
     return table
 
 
@@ -438,6 +440,9 @@ class _Resolver(gast.NodeTransformer):
                 node.func = lookup(name).callee_expr()
             else:
                 node.func = _name(name)
+        elif isinstance(obj, VectorType):      # a vector type made when first named (ad.vec6)
+            node.callee = Callee("vector", obj.name)
+            node.func = _name(obj.name)
         else:
             raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
                                                   _first_argument(node)), node)
@@ -532,7 +537,7 @@ class _Resolver(gast.NodeTransformer):
 def _vector_call(obj):
     """Whether ``obj`` is a vector type or builtin (whose keywords, ``ad.identity(n=3)``,
     pass scalarize reads)."""
-    return CALLABLES.get(id(obj), ("",))[0] == "vector"
+    return CALLABLES.get(id(obj), ("",))[0] == "vector" or isinstance(obj, VectorType)
 
 
 def _first_argument(call):

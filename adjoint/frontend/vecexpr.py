@@ -6,13 +6,14 @@ several results, for an assignment to unpack) or a scalar gast expression; the
 statements it needs first (temporaries, a func call's unpacking, the branches of
 a conditional vector) go to the ``Builder``. Builtins expand through vecops.py.
 """
+import ast
 import copy
 from dataclasses import dataclass
 
 import gast
 import numpy as np
 
-from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, vec_of
+from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, mat_of, vec_of
 from . import vecops as ops
 from .builder import expr, name
 from .vecops import V, VectorUseError
@@ -278,9 +279,11 @@ class Expressions:
             return self.construct(ALL[fname], args, e)
         if fname == "identity":
             n = kw.get("n", e.args[0] if e.args else None)
-            if not (isinstance(n, gast.Constant) and n.value in (2, 3, 4)):
-                raise self.err("ad.identity(n=...) needs a constant n of 2, 3 or 4", e)
+            if not (isinstance(n, gast.Constant) and type(n.value) is int and n.value >= 1):
+                raise self.err("ad.identity(n=...) needs a constant positive integer n", e)
             return ops.identity(b, n.value)
+        if fname in ("vector", "matrix"):
+            return self.generic(fname, args, kw, e)
         if kw and set(kw) - {"dtype"}:
             raise self.err(f"{fname}() takes no keyword arguments but dtype", e)
         if fname in ("quat_identity", "transform_identity"):
@@ -304,6 +307,44 @@ class Expressions:
             return fn(b, *args)
         except TypeError:
             raise self.err(f"wrong number of arguments to ad.{fname}()", e) from None
+
+    def generic(self, fname, args, kw, e):
+        """Warp's ``vector(*components, length=n, dtype=...)`` and ``matrix(*components,
+        shape=(r, c), dtype=...)``: zeros with no components, one scalar for every
+        component, or every component (a matrix's row by row). The size is a constant;
+        ``dtype`` names a float type (the kernel's precision computes it, as every
+        vector's)."""
+        size_key = "length" if fname == "vector" else "shape"
+        extra = set(kw) - {size_key, "dtype"}
+        if extra:
+            raise self.err(f"{fname}() takes the keywords {size_key} and dtype, not "
+                           f"{', '.join(sorted(extra))}", e)
+        dtype = kw.get("dtype")
+        if dtype is not None and _text(dtype).rpartition(".")[2] not in _FLOAT_NAMES:
+            raise self.err(f"{fname}(dtype={_text(dtype)}): vectors and matrices in kernels "
+                           "hold floats (float, float32, float64)", e)
+        if any(isinstance(a, V) for a in args):
+            raise self.err(f"{fname}() takes scalar components (a matrix is not made from "
+                           "vectors: pass the components row by row)", e)
+        size = kw.get(size_key)
+        if size is None:
+            if fname == "matrix" or not args:
+                raise self.err(f"{fname}() needs a constant {size_key}= here", e)
+            shape = (len(args),)
+        else:
+            shape = _constant_shape(size)
+            if shape is None or len(shape) != (1 if fname == "vector" else 2):
+                raise self.err(f"{fname}({size_key}=...) needs a constant " +
+                               ("integer" if fname == "vector" else "(rows, columns)"), e)
+        vt = (vec_of if fname == "vector" else mat_of)(*shape)
+        if not args:
+            return V(vt, [_c(0.0)] * vt.size)
+        if len(args) == 1:
+            return V(vt, [self.b.atom(args[0], "s")] * vt.size)
+        if len(args) != vt.size:
+            raise self.err(f"{fname}() of shape {vt.shape} takes {vt.size} components, not "
+                           f"{len(args)}", e)
+        return V(vt, args)
 
     def construct(self, vt, args, e):
         """``ad.<vt>(...)`` from one of the forms its type's constructor takes (the table
@@ -330,6 +371,22 @@ class Expressions:
             comps += value.comps if isinstance(value, V) else \
                 value if isinstance(value, list) else [value]
         return V(vt, comps or [_c(0.0)] * vt.size)
+
+
+_FLOAT_NAMES = ("float", "float32", "float64")
+
+
+def _text(node):
+    return ast.unparse(gast.gast_to_ast(node))
+
+
+def _constant_shape(node):
+    """The tuple of positive ints a constant ``length=``/``shape=`` gives, or None."""
+    items = node.elts if isinstance(node, gast.Tuple) else [node]
+    if not all(isinstance(i, gast.Constant) and type(i.value) is int and i.value >= 1
+               for i in items):
+        return None
+    return tuple(i.value for i in items)
 
 
 def _shape(value):

@@ -85,9 +85,20 @@ def length_sq(b, v):
 
 def length(b, v):
     v = b.atoms(_vec(v, "length"))
-    if v.vt.size == 1:
-        return b.call("abs", v.comps[0])
-    return b.call(f"length{v.vt.size}", *v.comps)
+    return _length(b, v.comps)
+
+
+def _length(b, comps):
+    """The length of ``comps`` by the rules ``ad.length2/3/4`` (their derivative is 0 at
+    the origin): a longer vector's is the length of its groups' lengths, four at a time
+    (a vec6's is ``length2(length4(v0..v3), length2(v4, v5))``), 0 at the origin too."""
+    if len(comps) == 1:
+        return b.call("abs", comps[0])
+    if len(comps) <= 4:
+        return b.call(f"length{len(comps)}", *comps)
+    parts = [_length(b, comps[k:k + 4]) if len(comps[k:k + 4]) > 1 else comps[k]
+             for k in range(0, len(comps), 4)]
+    return _length(b, [b.atom(p, "norm") for p in parts])
 
 
 def normalize(b, v):
@@ -134,11 +145,11 @@ def vecmat(b, v, m):
 
 def matmat(b, x, y):
     x, y = b.atoms(x), b.atoms(y)
-    n = x.n
-    if y.vt is not x.vt:
+    (rows, n), (inner, cols) = x.vt.shape, y.vt.shape
+    if inner != n:
         raise VectorUseError(f"{x.vt.name} * {y.vt.name}: the sizes do not match")
-    return V(x.vt, [_sum(b, [b.mul(x.at(i, k), y.at(k, j)) for k in range(n)])
-                    for i in range(n) for j in range(n)])
+    return V(mat_of(rows, cols), [_sum(b, [b.mul(x.at(i, k), y.at(k, j)) for k in range(n)])
+                                  for i in range(rows) for j in range(cols)])
 
 
 # -- matrices ------------------------------------------------------------------------
@@ -147,21 +158,30 @@ def _mat(m, what):
     return _check(m, "mat", what=what)
 
 
+def _square(m, what, most=None):
+    m = _mat(m, what)
+    rows, cols = m.vt.shape
+    if rows != cols or (most is not None and rows > most):
+        raise VectorUseError(f"{what} takes a square matrix" +
+                             (f" of 2 to {most} rows" if most else "") +
+                             f", not a {m.vt.name}")
+    return m
+
+
 def transpose(b, m):
     m = _mat(m, "transpose")
-    n = m.n
-    return V(m.vt, [m.at(j, i) for i in range(n) for j in range(n)])
+    rows, cols = m.vt.shape
+    return V(mat_of(cols, rows), [m.at(j, i) for i in range(cols) for j in range(rows)])
 
 
 def trace(b, m):
-    m = _mat(m, "trace")
+    m = _square(m, "trace")
     return _sum(b, [m.at(i, i) for i in range(m.n)])
 
 
 def outer(b, x, y):
     x, y = b.atoms(_vec(x, "outer")), b.atoms(_vec(y, "outer"))
-    _same(x, y, "outer")
-    return V(mat_of(x.n), [b.mul(p, q) for p in x.comps for q in y.comps])
+    return V(mat_of(x.n, y.n), [b.mul(p, q) for p in x.comps for q in y.comps])
 
 
 def diag(b, v):
@@ -195,7 +215,7 @@ def _det(b, m, rows, cols):
 
 
 def determinant(b, m):
-    m = b.atoms(_mat(m, "determinant"))
+    m = b.atoms(_square(m, "determinant", 4))
     idx = tuple(range(m.n))
     return _det(b, m, idx, idx)
 
@@ -203,7 +223,7 @@ def determinant(b, m):
 def inverse(b, m):
     """The adjugate over the determinant (a singular matrix gives inf and nan, as any
     division by zero does)."""
-    m = b.atoms(_mat(m, "inverse"))
+    m = b.atoms(_square(m, "inverse", 4))
     n = m.n
     idx = tuple(range(n))
     det = b.atom(_det(b, m, idx, idx), "det")
@@ -215,6 +235,23 @@ def inverse(b, m):
             cof = _det(b, m, rows, cols)
             comps.append(b.div(cof if (i + j) % 2 == 0 else b.neg(cof), det))
     return V(m.vt, comps)
+
+
+def matrix_from_rows(b, *rows):
+    """The matrix whose rows are the vectors ``rows`` (Warp's ``matrix_from_rows``)."""
+    rows = [_vec(r, "matrix_from_rows") for r in rows]
+    if not rows or len({r.n for r in rows}) != 1:
+        raise VectorUseError("matrix_from_rows takes one or more vectors of one length")
+    return V(mat_of(len(rows), rows[0].n), [c for r in rows for c in r.comps])
+
+
+def matrix_from_cols(b, *cols):
+    """The matrix whose columns are the vectors ``cols`` (Warp's ``matrix_from_cols``)."""
+    cols = [_vec(c, "matrix_from_cols") for c in cols]
+    if not cols or len({c.n for c in cols}) != 1:
+        raise VectorUseError("matrix_from_cols takes one or more vectors of one length")
+    n = cols[0].n
+    return V(mat_of(n, len(cols)), [c.at(i) for i in range(n) for c in cols])
 
 
 # -- quaternions ---------------------------------------------------------------------
@@ -295,7 +332,7 @@ def quat_to_matrix(b, q):
 def quat_from_matrix(b, m):
     """Warp's branches on the trace and the largest diagonal entry, then normalized."""
     m = b.atoms(_mat(m, "quat_from_matrix"))
-    if m.n != 3:
+    if m.vt.shape != (3, 3):
         raise VectorUseError("quat_from_matrix takes a mat33")
     names = b.fresh_group("qm", QUAT.comps)
     tr = b.atom(_sum(b, [m.at(0, 0), m.at(1, 1), m.at(2, 2)]), "tr")
@@ -376,3 +413,85 @@ def transform_inverse(b, t):
     qi = b.atoms(quat_inverse(b, rotation(t)))
     p = quat_rotate(b, qi, translation(t))
     return V(TRANSFORM, [b.neg(c) for c in p.comps] + qi.comps)
+
+
+# -- spatial vectors and matrices (Warp's Featherstone conventions) --------------------
+# A spatial vector is a vec6 (w, v): the angular part on top, the linear one below; a
+# twist (angular velocity, linear velocity) or a wrench (torque, force).
+
+VEC6 = vec_of(6)
+
+
+def _halves(b, a, what):
+    a = b.atoms(_vec(a, what, 6))
+    return V(VEC3, a.comps[:3]), V(VEC3, a.comps[3:])
+
+
+def _spatial(w, v):
+    return V(VEC6, w.comps + v.comps)
+
+
+def _plus(b, x, y):
+    return V(x.vt, [b.add(p, q) for p, q in zip(x.comps, y.comps)])
+
+
+def spatial_top(b, a):
+    return V(VEC3, _vec(a, "spatial_top", 6).comps[:3])
+
+
+def spatial_bottom(b, a):
+    return V(VEC3, _vec(a, "spatial_bottom", 6).comps[3:])
+
+
+def spatial_dot(b, a, c):
+    return dot(b, _vec(a, "spatial_dot", 6), _vec(c, "spatial_dot", 6))
+
+
+def spatial_cross(b, a, c):
+    """The motion cross product: (wa x wb, va x wb + wa x vb)."""
+    (wa, va), (wb, vb) = _halves(b, a, "spatial_cross"), _halves(b, c, "spatial_cross")
+    return _spatial(cross(b, wa, wb), _plus(b, cross(b, va, wb), cross(b, wa, vb)))
+
+
+def spatial_cross_dual(b, a, c):
+    """The force cross product: (wa x wb + va x vb, wa x vb)."""
+    (wa, va), (wb, vb) = _halves(b, a, "spatial_cross_dual"), \
+        _halves(b, c, "spatial_cross_dual")
+    return _spatial(_plus(b, cross(b, wa, wb), cross(b, va, vb)), cross(b, wa, vb))
+
+
+def spatial_adjoint(b, r, s):
+    """The 6x6 block matrix [[r, 0], [s, r]] of two mat33 (Warp's)."""
+    r, s = b.atoms(_mat(r, "spatial_adjoint")), b.atoms(_mat(s, "spatial_adjoint"))
+    if r.vt.shape != (3, 3) or s.vt.shape != (3, 3):
+        raise VectorUseError("spatial_adjoint takes two mat33")
+    comps = []
+    for i in range(6):
+        for j in range(6):
+            if i < 3:
+                comps.append(r.at(i, j) if j < 3 else 0.0)
+            else:
+                comps.append(s.at(i - 3, j) if j < 3 else r.at(i - 3, j - 3))
+    return V(mat_of(6), comps)
+
+
+def transform_twist(b, t, x):
+    """A twist (w, v) in the frame of transform t = (p, q): (R w, R v + p x R w)."""
+    t = b.atoms(_tf(t, "transform_twist"))
+    top, bottom = _halves(b, x, "transform_twist")
+    w = b.atoms(quat_rotate(b, rotation(t), top))
+    return _spatial(w, _plus(b, quat_rotate(b, rotation(t), bottom), cross(b, translation(t), w)))
+
+
+def transform_wrench(b, t, x):
+    """A wrench (tau, f) in the frame of transform t = (p, q): (R tau + p x R f, R f)."""
+    t = b.atoms(_tf(t, "transform_wrench"))
+    top, bottom = _halves(b, x, "transform_wrench")
+    f = b.atoms(quat_rotate(b, rotation(t), bottom))
+    return _spatial(_plus(b, quat_rotate(b, rotation(t), top), cross(b, translation(t), f)), f)
+
+
+def velocity_at_point(b, qd, r):
+    """The linear velocity at offset r of a body moving with twist qd = (w, v): v + w x r."""
+    w, v = _halves(b, qd, "velocity_at_point")
+    return _plus(b, v, cross(b, w, r))

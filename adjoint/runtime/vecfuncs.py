@@ -4,11 +4,12 @@ Inside kernels and funcs these names are expanded into scalar code
 (frontend/scalarize.py); called from plain Python they compute on numpy arrays
 (``ad.vec3(...)`` values), so funcs stay callable outside kernels. Conventions
 (Warp's): a quaternion is (x, y, z, w) with w the real part; a transform is
-(p, q), seven floats; ``length`` and ``normalize`` of a zero vector are 0.
+(p, q), seven floats; ``length`` and ``normalize`` of a zero vector are 0; a spatial
+vector is (w, v), the angular part on top (Featherstone's, Warp's).
 """
 import numpy as np
 
-from .vectypes import ALL
+from .vectypes import ALL, matrix_of, vector_of
 
 
 def _a(v):
@@ -177,12 +178,100 @@ def transform_inverse(t):
     return np.concatenate([-quat_rotate(qi, t[:3]), qi])
 
 
+def matrix_from_rows(*rows):
+    return np.stack([_a(r) for r in rows])
+
+
+def matrix_from_cols(*cols):
+    return np.stack([_a(c) for c in cols], axis=1)
+
+
+# -- spatial vectors and matrices (Warp's: a spatial vector is (w, v), angular on top) --
+
+def spatial_top(a):
+    return _a(a)[:3].copy()
+
+
+def spatial_bottom(a):
+    return _a(a)[3:].copy()
+
+
+def spatial_dot(a, b):
+    return dot(a, b)
+
+
+def spatial_cross(a, b):
+    a, b = _a(a), _a(b)
+    return np.concatenate([np.cross(a[:3], b[:3]), np.cross(a[3:], b[:3]) + np.cross(a[:3], b[3:])])
+
+
+def spatial_cross_dual(a, b):
+    a, b = _a(a), _a(b)
+    return np.concatenate([np.cross(a[:3], b[:3]) + np.cross(a[3:], b[3:]), np.cross(a[:3], b[3:])])
+
+
+def spatial_adjoint(r, s):
+    r, s = _a(r), _a(s)
+    return np.block([[r, np.zeros_like(r)], [s, r]])
+
+
+def transform_twist(t, x):
+    t, x = _a(t), _a(x)
+    w = quat_rotate(t[3:], x[:3])
+    return np.concatenate([w, quat_rotate(t[3:], x[3:]) + np.cross(t[:3], w)])
+
+
+def transform_wrench(t, x):
+    t, x = _a(t), _a(x)
+    f = quat_rotate(t[3:], x[3:])
+    return np.concatenate([quat_rotate(t[3:], x[:3]) + np.cross(t[:3], f), f])
+
+
+def velocity_at_point(qd, r):
+    qd = _a(qd)
+    return qd[3:] + np.cross(qd[:3], _a(r))
+
+
+class Generic:
+    """Warp's ``vector`` and ``matrix``: given only ``length=``/``shape=`` (and ``dtype=``)
+    in plain Python, the type (``vector(length=6, dtype=float)`` is ``ad.vec6``); given
+    components, a value of that type (inside a kernel always a value, zeros without
+    components, as Warp's). ``float`` means ``default`` (float64 here, float32 in
+    ``adjoint.warp``)."""
+
+    def __init__(self, name, default):
+        self.__name__ = self.name = name
+        self.default = default
+
+    def __call__(self, *args, length=None, shape=None, dtype=None):
+        size = length if self.name == "vector" else shape
+        if size is None:
+            if self.name == "matrix" or not args:
+                raise TypeError(f"{self.name}() needs {'length' if self.name == 'vector' else 'shape'}=")
+            size = len(args)
+        vt = (vector_of if self.name == "vector" else matrix_of)(size, dtype, self.default)
+        return vt(*args) if args else vt
+
+    def __repr__(self):
+        return f"<{self.name} type or value>"
+
+
+vector = Generic("vector", np.float64)
+matrix = Generic("matrix", np.float64)
+# the same in adjoint.warp, where float is float32 (the parser knows both: GENERIC)
+warp_vector = Generic("vector", np.float32)
+warp_matrix = Generic("matrix", np.float32)
+GENERIC = (vector, matrix, warp_vector, warp_matrix)
+
+
 FUNCS = {f.__name__: f for f in (
     dot, cross, length, length_sq, normalize, outer, transpose, determinant, inverse, trace,
     diag, skew, identity, cw_mul, cw_div, mul, quat_identity, quat_inverse, quat_rotate,
     quat_rotate_inv, quat_from_axis_angle, quat_to_matrix, quat_from_matrix, transform_identity,
     transform_get_translation, transform_get_rotation, transform_point, transform_vector,
-    transform_multiply, transform_inverse)}
+    transform_multiply, transform_inverse, spatial_top, spatial_bottom, spatial_dot,
+    spatial_cross, spatial_cross_dual, spatial_adjoint, transform_twist, transform_wrench,
+    velocity_at_point, vector, matrix, matrix_from_rows, matrix_from_cols)}
 
 # what a kernel may call, by name: the functions and the types (constructors)
 CALLABLE = dict(FUNCS, **ALL)

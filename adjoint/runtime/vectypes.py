@@ -3,7 +3,10 @@
 A ``VectorType`` is a fixed-size value of floats: a ``vec2/vec3/vec4``, a
 ``mat22/mat33/mat44``, a ``quat`` (x, y, z, w: w is the real part, as in Warp)
 or a ``transform`` (a translation p = (px, py, pz), then a rotation quaternion
-q = (qx, qy, qz, qw): seven floats, Warp's layout).
+q = (qx, qy, qz, qw): seven floats, Warp's layout). Vectors of any length and
+matrices of any shape are entries made when first named (``vector_of(6)`` is
+``ad.vec6``, ``matrix_of((2, 3))`` ``ad.mat23``); Warp's ``spatial_vector`` and
+``spatial_matrix`` are other names of ``vec6`` and ``mat66`` (``ALIASES``).
 
 ``ad.vec3`` holds float64 values, as ``float`` means float64 everywhere in
 adjoint; ``ad.vec3f`` holds float32 (Warp's ``wp.vec3`` is float32: port it
@@ -27,13 +30,14 @@ A constructor accepts the forms its type's ``forms`` list (Warp's), and nothing 
 side (frontend/vecexpr.py ``construct``) alike, so the two cannot disagree. Every type:
 ``(s)`` one scalar for every component, ``(v)`` a value of its shape (a copy), its
 components in order (a matrix's row by row); vectors, matrices and quaternions ``()``
-are zeros; ``quat(v: vec3, w)``; ``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0,
+are zeros; ``quat(v: vec3, w)``; a vec6 (spatial vector) ``(w: vec3, v: vec3)``; ``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0,
 1))``, by position or by name, so ``transform()`` is the identity (as in Warp). No other
 keyword; no matrix from vectors (Warp read them as columns in kernels and as rows in
 Python, and has removed the form).
 
 This module imports only numpy: the runtime stands alone.
 """
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -151,9 +155,12 @@ def _forms(name, kind, shape, comps):
     forms += [Form((Param("s", ()),), broadcast=True),
               Form((Param(name[0], shape, type=name),), label=f"(a {name})"),
               Form(tuple(scalars), label=f"({size} components, row by row)" if kind == "mat"
-                   else "")]
+                   else f"({size} components)" if size > 4 else "")]
     if kind == "quat":
         forms.append(Form((Param("v", (3,), type="vec3"), Param("w"))))
+    if kind == "vec" and shape == (6,):     # a spatial vector from its halves (Warp's)
+        forms.append(Form((Param("w", (3,), type="vec3"), Param("v", (3,), type="vec3")),
+                          keywords=True))
     return tuple(forms)
 
 
@@ -210,6 +217,7 @@ TYPES = {}      # (kind, shape) -> the float64 type
 ALL = {}        # name -> type (every variant)
 FORMS = {}      # (kind, shape) -> its constructor's forms (``Form``)
 _SHAPE_NAMES = {}   # shape -> the name of a type of that shape, for messages
+ALIASES = {}    # Warp's other names of a type (spatial_vector is vec6): alias -> name
 
 
 def _define(name, kind, shape, comps):
@@ -220,6 +228,87 @@ def _define(name, kind, shape, comps):
     _SHAPE_NAMES[tuple(shape)] = " or ".join(filter(None, (_SHAPE_NAMES.get(tuple(shape)),
                                                            name)))
     FORMS[(kind, tuple(shape))] = _forms(name, kind, tuple(shape), comps)
+    return ALL[name]
+
+
+# -- the generic vectors and matrices: a length or a shape is a table entry ----------
+# vec2 ... vec4 are named by x y z w; a longer vector's components by their index
+# (v[5]); a matrix's by row and column. The entries are made when first named
+# (``vector(length=6)``, ``matrix(shape=(2, 3))``, an unpickled ``ad.vec7f``).
+
+def _generic(kind, shape):
+    if kind == "vec":
+        (n,) = shape
+        return f"vec{n}", _XYZW[:n] if n <= 4 else tuple(str(i) for i in range(n))
+    r, c = shape
+    wide = r >= 10 or c >= 10
+    return (f"mat{r}x{c}" if wide else f"mat{r}{c}",
+            tuple(f"{i}_{j}" if wide else f"{i}{j}" for i in range(r) for j in range(c)))
+
+
+def _base(kind, shape):
+    """The float64 type of a generic ``kind`` ("vec" or "mat") and ``shape``, made on
+    first use."""
+    shape = tuple(int(s) for s in shape)
+    t = TYPES.get((kind, shape))
+    if t is None:
+        if len(shape) != (1 if kind == "vec" else 2) or min(shape) < 1:
+            raise TypeError(f"a {'vector length' if kind == 'vec' else 'matrix shape'} is "
+                            f"{'one' if kind == 'vec' else 'two'} positive integer(s), not "
+                            f"{shape}")
+        name, comps = _generic(kind, shape)
+        t = _define(name, kind, shape, comps)
+    return t
+
+
+def float_dtype(dtype, default=np.float64):
+    """The float dtype a vector type holds: ``float`` is ``default`` (float64 in adjoint,
+    float32 in Warp's namespace); vectors of ints are refused."""
+    if dtype is None or dtype is float:
+        return np.dtype(default)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"vector and matrix types hold float32 or float64, not {dtype!r} "
+                        "(vectors of ints and of float16 are not supported)")
+    return dt
+
+
+def _variant(base, dtype):
+    return ALL[base.name + ("f" if np.dtype(dtype) == np.float32 else "")]
+
+
+def vector_of(length, dtype=None, default=np.float64):
+    """The vector type of ``length`` floats of ``dtype`` (Warp's ``vector(length, dtype)``)."""
+    return _variant(_base("vec", (length,)), float_dtype(dtype, default))
+
+
+def matrix_of(shape, dtype=None, default=np.float64):
+    """The matrix type of ``shape`` (rows, columns) of ``dtype`` (Warp's ``matrix(shape,
+    dtype)``)."""
+    shape = tuple(shape)
+    if len(shape) != 2:
+        raise TypeError(f"a matrix shape is (rows, columns), not {shape}")
+    return _variant(_base("mat", shape), float_dtype(dtype, default))
+
+
+def _by_name(name):
+    if name in ALL:
+        return ALL[name]
+    m = re.fullmatch(r"(vec|mat)(\d+)(?:x(\d+))?([df]?)", name)
+    if m is None:
+        raise KeyError(name)
+    kind, a, b, suffix = m.groups()
+    if kind == "vec":
+        shape = (int(a),)
+    elif b is not None:
+        shape = (int(a), int(b))
+    else:
+        shape = (int(a[0]), int(a[1:]))
+    base = _base(kind, shape)
+    return ALL[base.name + suffix]
 
 
 for _n in (2, 3, 4):
@@ -228,6 +317,15 @@ for _n in (2, 3, 4):
 _define("quat", "quat", (4,), _XYZW)
 _define("transform", "transform", (7,), ("px", "py", "pz", "qx", "qy", "qz", "qw"))
 
+# Spatial vectors and matrices (Warp's Featherstone conventions): a spatial vector is a
+# vec6, (w, v): its top three components the angular part, its bottom three the linear
+# one; a spatial matrix is a mat66. Other names of those types, as Warp's are.
+for _alias, _base_type in (("spatial_vector", _base("vec", (6,))),
+                           ("spatial_matrix", _base("mat", (6, 6)))):
+    for _suffix in ("", "d", "f"):
+        ALL[_alias + _suffix] = ALL[_base_type.name + _suffix]
+        ALIASES[_alias + _suffix] = _base_type.name + _suffix
+
 
 def vector_type(annotation):
     """The ``VectorType`` an annotation names, or None."""
@@ -235,8 +333,8 @@ def vector_type(annotation):
 
 
 def vec_of(n):
-    return TYPES[("vec", (n,))]
+    return _base("vec", (n,))
 
 
-def mat_of(n):
-    return TYPES[("mat", (n, n))]
+def mat_of(rows, cols=None):
+    return _base("mat", (rows, rows if cols is None else cols))

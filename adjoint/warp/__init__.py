@@ -31,6 +31,7 @@ import adjoint as _ad
 
 from ..errors import PACKAGE_DIR as _PACKAGE_DIR
 from ..errors import TransformError as _TransformError
+from ..runtime import vecfuncs as _vecfuncs
 from . import names as _names
 from .arrays import (array, array1d, array2d, array3d, array4d, clone, copy, empty,  # noqa: F401
                      empty_like, from_numpy, full, full_like, ones, ones_like, zeros,
@@ -67,12 +68,18 @@ _SAME = ("atomic_add atomic_sub atomic_min atomic_max abs acos asin atan atan2 c
          "transform_identity transform_point transform_vector transform_multiply "
          "transform_inverse transform_get_translation transform_get_rotation "
          "vec2f vec3f vec4f vec2d vec3d vec4d mat22f mat33f mat44f mat22d mat33d mat44d "
-         "quatf quatd transformf transformd").split()
+         "quatf quatd transformf transformd spatial_vectorf spatial_vectord spatial_matrixf "
+         "spatial_matrixd spatial_top spatial_bottom spatial_dot spatial_cross "
+         "spatial_cross_dual spatial_adjoint transform_twist transform_wrench "
+         "velocity_at_point matrix_from_rows matrix_from_cols").split()
 globals().update({_n: getattr(_ad, _n) for _n in _SAME})
 # Warp's unsuffixed vector types are float32
 vec2, vec3, vec4 = _ad.vec2f, _ad.vec3f, _ad.vec4f
 mat22, mat33, mat44 = _ad.mat22f, _ad.mat33f, _ad.mat44f
 quat, transform = _ad.quatf, _ad.transformf
+spatial_vector, spatial_matrix = _ad.spatial_vectorf, _ad.spatial_matrixf
+# wp.vector(length=6, dtype=float), wp.matrix(shape=(2, 3), dtype=float): float is float32
+vector, matrix = _vecfuncs.warp_vector, _vecfuncs.warp_matrix
 # Warp's wp.div, wp.mod, wp.floordiv: what its / % // mean (runtime/warpops.py)
 div, mod, floordiv = _ad.trunc_div, _ad.trunc_mod, _ad.div_floor
 
@@ -93,7 +100,7 @@ log10e = LOG10E = _math.log10(_math.e)
 WarpCodegenError = WarpCodegenAttributeError = WarpCodegenIndexError = _TransformError
 WarpCodegenKeyError = WarpCodegenTypeError = WarpCodegenValueError = _TransformError
 
-from . import autograd, optim  # noqa: E402,F401  (submodules: warp.autograd, warp.optim)
+from . import autograd, optim, types  # noqa: E402,F401  (warp.autograd, warp.optim, warp.types)
 
 __all__ = sorted(n for n in _names.NAMES if n in globals())
 

@@ -46,15 +46,16 @@ GROUPS = (
        "float32 float64 int32 int64 bool float16 bfloat16 int8 int16 uint8 uint16 uint32 "
        "uint64 Float Int Scalar dtype_from_numpy dtype_to_numpy"),
     _g("vector, matrix, quaternion and transform types",
-       "a vector type adjoint does not have (float32 and float64 vec2-4, mat22-44, quat, "
-       "transform only)",
+       "a vector type adjoint does not have (vectors, matrices, quaternions and transforms "
+       "hold float32 or float64: no float16, no ints)",
        "vec2 vec3 vec4 vec2f vec3f vec4f vec2d vec3d vec4d mat22 mat33 mat44 mat22f mat33f "
        "mat44f mat22d mat33d mat44d quat quatf quatd transform transformf transformd "
        "vec2h vec3h vec4h mat22h mat33h mat44h quath transformh "
        "vec2b vec3b vec4b vec2ub vec3ub vec4ub vec2s vec3s vec4s vec2us vec3us vec4us "
        "vec2i vec3i vec4i vec2ui vec3ui vec4ui vec2l vec3l vec4l vec2ul vec3ul vec4ul "
        "vector matrix quaternion transformation matrix_from_cols matrix_from_rows"),
-    _g("spatial math", "spatial vectors and matrices are " + NOT_YET,
+    _g("spatial math", "float16 spatial vectors and matrices are not supported (they hold "
+                       "float32 or float64)",
        "spatial_vector spatial_vectorf spatial_vectord spatial_vectorh spatial_matrix "
        "spatial_matrixf spatial_matrixd spatial_matrixh spatial_adjoint spatial_bottom "
        "spatial_cross spatial_cross_dual spatial_dot spatial_top velocity_at_point "
@@ -210,6 +211,10 @@ SPECIFIC = {
             "of a func)",
     "where": "the ternary a if cond else b does it in kernels; wp.where is " + NOT_YET,
     "select": "the ternary b if cond else a does it in kernels; wp.select is " + NOT_YET,
+    "quaternion": "Warp's generic quaternion(dtype=...) is " + NOT_YET + ": write wp.quat "
+                  "(float32) or wp.quatd",
+    "transformation": "Warp's generic transformation(p, q, dtype=...) is " + NOT_YET +
+                      ": write wp.transform (float32) or wp.transformd",
 }
 
 NAMES = tuple(n for g in GROUPS for n in g.names)
@@ -274,6 +279,11 @@ NOTES = {
     "synchronize": "waits for CUDA launches; nothing to wait for on the CPU",
     "autograd": "adjoint's `jacobian`, `jacobian_fd`, `gradcheck`",
     "optim": "`Adam` and `SGD`, without SGD's dampening, weight decay and Nesterov",
+    "types": "`vector(length, dtype)`, `matrix(shape, dtype)` and the types of this namespace",
+    "vector": "in plain Python, given only `length=` (and `dtype=`), the type (`wp.vector(length=6, "
+              "dtype=float)` is `wp.spatial_vector`); in a kernel a value, as Warp's",
+    "matrix": "in plain Python, given only `shape=` (and `dtype=`), the type; in a kernel a "
+              "value, as Warp's",
     "get_mempool_release_threshold": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_current": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_high": "raises ValueError on the CPU, as Warp's",
