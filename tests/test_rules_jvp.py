@@ -66,7 +66,7 @@ def group_kernel32(g32, kernel_module):
     """The float32 kernel of a group (its float32 variants, float32 arrays)."""
     if g32.index not in _kernels32:
         src = kernel_source(g32).replace("dtype=float,", "dtype=ad.float32,")
-        assert src.count("ad.float32") == 2
+        assert src.count("dtype=ad.float32") == 2
         _kernels32[g32.index] = getattr(kernel_module(src), f"rules_{g32.index}")
     return _kernels32[g32.index]
 

@@ -1,4 +1,5 @@
-"""Builtins and piecewise functions: abs, min, max, clamp, float(), int(), and Warp's
+"""Builtins and piecewise functions: abs, min, max, clamp, float(), int() and the casts
+(ad.float32(x), ad.int8(x), ...), and Warp's
 scalar builtins ad.sign, step, lerp, smoothstep, round, rint, trunc, frac (their primals:
 adjoint/runtime/ieee.py)."""
 from .registry import rule
@@ -45,16 +46,35 @@ def clamp(z, x, lo, hi):
         d_x = g
 
 
-@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: FLOAT, runtime="to_float")
+# ad.float32(x), ad.float64(x) (Warp's wp.float32(x), ...) are float(x): a float of the
+# kernel's precision (a float32 kernel computes in float32, another in float64), the
+# gradient passed on
+@rule("float", "float", domain=[(-2, 2)], result_kind=lambda k: FLOAT, runtime="to_float",
+      aliases=("ad.float32", "ad.float64"))
 def float_(z, x):
     d_x = g
 
 
-# math.trunc(x) is Python's: int(x), an int (ad.trunc is Warp's, a float)
+# math.trunc(x) is Python's: int(x), an int (ad.trunc is Warp's, a float); ad.int64(x) too
 @rule("int", "int", domain=[(-2, 2)], result_kind=lambda k: INT, differentiable=False,
-      runtime="to_int", aliases=("math.trunc",))
+      runtime="to_int", aliases=("math.trunc", "ad.int64"))
 def int_(z, x):
     pass
+
+
+def _cast(z, x):
+    pass
+
+
+# Warp's narrower integer casts (ad.int8(x) ... ad.uint32(x)): int(x) wrapped to the
+# type's width, as C converts, held in an int (adjoint/runtime/intops.py); no derivative.
+# The domains wrap the 8-bit casts; a negative uint16/uint32 is 65536 - ... or 2**32 - ...,
+# too large for the tests' differences of x * float(ad.uint32(x))
+for _name, _domain in (("int8", (-300.0, 300.0)), ("int16", (-300.0, 300.0)),
+                       ("int32", (-300.0, 300.0)), ("uint8", (-300.0, 300.0)),
+                       ("uint16", (0.0, 300.0)), ("uint32", (0.0, 300.0))):
+    rule(_name, f"ad.{_name}", domain=[_domain], result_kind=lambda k: INT,
+         differentiable=False, runtime=f"to_{_name}")(_cast)
 
 
 

@@ -431,6 +431,7 @@ def _pow_edge(x, y):
     return -INF if x < 0 and odd else INF
 
 
-# the scalar builtins of vector code (rt.length3, rt.div_or_zero) and Warp's operators
-# (rt.trunc_div, rt.div_floor, rt.trunc_mod): registered here too
-from . import vecmath, warpops  # noqa: E402,F401
+# the scalar builtins of vector code (rt.length3, rt.div_or_zero), Warp's operators
+# (rt.trunc_div, rt.div_floor, rt.trunc_mod) and the integer casts (rt.to_uint8, ...):
+# registered here too
+from . import intops, vecmath, warpops  # noqa: E402,F401

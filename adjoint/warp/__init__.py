@@ -56,6 +56,8 @@ tid = _ad.tid
 
 # scalar types: float and int in an annotation are float32 and int32 here (the dialect)
 float32, float64, int32, int64 = _np.float32, _np.float64, _np.int32, _np.int64
+# (also casts in kernels: wp.uint8(x) is int(x) wrapped to 0..255, an int of the kernel)
+int8, int16, uint8, uint16, uint32 = _np.int8, _np.int16, _np.uint8, _np.uint16, _np.uint32
 bool = bool  # noqa: A001 - wp.bool, a kernel's bool parameter
 
 # the builtins kernels call: adjoint's own objects (the transformer knows them by identity)

@@ -288,6 +288,11 @@ NOTES = {
     "get_mempool_used_mem_current": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_high": "raises ValueError on the CPU, as Warp's",
     "WarpCodegenError": "adjoint's `TransformError`",
+    "int8": "a cast in kernels: `int(x)` wrapped to the type's width, held in a 64-bit int",
+    "int16": "as `int8`",
+    "uint8": "as `int8`",
+    "uint16": "as `int8`",
+    "uint32": "as `int8`",
     "Kernel": "adjoint's `Kernel` class",
     "Function": "adjoint's `Func` class",
 }
