@@ -101,11 +101,12 @@ def outside_frames(tb):
     return out
 
 
-def user_line():
+def user_line(depth=1):
     """``"file:line: source"`` of the innermost frame outside adjoint's package and the
-    import machinery (the user's line that called into adjoint), or "" when there is none:
-    for an error raised by plain Python code, whose traceback is not the transformer's."""
-    frame = sys._getframe(1)
+    import machinery (the user's line that called into adjoint), starting ``depth`` frames
+    above the caller, or "" when there is none: for an error raised by plain Python code,
+    whose traceback is not the transformer's."""
+    frame = sys._getframe(depth)
     while frame is not None and frame.f_code.co_filename.startswith((PACKAGE_DIR, "<frozen")):
         frame = frame.f_back
     if frame is None:
