@@ -366,6 +366,33 @@ def test_spatial_names_are_vec6_and_mat66_in_both_precisions():
     assert ad.vec6.comps == ("0", "1", "2", "3", "4", "5")
 
 
+def test_types_made_after_import_construct_values_in_kernels(backend, kernel_module):
+    m = kernel_module("""
+    VEC7 = ad.vector(length=7, dtype=float)
+    MAT34 = ad.matrix(shape=(3, 4), dtype=float)
+
+    @ad.kernel
+    def later(x: ad.array(dtype=float), out: ad.array(dtype=VEC7), om: ad.array(dtype=MAT34)):
+        i = ad.tid()
+        v = VEC7(x[i], 2.0, 3.0, 4.0, 5.0, 6.0, x[i] * x[i])
+        out[i] = v * 2.0
+        om[i] = MAT34(x[i])
+    """)
+    dev = _device()
+    x = ad.array(np.array([1.5, -0.5]), requires_grad=True, device=dev)
+    out = ad.zeros(2, dtype=m.VEC7, requires_grad=True, device=dev)
+    om = ad.zeros(2, dtype=m.MAT34, device=dev)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.later, 2, inputs=[x], outputs=[out, om])
+    np.testing.assert_array_equal(out.numpy()[0], [3.0, 4, 6, 8, 10, 12, 4.5])
+    np.testing.assert_array_equal(om.numpy()[1], np.full((3, 4), -0.5))
+    seed = np.zeros((2, 7))
+    seed[:, 0], seed[:, 6] = 1.0, 1.0
+    tape.backward(grads={out: seed})
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 + 4.0 * np.array([1.5, -0.5]))
+
+
 def test_constructors_in_plain_python():
     w, v = np.array([1.0, 2.0, 3.0]), np.array([4.0, 5.0, 6.0])
     np.testing.assert_array_equal(ad.spatial_vector(w, v), np.arange(1.0, 7.0))
@@ -417,6 +444,7 @@ def test_kernel_errors_name_the_line(kernel_module, expr, message):
         v = {expr}
         out[i] = 0.0
     """)
-    with pytest.raises(ad.TransformError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
+    pattern = message.replace("(", r"\(").replace(")", r"\)")
+    with pytest.raises(ad.TransformError, match=pattern) as err:
         ad.launch(m.bad, 1, inputs=[], outputs=[ad.zeros(1)])
     assert err.value.lineno is not None and expr in str(err.value)

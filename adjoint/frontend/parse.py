@@ -403,7 +403,7 @@ class _Resolver(gast.NodeTransformer):
         if self._lookup(node.func) is builtins.len:
             return self._length(node)
         obj = self._lookup(node.func)
-        if not (isinstance(obj, DeviceFunction) or id(obj) in CALLABLES):
+        if not (isinstance(obj, (DeviceFunction, VectorType)) or id(obj) in CALLABLES):
             # (before its arguments are read: ad.jvp(f, ...)'s f is no value of a kernel)
             raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
                                                   _first_argument(node)), node)
@@ -440,12 +440,9 @@ class _Resolver(gast.NodeTransformer):
                 node.func = lookup(name).callee_expr()
             else:
                 node.func = _name(name)
-        elif isinstance(obj, VectorType):      # a vector type made when first named (ad.vec6)
+        else:                                  # a vector type made when first named (ad.vec6)
             node.callee = Callee("vector", obj.name)
             node.func = _name(obj.name)
-        else:
-            raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
-                                                  _first_argument(node)), node)
         return node
 
     def _bind(self, func, node):

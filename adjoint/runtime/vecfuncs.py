@@ -247,7 +247,8 @@ class Generic:
         size = length if self.name == "vector" else shape
         if size is None:
             if self.name == "matrix" or not args:
-                raise TypeError(f"{self.name}() needs {'length' if self.name == 'vector' else 'shape'}=")
+                key = "length" if self.name == "vector" else "shape"
+                raise TypeError(f"{self.name}() needs {key}=")
             size = len(args)
         vt = (vector_of if self.name == "vector" else matrix_of)(size, dtype, self.default)
         return vt(*args) if args else vt

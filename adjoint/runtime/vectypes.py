@@ -30,8 +30,9 @@ A constructor accepts the forms its type's ``forms`` list (Warp's), and nothing 
 side (frontend/vecexpr.py ``construct``) alike, so the two cannot disagree. Every type:
 ``(s)`` one scalar for every component, ``(v)`` a value of its shape (a copy), its
 components in order (a matrix's row by row); vectors, matrices and quaternions ``()``
-are zeros; ``quat(v: vec3, w)``; a vec6 (spatial vector) ``(w: vec3, v: vec3)``; ``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0,
-1))``, by position or by name, so ``transform()`` is the identity (as in Warp). No other
+are zeros; ``quat(v: vec3, w)``; a vec6 (spatial vector) ``(w: vec3, v: vec3)``;
+``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0, 1))``, by position or by name, so
+``transform()`` is the identity (as in Warp). No other
 keyword; no matrix from vectors (Warp read them as columns in kernels and as rows in
 Python, and has removed the form).
 

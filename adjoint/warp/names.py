@@ -280,8 +280,9 @@ NOTES = {
     "autograd": "adjoint's `jacobian`, `jacobian_fd`, `gradcheck`",
     "optim": "`Adam` and `SGD`, without SGD's dampening, weight decay and Nesterov",
     "types": "`vector(length, dtype)`, `matrix(shape, dtype)` and the types of this namespace",
-    "vector": "in plain Python, given only `length=` (and `dtype=`), the type (`wp.vector(length=6, "
-              "dtype=float)` is `wp.spatial_vector`); in a kernel a value, as Warp's",
+    "vector": "in plain Python, given only `length=` (and `dtype=`), the type "
+              "(`wp.vector(length=6, dtype=float)` is `wp.spatial_vector`); in a kernel a "
+              "value, as Warp's",
     "matrix": "in plain Python, given only `shape=` (and `dtype=`), the type; in a kernel a "
               "value, as Warp's",
     "get_mempool_release_threshold": "raises ValueError on the CPU, as Warp's",
