@@ -98,20 +98,22 @@ class Group:
 
 
 def operand_patterns(rule, group, rng):
-    """[(name, operand sources, input rows read)] for one rule."""
+    """[(name, operand sources, input rows read)] for one rule (a rule of ints, ``&``, takes
+    ``int(v)`` of its sampled floats, and int constants)."""
     n = len(rule.params)
     cols = [group.column(d) for d in rule.domain]
-    names = [f"v{c}" for c in cols]
+    names = [f"int(v{c})" if rule.integer else f"v{c}" for c in cols]
     out = [("active", names, cols)]
     for k in range(n if n >= 2 else 0):
         lo, hi = rule.domain[k]
-        const = repr(round(float(rng.uniform(lo, hi)), 3))
+        value = float(rng.uniform(lo, hi))
+        const = repr(int(value) if rule.integer else round(value, 3))
         args = list(names)
         args[k] = const
         out.append((f"const{k}", args, [c for j, c in enumerate(cols) if j != k]))
     if n >= 2:
         s = group.column(intersect(rule.domain))
-        out.append(("same", [f"v{s}"] * n, [s]))
+        out.append(("same", [f"int(v{s})" if rule.integer else f"v{s}"] * n, [s]))
     return out
 
 

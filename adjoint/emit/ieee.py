@@ -4,7 +4,8 @@ Python raises ``ZeroDivisionError`` for ``x / 0.0`` (also ``//``, ``%``), raises
 ``OverflowError`` or returns a complex number for some ``x ** y``, where IEEE
 arithmetic (numba, CUDA, NumPy) gives inf or nan. So the functions emitted here
 spell ``x / y`` as ``rt.div(x, y)``, ``x // y`` as ``rt.floordiv(x, y)``,
-``x % y`` as ``rt.mod(x, y)`` and ``x ** y`` as ``rt.power(x, y)``: the
+``x % y`` as ``rt.mod(x, y)`` and ``x ** y`` as ``rt.power(x, y)`` (and the bit
+operations on int64: ``x << y`` as ``rt.lshift(x, y)``, ``~x`` as ``rt.invert(x)``): the
 ``runtime`` column of the rule registry, which also spells ``math.sin(x)`` as
 ``rt.sin(x)`` when parsing (see adjoint/runtime/ieee.py for their meaning).
 
@@ -44,6 +45,13 @@ class _Spell(gast.NodeTransformer):
         if op not in _RUNTIME or (op in _DIVISIONS and positive):
             return node
         return gast.copy_location(rt_call(_RUNTIME[op], node.left, node.right), node)
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        op = type(node.op).__name__
+        if op not in _RUNTIME:
+            return node
+        return gast.copy_location(rt_call(_RUNTIME[op], node.operand), node)   # ~x
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)

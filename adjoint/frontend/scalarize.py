@@ -21,6 +21,12 @@ CUDA and float32 lowerings hold for vectors by construction):
 - operators and builtins are scalar expressions (vecops.py); ``ParsedFunction.
   vectors`` records the vector signature (what a caller needs).
 
+An element of an array of narrow ints (``ad.uint8``, ``int8``, ``int16``, ``uint16``,
+``uint32``) is an int as it is loaded (``int(a[i])``, the int64 every int in a kernel
+is) and is converted to the array's type as it is stored (``a[i] = ad.uint8(v)``, C's
+wrap-around), so that no backend computes in the narrow type (NumPy's uint8 scalar
+would wrap, numba's would widen); such arrays are stored into, not accumulated into.
+
 Anything else a vector cannot do here -- a component index known only at run
 time, a vector compared, a vector in a ``while`` condition -- is a
 ``TransformError`` naming the user's file and line and the construct.
@@ -31,7 +37,7 @@ from dataclasses import replace
 import gast
 import numpy as np
 
-from ..runtime.types import ArrayType
+from ..runtime.types import NARROW_INTS, ArrayType
 from ..runtime.vectypes import VectorType
 from .builder import Builder, expr, name, reads
 from .parse import Param
@@ -41,10 +47,18 @@ from .vecops import V, VectorUseError
 
 
 def scalarize(pf):
-    """``pf`` with every vector value made scalars (see the module docstring)."""
-    if not _uses_vectors(pf):
+    """``pf`` with every vector value made scalars and every narrow int element an int
+    (see the module docstring)."""
+    if not _uses_vectors(pf) and not _narrow_arrays(pf):
         return pf
     return _Scalarize(pf).run()
+
+
+def _narrow_arrays(pf):
+    """{array parameter: its dtype's name} for the arrays of ints narrower than int32
+    (``ad.array(dtype=ad.uint8)``, also uint32)."""
+    return {p.name: p.type.dtype.name for p in pf.params
+            if isinstance(p.type, ArrayType) and p.type.dtype in NARROW_INTS}
 
 
 def _uses_vectors(pf):
@@ -66,6 +80,7 @@ class _Scalarize(Expressions):
         self.comp = {}          # local name -> its components' names
         self.varrays = {}       # array parameter -> (VectorType, index dimensions)
         self.arrays = {p.name for p in pf.params if isinstance(p.type, ArrayType)}
+        self.narrow = _narrow_arrays(pf)    # array -> its dtype's name (uint8, ...)
         self.scalars = set()    # locals assigned a scalar
         self.returns = None
         self.line = pf.node
@@ -277,6 +292,8 @@ class _Scalarize(Expressions):
                 if isinstance(value, V):
                     raise self.err(f"cannot store a {value.vt.name} into an element of the "
                                    f"float array '{arr}'", s)
+                if arr in self.narrow:
+                    value = self.narrowed(arr, value, aug, s)
                 return [self.assign_node(_subscript(arr, idx), value, aug)]
             self.expect(value, vt, s)
             return [self.assign_node(_subscript(arr, idx + [_c(int(i)) for i in np.unravel_index(
@@ -292,6 +309,15 @@ class _Scalarize(Expressions):
                                for j in range(i)):
             comps = self.b.atoms(V(value.vt, comps), force=True).comps
         return [self.assign_node(name(n), c, aug) for n, c in zip(names, comps)]
+
+    def narrowed(self, arr, value, aug, s):
+        """A value stored into the narrow int array ``arr``: converted as Warp (C) converts,
+        ``ad.uint8(value)``, so every backend stores the same wrapped int."""
+        if aug is not None:
+            raise self.err(f"'{arr}' is an array of {self.narrow[arr]}: it is stored into "
+                           "(=), not accumulated into (+=, atomics), which int32 and int64 "
+                           "arrays are", s)
+        return self.b.call(self.narrow[arr], value)
 
     def assign_node(self, target, value, aug):
         target = copy.deepcopy(target)
@@ -377,6 +403,9 @@ class _Scalarize(Expressions):
                 node.callee = callee
                 out.append(gast.Expr(value=node))
             return out
+        if callee.kind == "atomic" and call.args and isinstance(call.args[0], gast.Name) \
+                and call.args[0].id in self.narrow:
+            self.narrowed(call.args[0].id, None, callee.name, s)
         if callee.kind == "print":
             args = []
             for a in call.args:

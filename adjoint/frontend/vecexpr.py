@@ -49,7 +49,8 @@ BINOPS = {gast.Add: "+", gast.Sub: "-", gast.Mult: "*", gast.Div: "/", gast.MatM
 class Expressions:
     """Mixin of pass scalarize's ``_Scalarize``: it provides ``b`` (a ``Builder``),
     ``err``, ``expect``, ``vars``/``comp`` (local vectors and their component names),
-    ``arrays`` and ``varrays`` (array parameters, and those of vectors)."""
+    ``arrays``, ``varrays`` and ``narrow`` (array parameters, those of vectors and those of
+    narrow ints)."""
 
     def scalar(self, e, where):
         v = self.ev(e)
@@ -176,6 +177,8 @@ class Expressions:
             return e
         if isinstance(base, gast.Name) and base.id in self.arrays:
             idx = [self.scalar(i, "an index") for i in _indices(e)]
+            if base.id in self.narrow:                  # a uint8's element: an int
+                return self.b.call("int", _subscript(base.id, idx))
             if base.id not in self.varrays:
                 return _subscript(base.id, idx)
             vt, nd = self.varrays[base.id]

@@ -59,6 +59,9 @@ class Rule:
     # number (sqrt: never subnormal), so X / z and X * (1 / z) differ by rounding only
     # (pass reciprocal)
     safe_reciprocal: bool = False
+    # its operands are ints or bools (bit operations): a float operand is an error at the
+    # user's line (pass types)
+    integer: bool = False
 
     @property
     def is_call(self):
@@ -70,8 +73,9 @@ class Rule:
     def spellings(self):
         """The dotted names of every Python callable a kernel may call for this rule
         (``math.sin``, ``abs``, ``math.fabs``, ``ad.clamp``; ``ad.sin`` is ``math.sin``);
-        none for an operator. The frontend resolves them (frontend/parse.py)."""
-        return (self.symbol,) + self.aliases if self.is_call else ()
+        for an operator its aliases only (``ad.bit_and`` for ``&``). The frontend resolves
+        them (frontend/parse.py)."""
+        return ((self.symbol,) if self.is_call else ()) + self.aliases
 
     @property
     def partials(self):
@@ -339,19 +343,20 @@ def _template(fn):
 
 
 def rule(key, symbol, domain, result_kind=numeric, differentiable=True, runtime=None,
-         aliases=(), safe_reciprocal=False):
+         aliases=(), safe_reciprocal=False, integer=False):
     """Register the decorated partials template as the rule for ``key``.
 
     ``runtime``: the name of the ``rt.<name>`` function generated code calls (a runtime
     builtin of adjoint/runtime/ieee.py); ``aliases``: other Python callables a kernel
     may call for it, spelled as ``symbol`` is (``math.fabs``, ``pow``);
-    ``safe_reciprocal``: see ``Rule.safe_reciprocal``."""
+    ``safe_reciprocal``: see ``Rule.safe_reciprocal``; ``integer``: its operands are ints
+    (``Rule.integer``)."""
     def deco(fn):
         params, body = _template(fn)
         if key in RULES:
             raise ValueError(f"duplicate adjoint rule for {key}")
         RULES[key] = Rule(key, symbol, params, body, result_kind, tuple(domain), differentiable,
-                          runtime, tuple(aliases), safe_reciprocal)
+                          runtime, tuple(aliases), safe_reciprocal, integer)
         return fn
     return deco
 

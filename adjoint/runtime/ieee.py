@@ -432,6 +432,6 @@ def _pow_edge(x, y):
 
 
 # the scalar builtins of vector code (rt.length3, rt.div_or_zero), Warp's operators
-# (rt.trunc_div, rt.div_floor, rt.trunc_mod) and the integer casts (rt.to_uint8, ...):
-# registered here too
+# (rt.trunc_div, rt.div_floor, rt.trunc_mod), the integer casts and bit operations
+# (rt.to_uint8, rt.bit_and, ...): registered here too
 from . import intops, vecmath, warpops  # noqa: E402,F401

@@ -38,10 +38,14 @@ class ParamSpec:
     @functools.cached_property
     def to_scalar(self):
         """A scalar argument as the kernel's compiled code takes it: a Python float or int
-        for a 64-bit parameter (through numpy, so that an int beyond int64 overflows
-        here), a numpy scalar of the parameter's dtype otherwise."""
+        for a 64-bit parameter and for an int narrower than int32 or a uint32 (through
+        numpy, so that an int out of the type's range overflows here), a numpy scalar of
+        the parameter's dtype otherwise."""
         make = self.np_dtype.type
-        if self.np_dtype in (np.float64, np.int64):
+        if self.np_dtype in (np.float64, np.int64) or (
+                self.np_dtype.kind in "iu" and self.np_dtype.itemsize < 4) or \
+                self.np_dtype == np.uint32:
+            # (a narrow int as the int64 every int of a kernel is, once checked in range)
             return lambda value: make(value).item()
         return make
 

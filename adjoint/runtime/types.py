@@ -13,8 +13,17 @@ float64 = np.float64
 int32 = np.int32
 int64 = np.int64
 
+# ints narrower than int32 (and uint32): arrays and scalars of them are ints of the kernel
+# (int64) once loaded, converted back as stored (frontend/scalarize.py)
+NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16, np.uint32))
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
-           np.dtype(np.int64), np.dtype(np.bool_))
+           np.dtype(np.int64), np.dtype(np.bool_)) + NARROW_INTS
+_REFUSED = {
+    "float16": "float16 is not supported: numba computes no float16 on the CPU, and every "
+               "load and store would have to convert; store float32",
+    "uint64": "uint64 is not supported: an int in a kernel is an int64, which cannot hold "
+              "uint64 values from 2**63 on; use int64",
+}
 
 
 # the attribute marking an @ad.struct class (runtime/structs.py, which reads this module)
@@ -41,8 +50,11 @@ def as_dtype(t, dialect=ADJOINT):
     if isinstance(t, type) and STRUCT_ATTR in t.__dict__:
         raise struct_array_error(t)
     dt = np.dtype(t)
+    if dt.name in _REFUSED:
+        raise TypeError(_REFUSED[dt.name])
     if dt not in _DTYPES:
-        raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64")
+        raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64 (or "
+                        "int8, int16, uint8, uint16, uint32)")
     return dt
 
 
@@ -96,4 +108,4 @@ def scalar_dtype(annotation, dialect=ADJOINT):
         dt = np.dtype(annotation)
     except TypeError:
         return None
-    return dt if dt.kind in "fib" else None
+    return dt if dt in _DTYPES else None

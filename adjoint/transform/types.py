@@ -32,12 +32,32 @@ def infer(norm):
         for tgt, _ in _assigned_kinds(s, kinds, arrays, pf):
             if kinds.get(tgt) is None:
                 raise pf.error(f"cannot tell the type of '{tgt}'", s, stage="types")
+        _integer_operands(s, kinds, pf)
     returns = []
     for s in walk_stmts(norm.body):
         if isinstance(s, gast.Return):
             vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
             returns = [atom_kind(v, kinds) for v in vals]
     return kinds, returns
+
+
+def _integer_operands(s, kinds, pf):
+    """A ``TransformError`` at ``s`` where an operation whose rule takes ints (``& | ^ << >>
+    ~``: ``Rule.integer``) is given a float."""
+    v = s.value if isinstance(s, gast.Assign) else None
+    if isinstance(v, gast.BinOp):
+        key, operands = type(v.op).__name__, [v.left, v.right]
+    elif isinstance(v, gast.UnaryOp):
+        key, operands = type(v.op).__name__, [v.operand]
+    elif isinstance(v, gast.Call) and v.callee.kind == "op":
+        key, operands = v.callee.name, v.args
+    else:
+        return
+    rule = lookup(key)
+    if rule is not None and rule.integer and any(atom_kind(a, kinds) == FLOAT for a in operands):
+        raise pf.error(f"'{rule.symbol}' takes ints (or bools), not a float: convert with "
+                       "int(x) first (a bit operation has no meaning on a float)", s,
+                       stage="types")
 
 
 def atom_kind(a, kinds):

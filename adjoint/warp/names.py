@@ -42,7 +42,7 @@ GROUPS = (
     _g("launches and tapes", "a launch feature adjoint does not have",
        "launch Tape Launch launch_tiled autograd"),
     _g("scalar types", "a scalar type adjoint's kernels do not take (float32, float64, "
-                       "int32, int64 and bool only)",
+                       "int8, int16, int32, int64, uint8, uint16, uint32 and bool only)",
        "float32 float64 int32 int64 bool float16 bfloat16 int8 int16 uint8 uint16 uint32 "
        "uint64 Float Int Scalar dtype_from_numpy dtype_to_numpy"),
     _g("vector, matrix, quaternion and transform types",
@@ -81,8 +81,8 @@ GROUPS = (
        "transform_get_rotation transform_compose transform_decompose transform_expand "
        "transform_from_matrix transform_to_matrix transform_set_rotation "
        "transform_set_translation"),
-    _g("atomics and bit operations", "integer bit operations and atomic exchanges are "
-                                     + NOT_YET,
+    _g("atomics and bit operations", "atomic bit operations, atomic exchanges and bit_count "
+                                     "are " + NOT_YET,
        "atomic_add atomic_sub atomic_min atomic_max atomic_and atomic_or atomic_xor "
        "atomic_cas atomic_exch bit_and bit_or bit_xor bit_count lshift rshift invert"),
     _g("constants", "a constant " + NOT_YET,
@@ -211,6 +211,11 @@ SPECIFIC = {
             "of a func)",
     "where": "the ternary a if cond else b does it in kernels; wp.where is " + NOT_YET,
     "select": "the ternary b if cond else a does it in kernels; wp.select is " + NOT_YET,
+    "float16": "float16 arrays are not supported: numba computes no float16 on the CPU, and "
+               "every load and store would have to convert; store float32",
+    "bfloat16": "bfloat16 is not supported (numba has no bfloat16); store float32",
+    "uint64": "uint64 is not supported: an int in a kernel is an int64, which cannot hold "
+              "uint64 values from 2**63 on; use int64",
     "quaternion": "Warp's generic quaternion(dtype=...) is " + NOT_YET + ": write wp.quat "
                   "(float32) or wp.quatd",
     "transformation": "Warp's generic transformation(p, q, dtype=...) is " + NOT_YET +
@@ -289,11 +294,13 @@ NOTES = {
     "get_mempool_used_mem_current": "raises ValueError on the CPU, as Warp's",
     "get_mempool_used_mem_high": "raises ValueError on the CPU, as Warp's",
     "WarpCodegenError": "adjoint's `TransformError`",
-    "int8": "a cast in kernels: `int(x)` wrapped to the type's width, held in a 64-bit int",
+    "int8": "an array's dtype, a scalar's annotation and a cast: in a kernel an element is "
+            "an int (64 bits) as loaded and wrapped to the type as stored",
     "int16": "as `int8`",
     "uint8": "as `int8`",
     "uint16": "as `int8`",
     "uint32": "as `int8`",
+    "lshift": "on int64: `x << 40` does not wrap at 32 bits as Warp's int32 does",
     "Kernel": "adjoint's `Kernel` class",
     "Function": "adjoint's `Func` class",
 }
