@@ -22,6 +22,13 @@ covers every construct the fuzzer promises. Programs drawn with ``--extras`` (ma
 ... math.fmod, math.isnan/isinf/isfinite, funcs with defaults called with keywords) leave
 the others as they were, hold their extras, regenerate from their reproducer's command,
 and a few pass on python.
+
+Every run is also run with no optimization pass and compared (benchmarks/fuzz/levels.py:
+bit for bit unless a pass that rounds otherwise applied), so these tests are not rerun
+by tests/levels.py. Programs drawn with ``--stores`` store one element several times
+(issue 37: pass scale doubled such gradients before 09b4cd3); a hand-written program of
+those shapes passes on every backend, and with the old scale pass put back it is a
+mismatch and a level mismatch that names pass scale.
 """
 import collections
 import dataclasses
@@ -34,14 +41,15 @@ from adjoint.checkpoint import CheckpointStep
 from benchmarks.fuzz.check import TOL32, Reference64, _difference, as_float32, compare, \
     finite_differences, load_module, record, run_backend
 from benchmarks.fuzz.ckpt import check_ckpt, segment
-from benchmarks.fuzz.driver import run_seed
+from benchmarks.fuzz import levels
+from benchmarks.fuzz.driver import Modules, judge, run_seed
 from benchmarks.fuzz import funcs as fuzz_funcs
 from benchmarks.fuzz.funcs import check_funcs
 from benchmarks.fuzz.hvp import check_hvp
 from benchmarks.fuzz.minimize import minimize
 from benchmarks.fuzz.gen_kernel import KernelDef, Param
 from benchmarks.fuzz.program import Profile, Program, ArrayDecl, Step, _extras, _loss_only, \
-    gen_program
+    _read_seeds, _stores, gen_program
 from benchmarks.fuzz.__main__ import parse, profile_of
 from benchmarks.fuzz.driver import write_reproducer
 from benchmarks.fuzz.reference import Reference
@@ -53,16 +61,21 @@ from benchmarks.fuzz.vecref import cross, matmul, quat, quat_mul, quat_rotate, q
 # 20, 21, 23 and 24 are vector programs (10 and 15 small ones, for numba and CUDA).
 SEEDS = {"python": range(0, 25), "numba": [0, 1, 10], "cuda": [0, 1, 2, 15]}
 SEEDS32 = {"python": range(30, 40), "numba": range(3, 4), "cuda": range(4, 5)}   # float32
-SMALL = Profile(big=0.0)
+SMALL = Profile(big=0.0, stores=0.0)      # (the programs these seeds were chosen for)
+STORES = Profile(big=0.0, stores=1.0)
+SEEDS_STORES = {"python": (0, 7, 22, 23, 45), "numba": (7,), "cuda": (22,)}  # old scale: wrong
+
+# the fuzzer compares each run with its unoptimized run itself (levels.py)
+pytestmark = pytest.mark.levels_skip("the fuzzer compares optimization levels itself")
 
 
-def _seeded(seeds, backend):
-    """``(failures, results)`` of the programs of ``seeds`` on ``backend``. The one
-    refusal accepted is the documented one: a plain store through ``perm[i]`` has no CUDA
-    backward."""
+def _seeded(seeds, backend, profile=SMALL):
+    """``(failures, results)`` of the programs of ``seeds`` on ``backend``, each also run
+    with no optimization pass and compared (levels.py). The one refusal accepted is the
+    documented one: a plain store through ``perm[i]`` has no CUDA backward."""
     failures, results = [], []
     for seed in seeds:
-        rec = run_seed(seed, [backend], SMALL, cuda_max_threads=10 ** 6)
+        rec = run_seed(seed, [backend], profile, cuda_max_threads=10 ** 6)
         for name, r in rec["results"].items():
             results.append(r)
             if r["status"] == "refusal" and name.startswith("cuda") and \
@@ -74,9 +87,32 @@ def _seeded(seeds, backend):
 
 
 def test_seeded_subset(backend):
-    """(In the test suite the python backend runs with the race checker on: conftest.)"""
-    failures, _ = _seeded(SEEDS[backend], backend)
+    """(In the test suite the python backend runs with the race checker on: conftest.)
+    Each program's optimized and unoptimized runs agree (levels.py)."""
+    failures, results = _seeded(SEEDS[backend], backend)
     assert not failures, "\n\n".join(failures)
+    compared = [r["levels"] for r in results if r.get("levels", {}).get("status") == "ok"]
+    assert len(compared) >= len(results) - 1, results
+    assert any(lv["exact"] for lv in compared) or backend == "cuda", compared  # (atomics)
+
+
+def test_seeded_subset_with_stores(backend):
+    """Programs whose kernels store one element several times (the same value and others,
+    with reads, stores and a read-back between; one element stored by one thread), whose
+    leaves are seeded in the backward too (``--stores``): finite differences and the
+    optimization levels agree (the shapes of issue 37; pass scale as it was before
+    09b4cd3 got every one of these programs wrong, docs/fuzz.md)."""
+    failures, results = _seeded(SEEDS_STORES[backend], backend, STORES)
+    assert not failures, "\n\n".join(failures)
+    assert all(r.get("levels", {}).get("status") == "ok" for r in results), results
+    features = collections.Counter(f for s in SEEDS_STORES[backend]
+                                   for f in gen_program(s, STORES).features)
+    assert features["store-twice"] == len(SEEDS_STORES[backend]) and features["read-seed"]
+    if backend == "python":
+        for f in ("store-const-index", "store-first-add", "store-first-atomic",
+                  "store-between-read", "store-between-other-store", "store-between-read-back",
+                  "store-other-value", "vtwice"):
+            assert features[f], (f, features)
 
 
 def test_seeded_subset_in_float32(backend):
@@ -290,6 +326,118 @@ def test_a_checkpointed_failure_shrinks_with_its_segment(monkeypatch):
     assert small.steps[slice(*small.segment)] == [prog.steps[1]]
 
 
+STORED = """@ad.kernel
+def k0(x0: ad.array(dtype=float), x1: ad.array(dtype=float), out0: ad.array(dtype=float),
+       out1: ad.array(dtype=float), out2: ad.array(dtype=float), out3: ad.array(dtype=float)):
+    i = ad.tid()
+    sv = 0.5 * math.sin(x0[i]) + x0[i] * x0[i]
+    out0[i] += sv
+    sr = x1[i]
+    out0[i] = sv
+    ad.atomic_add(out1, i, sv)
+    out2[i] = sr * sv
+    out1[i] = sv
+    out1[i] = sv
+    if i == 1:
+        out3[0] = sv
+        out3[0] = sv
+
+
+@ad.kernel
+def k1(x0: ad.array(dtype=float), out0: ad.array(dtype=ad.vec3)):
+    i = ad.tid()
+    v = math.sqrt(x0[i] * x0[i] + 1.0)
+    u = ad.vec3(v, 2.0 * v, v * x0[i])
+    out0[i] = u
+    t = x0[i]
+    out0[i] = u
+"""
+
+
+def _stored_program(one_thread=True):
+    """Issue 37's shapes, each of which pass scale doubled before 09b4cd3 (dO/dA twice
+    what it is): a value added, then stored into the same element (``out0``); added
+    atomically, then stored twice, with a read and another store between (``out1``); one
+    element stored twice by one thread (``out3[0]``, ``if i == 1``; not ``one_thread``:
+    left out, as CUDA refuses a store at an index other threads may store to); a vec3
+    of a square root stored twice with a read between. The leaf ``a0`` is seeded in the
+    backward."""
+    n = 6
+    arrays = {"a0": ArrayDecl("a0", (n,), "leaf"), "a1": ArrayDecl("a1", (n,), "leaf")}
+    for k in range(4):
+        arrays[f"b{k}"] = ArrayDecl(f"b{k}", (n,), "buffer")
+    arrays["b4"] = ArrayDecl("b4", (n, 3), "buffer", dtype="vec3")
+    k0 = KernelDef("k0", 1, [Param("x0", "in"), Param("x1", "in")] +
+                   [Param(f"out{k}", "out", mode="twice") for k in range(4)], "")
+    k1 = KernelDef("k1", 1, [Param("x0", "in"), Param("out0", "vout", mode="vtwice")], "")
+    k0.source, k1.source = STORED.split("\n\n\n")
+    if not one_thread:
+        k0.source = k0.source.split("    if i == 1:")[0]
+    steps = [Step("launch", "k0", ["a0", "a1", "b0", "b1", "b2", "b3"]),
+             Step("launch", "k1", ["a0", "b4"])]
+    return Program(37, (n,), 3, arrays, [], [k0, k1], steps, read_seeds=("a0",))
+
+
+def _judged(prog, folder, backend, each_pass=False):
+    folder.mkdir(exist_ok=True)
+    return judge(prog, finite_differences(prog), backend, Modules(prog, str(folder)),
+                 each_pass=each_pass)
+
+
+def test_stores_of_one_element_pass_at_both_optimization_levels(backend, tmp_path):
+    """The shapes pass scale got wrong (issue 37), against central differences and with
+    the optimizations on and off."""
+    prog = _stored_program(one_thread=backend != "cuda")
+    assert ("out3[0]" in prog.source()) == (backend != "cuda")
+    out, lv = _judged(prog, tmp_path, backend)
+    assert out.status == "ok" and out.checked >= 6, out.detail
+    assert lv["status"] == "ok" and "scale" in lv["applied"], lv
+    assert _stored_program().seeded()[-1] == "a0"
+
+
+def test_the_old_scale_pass_is_a_mismatch_and_a_level_mismatch(tmp_path, monkeypatch):
+    """With pass scale as it was before 09b4cd3 (only an assigned name ended a doubling,
+    not a store into an adjoint array), the program above is off the finite differences,
+    its optimized and unoptimized runs disagree, and turning the passes off one at a
+    time names scale."""
+    from adjoint.transform import scale
+    monkeypatch.setenv("ADJOINT_CACHE_DIR", str(tmp_path / "cache"))   # (transformed anew)
+    monkeypatch.setattr(scale, "changed_names", lambda s: scale.assigned_names([s]))
+    out, lv = _judged(_stored_program(), tmp_path / "old", "python")
+    assert out.status == "mismatch" and lv["status"] == "disagree", out.detail
+    lines = out.detail.splitlines()
+    assert lines[0].startswith("gradient of a0 ") and "finite difference" in lines[0], lines
+    at = next(k for k, line in enumerate(lines) if line.startswith("optimized and unoptimized"))
+    assert lines[at].startswith("optimized and unoptimized disagree: gradient a0"), lines[at]
+    assert lines[at + 1].startswith("the unoptimized code agrees with the finite differences")
+    assert lines[at + 2] == "turned off alone, -scale changes the results", lines[at + 2]
+    assert [n for n, r in lv["each"].items() if r != "agrees"] == ["scale"], lv["each"]
+
+
+def test_levels_compare_bit_for_bit_unless_a_pass_rounds_otherwise():
+    x = np.array([1.0, 2.0, 3.0])
+    y = x + np.array([0.0, 0.0, 2e-9])
+    assert levels.difference({"g": x}, {"g": x.copy()}, set(), "unoptimized") is None
+    off = levels.difference({"g": x}, {"g": np.nextafter(x, 4.0)}, set(), "unoptimized")
+    assert off.startswith("g[0]: ") and "3 of 3 differ, bit for bit" in off, off
+    assert levels.difference({"g": x}, {"g": y}, {"reciprocal"}, "unoptimized") is None
+    assert "tolerance 1e-09" in levels.difference({"g": x}, {"g": x + 4e-9}, {"order"}, "-")
+    assert levels.difference({"g": x.astype(np.float32)}, {"g": (x + 1e-4).astype(np.float32)},
+                             {"jam"}, "-") is None
+    assert levels.difference({"v": 1.0, "w": np.nan}, {"v": 1.0, "w": np.nan}, set(), "-") is None
+    assert "computed optimized only" in levels.difference({"v": 1.0}, {}, set(), "-")
+
+
+def test_each_pass_alone_off_on_a_sample():
+    """``--each-pass 1.0``: every applied optimization pass turned off alone agrees with
+    the optimized run (the race checker on: conftest)."""
+    rec = run_seed(1, ["python"], SMALL, each_pass=1.0)
+    lv = rec["results"]["python"]["levels"]
+    assert rec["results"]["python"]["status"] == "ok" and lv["status"] == "ok", rec
+    assert sorted(lv["each"]) == lv["applied"] and set(lv["each"].values()) == {"agrees"}
+    assert "each" not in run_seed(1, ["python"], SMALL)["results"]["python"]["levels"]
+
+
 def test_as_float32_makes_a_float32_program(tmp_path):
     src = ("@ad.kernel\ndef k0(x0: ad.array(dtype=float), c: float, "
            "out0: ad.array(dtype=float)):\n    i = ad.tid()\n    out0[i] = f0(x0[i]) * c\n")
@@ -409,8 +557,13 @@ def test_programs_cover_every_construct():
               "one-array-several-params", "overwrite-after-read", "clone", "copy", "assign",
               "vec3", "vec3-array", "vec3-func", "mat33", "quat", "dot", "cross", "length",
               "normalize", "matmul", "transpose", "quat_rotate", "component-set", "vstore",
-              "vadd", "vscatter", "vatomic"]
+              "vadd", "vscatter", "vatomic",
+              "store-twice", "store-first-store", "store-first-add", "store-first-atomic",
+              "store-between-read", "store-between-local", "store-between-other-store",
+              "store-between-read-back", "store-between-other-value", "store-other-value",
+              "store-const-index", "read-seed"]
     assert not [w for w in wanted if counts[w] < 5], counts
+    assert counts["vtwice"] >= 2, counts
 
 
 def test_big_grids_are_above_the_parallel_threshold():
@@ -423,7 +576,7 @@ def test_big_grids_are_above_the_parallel_threshold():
 
 # --------------------------------------------------------------------------- extras
 
-LOSSES = Profile(big=0.0, losses=1.0)
+LOSSES = Profile(big=0.0, losses=1.0, stores=0.0)
 
 
 def test_losses_off_draws_the_programs_drawn_before():
@@ -461,7 +614,25 @@ def test_loss_programs_run_their_vjp_at_once_on_numba(monkeypatch):
     assert ran
 
 
-EXTRAS = Profile(big=0.0, extras=1.0)
+def test_stores_off_draws_the_programs_drawn_before():
+    """``--stores`` is decided per kernel (and, for the seeds on leaves, per program) from
+    a random source of its own: a program none of whose kernels was drawn with stores and
+    that seeds no leaf is the one drawn with ``--stores 0``."""
+    none, half = Profile(stores=0.0), Profile(stores=0.5)
+    changed = 0
+    for seed in range(40):
+        a, b = gen_program(seed, none), gen_program(seed, half)
+        if not any(_stores(seed, k, half) for k in range(len(b.kernels))) and \
+                not _read_seeds(seed, ["a0"], half):
+            assert a.source() == b.source() and a.schedule() == b.schedule(), seed
+            assert a.seeded() == b.seeded(), seed
+        else:
+            changed += a.source() != b.source() or a.seeded() != b.seeded()
+        assert not a.read_seeds and "store-twice" not in a.features
+    assert changed >= 10
+
+
+EXTRAS = Profile(big=0.0, extras=1.0, stores=0.0)
 EXTRA_FEATURES = ["asinh", "acosh", "atanh", "hypot", "fmod", "isnan", "isinf", "isfinite",
                   "default-param", "keyword-arg", "keyword-reordered", "default-omitted"]
 

@@ -17,10 +17,13 @@ finite-difference step with probability ~1e-6; runs are derandomized.
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import adjoint as ad
+from adjoint import passes
+from adjoint.pipeline import inexact
 from adjoint.rules import RULES
 from conftest import central_fd
 
@@ -100,7 +103,14 @@ def programs(draw):
     return Program(lines)
 
 
+# Hypothesis draws floats among the constants of the modules loaded so far, which include
+# the kernel modules a run writes: a rerun of the whole test (tests/levels.py) would draw
+# other programs. Each drawn program is compared with its unoptimized self here instead.
+@pytest.mark.levels_skip("draws depend on the modules loaded: each example compares levels")
 def test_random_kernels_match_finite_differences(backend, kernel_module):
+    """... and every drawn kernel's forward values and gradients, optimized, are those of
+    the same kernel with no optimization pass (bit for bit unless a pass that rounds
+    otherwise applied: ``pipeline.inexact``)."""
     # numba compiles every drawn kernel (seconds each), so it sees fewer examples
     n_examples = 3 if backend == "numba" else 25
 
@@ -113,22 +123,36 @@ def test_random_kernels_match_finite_differences(backend, kernel_module):
         k = kernel_module(src).k
         rng = np.random.default_rng(seed)
         a0, b0, w = rng.uniform(-1, 1, N), rng.uniform(-1, 1, N), rng.uniform(0.5, 1.5, N)
-        a, b = ad.array(a0, requires_grad=True), ad.array(b0, requires_grad=True)
-        out = ad.zeros(N, requires_grad=True)
-        tape = ad.Tape()
-        with tape:
-            ad.launch(k, N, inputs=[a, b], outputs=[out])
-        assert np.all(np.isfinite(out.numpy())), src
-        tape.backward(grads={out: w})
+
+        def gradients():
+            a, b = ad.array(a0, requires_grad=True), ad.array(b0, requires_grad=True)
+            out = ad.zeros(N, requires_grad=True)
+            tape = ad.Tape()
+            with tape:
+                ad.launch(k, N, inputs=[a, b], outputs=[out])
+            tape.backward(grads={out: w})
+            return out.numpy(), a.grad.numpy(), b.grad.numpy()
+
+        out, ga, gb = gradients()
+        assert np.all(np.isfinite(out)), src
 
         def f(aa, bb):
             o = ad.zeros(N)
             ad.launch(k, N, inputs=[ad.array(aa), ad.array(bb)], outputs=[o], record_tape=False)
             return float(np.dot(w, o.numpy()))
 
-        np.testing.assert_allclose(a.grad.numpy(), central_fd(lambda v: f(v, b0), a0),
+        np.testing.assert_allclose(ga, central_fd(lambda v: f(v, b0), a0),
                                    rtol=RTOL, atol=ATOL, err_msg=src)
-        np.testing.assert_allclose(b.grad.numpy(), central_fd(lambda v: f(a0, v), b0),
+        np.testing.assert_allclose(gb, central_fd(lambda v: f(a0, v), b0),
                                    rtol=RTOL, atol=ATOL, err_msg=src)
+        with passes.optimizing(False):
+            plain = gradients()
+        rounds = inexact(k.transformed)
+        for name, got, want in zip(("out", "a.grad", "b.grad"), (out, ga, gb), plain):
+            if rounds:
+                np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12,
+                                           err_msg=f"{name}, {rounds}: {src}")
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"{name} unoptimized: {src}")
 
     check()

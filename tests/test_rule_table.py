@@ -32,7 +32,7 @@ from adjoint.frontend.parse import CALLABLES, resolve
 from adjoint.rules import RULES
 from adjoint.runtime import backend_cuda, backend_numba, backend_python
 from adjoint.runtime import builtins as adb
-from adjoint.runtime.ieee import BUILTINS
+from adjoint.runtime.all_builtins import BUILTINS
 from conftest import central_fd
 
 BACKENDS = {"python": backend_python, "numba": backend_numba, "cuda": backend_cuda}

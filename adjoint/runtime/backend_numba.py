@@ -26,7 +26,7 @@ from numba.extending import overload
 
 from . import helpers, simd
 from .bounds import checked  # noqa: F401
-from .ieee import BUILTINS
+from .all_builtins import BUILTINS
 from .spec import unavailable  # noqa: F401
 
 PARALLEL_MIN_THREADS = 2048  # smaller grids run serially: thread start-up costs more

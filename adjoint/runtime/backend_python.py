@@ -12,7 +12,7 @@ from .helpers import (accumulate, add_chunks, add_sums, chunk_start, chunk_sums,
                       add_lanes, lanes_total,
                       index_outside_loop, private_copies, range_outside, signed, stack_new_bool,
                       stack_new_float, stack_new_float32, stack_new_int, stack_push, trip_count)
-from .ieee import BUILTINS
+from .all_builtins import BUILTINS
 from .racecheck import chunk_count, prange  # noqa: F401  (range and 1 when not checking)
 
 # rt.div, rt.sin, rt.clamp, ...: their plain-Python meaning (runtime/ieee.py)

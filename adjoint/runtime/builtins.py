@@ -11,7 +11,7 @@ import builtins as _py
 import numpy as _np
 
 from . import helpers as _helpers
-from .ieee import BUILTINS
+from .all_builtins import BUILTINS
 
 
 def tid():

@@ -68,7 +68,7 @@ import math
 import numpy as np
 
 from . import ieee_compiled
-from .builtin_table import AD, BUILTINS, builtin  # noqa: F401 - also ieee.BUILTINS
+from .builtin_table import AD, builtin
 from .builtin_table import register as _register
 
 INF, NAN = math.inf, math.nan
@@ -429,9 +429,3 @@ def _pow_edge(x, y):
     if x < 0 and math.isfinite(y) and y != math.floor(y):
         return NAN
     return -INF if x < 0 and odd else INF
-
-
-# the scalar builtins of vector code (rt.length3, rt.div_or_zero), Warp's operators
-# (rt.trunc_div, rt.div_floor, rt.trunc_mod), the integer casts and bit operations
-# (rt.to_uint8, rt.bit_and, ...): registered here too
-from . import intops, vecmath, warpops  # noqa: E402,F401

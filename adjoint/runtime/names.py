@@ -17,7 +17,7 @@ backends of its targets.
 """
 from dataclasses import dataclass
 
-from .ieee import BUILTINS
+from .all_builtins import BUILTINS
 
 CPU, CUDA = "cpu", "cuda"
 BOTH = (CPU, CUDA)

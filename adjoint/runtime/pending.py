@@ -51,6 +51,8 @@ _free = []                      # a heap of free row numbers (the lowest is take
 _rows = []                      # [the (SLOTS, STATUS_SIZE) device array, its rows]
 _unread = []                    # [the status array of kernels that never write one]
 cuda_used = False               # a CUDA array was made in this process (backend_cuda)
+fill = [None]                   # [backend_cuda.fill], set by backend_cuda as it loads (the
+#                                 runtime's zero-fill kernel; this module is below it)
 
 
 def pending():
@@ -74,9 +76,8 @@ def take():
 def _allocate():
     from numba import cuda
 
-    from . import backend_cuda
     status = cuda.device_array((SLOTS, STATUS_SIZE), np.int64)
-    backend_cuda.fill(status.reshape(SLOTS * STATUS_SIZE), np.int64(0))
+    fill[0](status.reshape(SLOTS * STATUS_SIZE), np.int64(0))
     _rows[:] = [status, [status[k] for k in range(SLOTS)]]
     _free[:] = range(SLOTS)         # (sorted: a heap)
 
@@ -92,8 +93,7 @@ def register(number, report, args, name, site):
 def discard(number):
     """Put row ``number`` back, zeroed, for a launch that raised before it was queued
     (or, in the simulator, while its threads ran)."""
-    from . import backend_cuda
-    backend_cuda.fill(_rows[1][number], np.int64(0))
+    fill[0](_rows[1][number], np.int64(0))
     with _LOCK:
         heapq.heappush(_free, number)
 
@@ -104,9 +104,8 @@ def unread():
     if not _unread:
         from numba import cuda
 
-        from . import backend_cuda
         status = cuda.device_array(STATUS_SIZE, np.int64)
-        backend_cuda.fill(status, np.int64(0))
+        fill[0](status, np.int64(0))
         _unread.append(status)
     return _unread[0]
 
@@ -139,9 +138,8 @@ def check(where):
         flags = _rows[0][:max(e[0] for e in entries) + 1].copy_to_host()    # waits for the GPU
         faulted = [e for e in entries if flags[e[0], 0] or flags[e[0], 1]]
         if faulted:
-            from . import backend_cuda
             for e in faulted:
-                backend_cuda.fill(_rows[1][e[0]], np.int64(0))
+                fill[0](_rows[1][e[0]], np.int64(0))
         with _LOCK:
             del _pending[:len(entries)]     # (launches only append: these are the first)
             for e in entries:

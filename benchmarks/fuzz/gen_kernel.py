@@ -286,7 +286,8 @@ def _stores(ctx, out, at, vector):
         ctx.emit(f"ad.atomic_add({out.name}, {at}, {v})")
     else:
         ctx.emit(f"{own} {first} {v}")
-    features = {"store-twice", f"store-first-{'atomic' if first == 'atomic' else 'add' if first == '+=' else 'store'}"}
+    how = {"atomic": "atomic", "+=": "add"}.get(first, "store")
+    features = {"store-twice", f"store-first-{how}"}
     for _ in range(ctx.rng.choices([1, 2, 3], [5, 3, 1])[0]):
         for _ in range(ctx.rng.choices([0, 1, 2], [4, 4, 2])[0]):
             features.add(_between(ctx, out, own, v, kind))

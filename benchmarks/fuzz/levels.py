@@ -18,7 +18,8 @@ checkpointed tape's results):
 - The plain run is itself checked against the finite differences (a wrong core pass is a
   mismatch there, whatever the optimizations do).
 
-A difference is a *level mismatch* (status ``levels``, or noted beside a mismatch), and
+A difference is a *level mismatch* (status ``levels``, or noted after a mismatch's own
+lines), and
 then each optimization pass that applied is turned off alone (``-scale``: all the others
 on) and compared with the optimized run, which names the pass whose absence changes the
 results. ``each_pass`` does that on a sample of programs too (``--each-pass P``).
@@ -128,7 +129,8 @@ def check(out, mod, backend, run, load, each_pass=False, diagnose=True):
     else:
         differs = difference(out.values, plain.values, rounding, "unoptimized")
         if plain.status == "mismatch":
-            notes.append("unoptimized (ADJOINT_OPTIMIZE=0), against the finite differences: "
+            notes.append(f"the unoptimized run (ADJOINT_OPTIMIZE=0) fails"
+                         f"{' too' if out.status == 'mismatch' else ''}: "
                          + plain.detail.strip().replace("\n", "\n  "))
             status = "mismatch"
         elif out.status == "mismatch" and differs:
@@ -136,7 +138,8 @@ def check(out, mod, backend, run, load, each_pass=False, diagnose=True):
                          "optimization pass is wrong")
     if differs:
         status = _worse(status, "levels")
-        notes.insert(0, f"optimized and unoptimized disagree: {differs} ({context(applied, rounding)})")
+        notes.insert(0, f"optimized and unoptimized disagree: {differs} "
+                        f"({context(applied, rounding)})")
     rec["status"] = "disagree" if differs else "ok"
     if differs and diagnose or each_pass:
         rec["each"] = each(out, applied, rounding, run, load)
@@ -144,7 +147,7 @@ def check(out, mod, backend, run, load, each_pass=False, diagnose=True):
         if differs or off:
             notes += [f"  with -{n} alone: {r}" for n, r in rec["each"].items()]
         if differs:
-            notes.insert(1 + any(n.startswith(("the unoptimized", "unoptimized (")) for n in notes),
+            notes.insert(1 + any(n.startswith("the unoptimized") for n in notes),
                          f"turned off alone, {', '.join(off) or 'no single pass'} "
                          f"change{'s' if len(off) == 1 else ''} the results")
         elif off:
@@ -153,8 +156,11 @@ def check(out, mod, backend, run, load, each_pass=False, diagnose=True):
             notes.insert(0, f"optimized and one pass off disagree: {', '.join(off)} "
                          f"({context(applied, rounding)})")
     if status != out.status or notes:
+        # (a mismatch of the optimized run keeps its first line: --minimize shrinks by it)
+        parts = (out.detail.strip(), *notes) if out.status == "mismatch" else \
+            (*notes, out.detail.strip())
         out.status = status
-        out.detail = "\n".join(d for d in (*notes, out.detail.strip()) if d)
+        out.detail = "\n".join(d for d in parts if d)
     return out, rec
 
 
