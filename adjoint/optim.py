@@ -156,6 +156,13 @@ class SGD(Optimizer):
             self._b[k] = [b_new, b]
         self.steps += 1
 
+    def reset_internal_state(self):
+        """Forget the momentum: the next step is as a new optimizer's first."""
+        for pair in self._b or ():
+            for b in pair:
+                b.zero_()
+        self.steps = 0
+
 
 class Adam(Optimizer):
     """Adam (Kingma and Ba), bias-corrected, as in PyTorch and ``warp.optim``."""
@@ -180,3 +187,12 @@ class Adam(Optimizer):
                       inputs=[g, m, v, self.lr, self.beta1, self.beta2, self.eps, c1, c2],
                       outputs=[p, m_new, v_new], record_tape=False)
             self._m[k], self._v[k] = [m_new, m], [v_new, v]
+
+    def reset_internal_state(self):
+        """Forget the moments and the step counts: the next step is as a new optimizer's
+        first (Warp's ``Adam.reset_internal_state``)."""
+        for pair in self._m + self._v:
+            for buf in pair:
+                buf.zero_()
+        self._t = [0] * len(self.params)
+        self.steps = 0

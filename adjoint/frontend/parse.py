@@ -34,6 +34,7 @@ from ..runtime.types import ArrayType, scalar_dtype
 from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
 from ..runtime.vecfuncs import GENERIC as GENERIC_VECTORS
 from ..runtime.vectypes import VectorType
+from . import choose
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
 from .source import names_seen, read_source
@@ -73,7 +74,8 @@ def _callables():
              id(adb.atomic_sub): ("atomic", "atomic_sub"),
              id(adb.atomic_min): ("atomic", "atomic_min"),
              id(adb.atomic_max): ("atomic", "atomic_max"),
-             id(builtins.print): ("print", "print")}
+             id(builtins.print): ("print", "print"),
+             id(adb.where): ("choose", "where"), id(adb.select): ("choose", "select")}
     table.update({id(getattr(adb, n)): ("stack", n) for n in adb.STACK})
     by_runtime = {r.runtime: key for key, r in RULES.items() if r.runtime}
     pairs = [(resolve(s), key, s) for key, r in sorted(RULES.items()) for s in r.spellings]
@@ -399,6 +401,15 @@ class _Resolver(gast.NodeTransformer):
                                 "not supported", expr)
         raise self.pf.error("unsupported call target", expr)
 
+    def visit_Expr(self, node):
+        call = node.value
+        fname = getattr(getattr(call, "func", None), "attr", None) or \
+            getattr(getattr(call, "func", None), "id", None)
+        if isinstance(call, gast.Call) and fname in choose.OUT_ARGUMENTS and \
+                len(call.args) > 1 and self._lookup(call.func) is VECTOR_CALLABLES.get(fname):
+            return self.visit(choose.out_arguments(node, fname, self.pf.error))
+        return self.generic_visit(node)
+
     def visit_Call(self, node):
         if self._lookup(node.func) is builtins.len:
             return self._length(node)
@@ -407,6 +418,8 @@ class _Resolver(gast.NodeTransformer):
             # (before its arguments are read: ad.jvp(f, ...)'s f is no value of a kernel)
             raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
                                                   _first_argument(node)), node)
+        if CALLABLES.get(id(obj), ("",))[0] == "choose":       # wp.where: the ternary
+            return self.visit(choose.ternary(node, CALLABLES[id(obj)][1], self.pf.error))
         if isinstance(obj, DeviceFunction):
             node.args, node.keywords = self._bind(obj, node), []
         if node.keywords and not _vector_call(obj):

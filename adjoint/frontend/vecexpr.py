@@ -15,6 +15,7 @@ import numpy as np
 
 from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, mat_of, vec_of
 from . import vecops as ops
+from . import vecrot
 from .builder import expr, name
 from .vecops import V, VectorUseError
 
@@ -209,6 +210,8 @@ class Expressions:
             return ops.scale(b, left, right) if lv else ops.scale(b, right, left)
         if sym == "/" and lv and not rv:
             return ops.scale(b, left, right, op=b.div)
+        if sym == "/" and rv and not lv and kinds[1] in ("vec", "mat"):    # Warp's 2.0 / v
+            return ops.scale(b, right, left, op=lambda c, s: b.div(s, c))
         if sym in ("*", "@") and lv and rv:
             if kinds[0] == "mat" and kinds[1] == "vec":
                 return ops.matvec(b, left, right)
@@ -233,8 +236,32 @@ class Expressions:
             return self.vector_call(e, callee.name)
         if callee.kind == "func":
             return self.func_call(e, callee)
+        if callee.kind == "op" and callee.name in ("min", "max"):
+            args = [self.ev(a) for a in e.args]
+            if any(isinstance(a, V) for a in args):
+                return self.extremum(callee.name, args, e)
+            if any(isinstance(a, Multi) for a in args):
+                raise self.err(f"{callee.name}() needs scalars, not several values", e)
+            e.args = args
+            return e
         e.args = [self.scalar(a, f"{callee.name}()") for a in e.args]
         return e
+
+    def extremum(self, op, args, e):
+        """Warp's ``min``/``max`` of vectors: of two, componentwise (a vector); of one, its
+        least (greatest) component, a scalar; each a call of the scalar rule."""
+        if len(args) == 1 and args[0].vt.kind == "vec":
+            comps = self.b.atoms(args[0]).comps
+            out = comps[0]
+            for c in comps[1:]:
+                out = self.b.atom(self.b.call(op, out, c), op)
+            return out
+        if len(args) != 2 or not all(isinstance(a, V) for a in args) or \
+                args[0].vt is not args[1].vt or args[0].vt.kind != "vec":
+            raise self.err(f"{op}() of vectors takes two vectors of one type (componentwise) "
+                           "or one vector (its least or greatest component)", e)
+        x, y = self.b.atoms(args[0]), self.b.atoms(args[1])
+        return V(x.vt, [self.b.call(op, p, q) for p, q in zip(x.comps, y.comps)])
 
     def func_call(self, e, callee):
         sig = _signature(callee)
@@ -303,13 +330,14 @@ class Expressions:
             return ops.translation(ops._tf(args[0], fname))
         if fname == "transform_get_rotation":
             return ops.rotation(ops._tf(args[0], fname))
-        fn = getattr(ops, fname, None)
+        fn = getattr(ops, fname, None) or getattr(vecrot, fname, None)
         if fn is None:
             raise self.err(f"ad.{fname} is not supported inside kernels yet", e)
         try:
-            return fn(b, *args)
+            out = fn(b, *args)
         except TypeError:
             raise self.err(f"wrong number of arguments to ad.{fname}()", e) from None
+        return Multi(list(out)) if isinstance(out, tuple) else out    # (axis, angle)
 
     def generic(self, fname, args, kw, e):
         """Warp's ``vector(*components, length=n, dtype=...)`` and ``matrix(*components,

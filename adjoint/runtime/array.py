@@ -240,6 +240,48 @@ class Array:
             watch.mark_clean(self._buf)     # a backward may store into it (transform/once.py)
         return self
 
+    # -- views: this array's memory in another shape or dtype (Warp's) ------------------
+    def reshape(self, *shape):
+        """A view of this array's memory in ``shape`` (a tuple, or the sizes as arguments;
+        one may be -1): a kernel writing
+        through it writes this array, and its ``.grad`` is the same view of this ``.grad``
+        (a gradient made for this array later is not seen by a view made before)."""
+        shape = _view_shape(self.shape, shape[0] if len(shape) == 1 else shape)
+        return self._view(lambda buf: buf.reshape(shape), True)
+
+    def flatten(self):
+        """A one-dimensional view of this array's memory (``reshape(-1)``): an array of
+        vectors flattens its components too, which are its trailing dimensions here."""
+        return self.reshape(-1)
+
+    def view(self, dtype):
+        """A view of this array's memory as elements of ``dtype``, a scalar dtype of the same
+        size (``float32`` as ``int32``: the same bits); its ``.grad`` is this ``.grad`` when
+        ``dtype`` is this array's, and None otherwise."""
+        if vector_type(dtype) is not None:
+            raise TypeError(f"Array.view({dtype!r}): a view takes a scalar dtype (an array of "
+                            "vectors is a float array with the vector's shape last here)")
+        want = np.dtype(as_dtype(dtype))
+        if want.itemsize != self.dtype.itemsize:
+            raise TypeError(f"Array.view({want}): a {want} has {want.itemsize} bytes, an "
+                            f"element of this {self.dtype} array {self.dtype.itemsize}")
+        return self._view(lambda buf: buf.view(want), want == self.dtype)
+
+    def _view(self, make, with_grad):
+        """An ``Array`` on ``make(buffer)``, a view of this one's memory (kept alive by it),
+        with the same view of ``.grad`` when ``with_grad``."""
+        out = Array.__new__(Array)
+        out.device = self.device
+        out._data = make(self._data)            # (an owed zero is written first)
+        out._base = self
+        out._foreign = self._foreign
+        if hasattr(self, "_owner"):
+            out._owner = self._owner
+        out.grad = self.grad._view(make, False) if with_grad and self.grad is not None \
+            else None
+        out._requires_grad = self.requires_grad and out.grad is not None
+        return out
+
     # -- device-neutral pieces the tape and copies use ---------------------------------
     # (on cuda they stay on the device: see adjoint/runtime/buffers.py)
     def _snapshot(self):
@@ -262,6 +304,17 @@ class Array:
     def _region_add(self, offset, values):
         values = _flat_values(values, self.dtype)
         buffers.add_into(self._flat(offset, values.size), values)
+
+
+def _view_shape(old, shape):
+    """``shape`` (an int or a tuple, one entry maybe -1) for an array of shape ``old``."""
+    shape = [int(shape)] if isinstance(shape, numbers.Integral) else [int(s) for s in shape]
+    size, known = int(np.prod(old)), int(np.prod([s for s in shape if s != -1]))
+    if shape.count(-1) == 1 and known > 0 and size % known == 0:
+        shape[shape.index(-1)] = size // known
+    if shape.count(-1) or any(s < 0 for s in shape) or int(np.prod(shape)) != size:
+        raise ValueError(f"cannot view an array of shape {tuple(old)} as shape {tuple(shape)}")
+    return tuple(shape)
 
 
 def _flat_values(values, dtype):

@@ -49,6 +49,18 @@ def atomic_max(arr, *args):
     data[tuple(idx)] = _py.max(data[tuple(idx)], value)
 
 
+def where(cond, value_if_true, value_if_false):
+    """``value_if_true if cond else value_if_false`` (Warp's ``where``); in a kernel the
+    parser writes it as that ternary (frontend/choose.py), whose derivative it has."""
+    return value_if_true if cond else value_if_false
+
+
+def select(cond, value_if_false, value_if_true):
+    """``value_if_true if cond else value_if_false``: Warp's older ``select``, its
+    arguments in the other order (false first)."""
+    return value_if_true if cond else value_if_false
+
+
 # Loop stacks, as a generated backward printed as user code spells them (emit/user.py):
 # the transformer reads them as its stack nodes; plain Python runs them as the CPU does
 # (a growable array per carried value).
@@ -79,5 +91,6 @@ globals().update(MATH)
 # named like a Python builtin it differs from (ad.round rounds halves away from zero and
 # returns a float, ad.pow is math.pow) stays ad.<name> only
 # (the loop stacks are ad.stack_* but stay out of the star import: no user writes them)
-__all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "abs", "min", "max"] + [
+__all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "abs", "min", "max",
+           "where", "select"] + [
     n for n, fn in MATH.items() if getattr(_py, n, fn) is fn]

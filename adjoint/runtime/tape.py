@@ -250,6 +250,12 @@ class Tape:
         if not any(a is arr for a in self.seeded):
             self.seeded.append(arr)
 
+    @property
+    def gradients(self):
+        """``{array: array.grad}`` of every array the tape touched that has a gradient
+        (Warp's ``Tape.gradients``: after ``backward``, ``tape.gradients[x]`` is x's)."""
+        return {a: a.grad for a in self._touched() if a.grad is not None}
+
     def zero(self):
         """Zero the gradient of every array the tape touched, seeded ones included."""
         for a in self._touched():

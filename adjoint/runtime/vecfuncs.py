@@ -146,6 +146,34 @@ def quat_from_matrix(m):
     return normalize(np.array(q))
 
 
+def quat_rpy(roll, pitch, yaw):
+    """The rotation by ``roll`` about x, then ``pitch`` about y, then ``yaw`` about z."""
+    def about(k, a):
+        return quat_from_axis_angle(np.eye(3)[k], a)
+    return quat_multiply(about(2, yaw), quat_multiply(about(1, pitch), about(0, roll)))
+
+
+def quat_to_axis_angle(q):
+    """``(axis, angle)``, angle in [0, pi], axis on the side of positive w (0 for no turn)."""
+    q = _a(q)
+    n = float(np.sqrt(np.sum(q[:3] * q[:3])))
+    signed = -n if q[3] < 0 else n
+    axis = q[:3] / signed if n > 0 else np.zeros(3, q.dtype)
+    return axis, 2.0 * float(np.arctan2(n, abs(q[3])))
+
+
+def quat_slerp(q0, q1, t):
+    """``q0`` turned by the fraction ``t`` of the shorter rotation from ``q0`` to ``q1``."""
+    axis, angle = quat_to_axis_angle(quat_multiply(quat_inverse(q0), q1))
+    half = 0.5 * t * angle
+    return quat_multiply(q0, np.concatenate([axis * np.sin(half), [np.cos(half)]]))
+
+
+def ddot(a, b):
+    """The double contraction sum_ij a_ij b_ij."""
+    return float(np.sum(_a(a) * _a(b)))
+
+
 def transform_identity(dtype=float):
     return np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 
@@ -268,7 +296,8 @@ GENERIC = (vector, matrix, warp_vector, warp_matrix)
 FUNCS = {f.__name__: f for f in (
     dot, cross, length, length_sq, normalize, outer, transpose, determinant, inverse, trace,
     diag, skew, identity, cw_mul, cw_div, mul, quat_identity, quat_inverse, quat_rotate,
-    quat_rotate_inv, quat_from_axis_angle, quat_to_matrix, quat_from_matrix, transform_identity,
+    quat_rotate_inv, quat_from_axis_angle, quat_to_matrix, quat_from_matrix, quat_rpy,
+    quat_to_axis_angle, quat_slerp, ddot, transform_identity,
     transform_get_translation, transform_get_rotation, transform_point, transform_vector,
     transform_multiply, transform_inverse, spatial_top, spatial_bottom, spatial_dot,
     spatial_cross, spatial_cross_dual, spatial_adjoint, transform_twist, transform_wrench,

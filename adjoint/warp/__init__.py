@@ -74,7 +74,8 @@ _SAME = ("atomic_add atomic_sub atomic_min atomic_max abs acos asin atan atan2 c
          "spatial_matrixd spatial_top spatial_bottom spatial_dot spatial_cross "
          "spatial_cross_dual spatial_adjoint transform_twist transform_wrench "
          "velocity_at_point matrix_from_rows matrix_from_cols "
-         "bit_and bit_or bit_xor lshift rshift invert nonzero").split()
+         "bit_and bit_or bit_xor lshift rshift invert nonzero "
+         "quat_slerp quat_to_axis_angle quat_rpy ddot where select").split()
 globals().update({_n: getattr(_ad, _n) for _n in _SAME})
 # Warp's unsuffixed vector types are float32
 vec2, vec3, vec4 = _ad.vec2f, _ad.vec3f, _ad.vec4f

@@ -209,8 +209,6 @@ SPECIFIC = {
     "printf": "write print(...) in kernels (forward only)",
     "grad": "Warp's wp.grad is " + NOT_YET + " (ad.grad is a different thing: the gradient "
             "of a func)",
-    "where": "the ternary a if cond else b does it in kernels; wp.where is " + NOT_YET,
-    "select": "the ternary b if cond else a does it in kernels; wp.select is " + NOT_YET,
     "float16": "float16 arrays are not supported: numba computes no float16 on the CPU, and "
                "every load and store would have to convert; store float32",
     "bfloat16": "bfloat16 is not supported (numba has no bfloat16); store float32",
@@ -301,6 +299,9 @@ NOTES = {
     "uint16": "as `int8`",
     "uint32": "as `int8`",
     "lshift": "on int64: `x << 40` does not wrap at 32 bits as Warp's int32 does",
+    "where": "in kernels the ternary `a if cond else b`, with its derivative",
+    "select": "Warp's older argument order (false first); in kernels the ternary",
+    "quat_to_axis_angle": "also the form returning `(axis, angle)`",
     "Kernel": "adjoint's `Kernel` class",
     "Function": "adjoint's `Func` class",
 }

@@ -1,7 +1,8 @@
 """``warp.optim``: ``Adam`` and ``SGD`` with Warp's signatures, on ``ad.optim``.
 
 ``step(grad)`` takes one gradient array per parameter (Warp's), or none to read each
-parameter's ``.grad``; ``set_params`` and ``reset_internal_state`` restart the state.
+parameter's ``.grad``; ``set_params`` and ``reset_internal_state`` (``ad.optim``'s) restart
+the state.
 SGD's ``dampening``, ``weight_decay`` and ``nesterov`` are refused unless left at Warp's
 defaults (``ad.optim.SGD`` has none of them).
 """
@@ -19,9 +20,6 @@ class Adam(_optim.Adam):
     def set_params(self, params):
         super().__init__(params, **self._options)
 
-    def reset_internal_state(self):
-        self.set_params(self.params)
-
 
 class SGD(_optim.SGD):
     """``warp.optim.SGD(params=None, lr=0.001, momentum=0.0)``."""
@@ -38,6 +36,3 @@ class SGD(_optim.SGD):
 
     def set_params(self, params):
         super().__init__(params, **self._options)
-
-    def reset_internal_state(self):
-        self.set_params(self.params)

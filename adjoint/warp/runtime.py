@@ -8,15 +8,19 @@ memory-pool queries answer False or raise Warp's ``ValueError`` on the CPU. A de
 "cpu" or "cuda" (numba.cuda, when a GPU or numba's simulator is there); selecting one
 selects adjoint's backend (``ad.use_backend``).
 """
+import inspect
 import sys
 import time
 
+import numpy as np
+
 from ..runtime import backend_cuda
 from ..runtime import config as _ad_config
-from ..runtime.array import default_device
+from ..runtime.array import Array, default_device
 from ..runtime.jit import backend_name, cpu_backend_name, use_backend
 from ..runtime.launch import launch as _ad_launch
 from ..runtime.pending import synchronize
+from ..runtime.vectypes import VectorType
 from .arrays import device_of
 from .errors import refuse
 
@@ -33,10 +37,31 @@ def launch(kernel, dim, inputs=(), outputs=(), adj_inputs=None, adj_outputs=None
     if record_cmd:
         raise refuse("wp.launch(record_cmd=True)", "a launch runs when it is called; there "
                      "is no launch object to replay")
+    device = device_of(device)
+    inputs, outputs = _vectors(kernel, list(inputs), list(outputs), device)
     return _ad_launch(kernel, tuple(dim) if isinstance(dim, list) else dim, inputs, outputs,
-                      device=device_of(device), adjoint=adjoint,
+                      device=device, adjoint=adjoint,
                       adj_inputs=adj_inputs or None, adj_outputs=adj_outputs or None,
                       record_tape=record_tape)
+
+
+def _vectors(kernel, inputs, outputs, device):
+    """``inputs``, ``outputs`` with a tuple or list given for a vector parameter (``wp.vec3``)
+    made that vector, as Warp takes ``(1.0, 2.0, 3.0)`` there; on a CUDA launch such a
+    value (or a ``wp.vec3(...)``, a numpy array) is copied to the device."""
+    args = inputs + outputs
+    if not any(isinstance(a, (tuple, list, np.ndarray)) for a in args):
+        return inputs, outputs
+    params = list(inspect.signature(kernel.pyfunc).parameters.values())
+    where = device or next((a.device for a in args if isinstance(a, Array)), None) or \
+        default_device()
+    for k, (p, a) in enumerate(zip(params, args)):
+        vt = p.annotation
+        if isinstance(vt, VectorType) and isinstance(a, (tuple, list, np.ndarray)):
+            value = np.asarray(a, dtype=vt.dtype)
+            value = value.reshape(vt.shape) if value.size == vt.size else value
+            args[k] = value if str(where) == "cpu" else Array(value, device=where)
+    return args[:len(inputs)], args[len(inputs):]
 
 
 # -- devices --------------------------------------------------------------------------
