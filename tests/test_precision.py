@@ -7,6 +7,7 @@ A kernel whose float parameters are all float32 gets ``rt.float32(c)`` literals
 adjoint variables and float32 loop stacks; other kernels are unchanged.
 """
 import os
+import re
 
 import numpy as np
 import pytest
@@ -64,10 +65,26 @@ def with_funcs_float64(x: ad.array(dtype=float), out: ad.array(dtype=float)):
 '''
 MIXED = '''
 @ad.kernel
-def mixed(s: float, x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
+def mixed(s: ad.float64, x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
     i = ad.tid()
     out[i] = x[i] * 0.5 * s
 '''
+# a ``float`` scalar is weak (issue 39): it takes the precision of the arrays it meets
+WEAK = '''
+@ad.kernel
+def weak_{name}(s: {s}, x: ad.array(dtype=ad.{x}), out: ad.array(dtype=ad.{out})):
+    i = ad.tid()
+    v = x[i] * s + 0.1
+    for k in range(2):
+        v = v * 0.75 + ad.sqrt(v * v + s) * 0.25
+    out[i] = v
+'''
+WEAK_FORMS = {"f32": ("float", "float32", "float32"),
+              "strong32": ("ad.float32", "float32", "float32"),
+              "f64": ("float", "float64", "float64"),
+              "strong64": ("ad.float64", "float64", "float64"),
+              "mixed32": ("ad.float64", "float32", "float32"),
+              "arrays": ("float", "float32", "float64")}
 
 
 @pytest.fixture
@@ -82,6 +99,61 @@ def test_only_all_float32_kernels_get_float32_literals(kernels):
     f64 = ad.source(kernels.chain_float64, "backward")
     assert "rt.float32" not in f64 and "rt.stack_new_float(" in f64
     assert "rt.float32" not in ad.source(kernels.mixed, "backward")   # a float64 scalar
+
+
+@pytest.fixture
+def weak(kernel_module):
+    return kernel_module("".join(WEAK.format(name=n, s=s, x=x, out=o)
+                                 for n, (s, x, o) in WEAK_FORMS.items()))
+
+
+def _weak_run(kernel, dtype, out_dtype, s=0.3):
+    x = ad.array(np.linspace(-1.0, 2.0, 7).astype(dtype), requires_grad=True)
+    out = ad.zeros(7, dtype=out_dtype, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(kernel, 7, inputs=[s, x], outputs=[out])
+    tape.backward(grads={out: np.linspace(0.5, 1.5, 7)})
+    return out.numpy(), x.grad.numpy()
+
+
+def test_a_float_scalar_takes_the_precision_of_float32_arrays(backend, weak):
+    """``s: float`` beside float32 arrays is a float32 scalar: the kernel computes in
+    float32, bit for bit what ``s: ad.float32`` computes (the value given rounded to
+    float32), and its gradient agrees with the float64 kernel's and central differences.
+    ``ad.float64`` stays float64 (a mixed kernel), and so does ``float`` beside float32 and
+    float64 arrays."""
+    for name, f32 in (("f32", True), ("strong32", True), ("mixed32", False), ("arrays", False),
+                      ("f64", False)):
+        text = ad.source(getattr(weak, f"weak_{name}"), "backward")
+        assert ("rt.float32(0.75)" in text) == f32, (name, text)
+    got = _weak_run(weak.weak_f32, np.float32, np.float32)
+    want = _weak_run(weak.weak_strong32, np.float32, np.float32)
+    assert got[0].dtype == got[1].dtype == np.float32
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    out64, g64 = _weak_run(weak.weak_f64, np.float64, np.float64)
+    np.testing.assert_allclose(got[0], out64, rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(got[1], g64, rtol=2e-5, atol=2e-6)
+    seed = np.linspace(0.5, 1.5, 7)
+
+    def f(x):
+        out = ad.zeros(7, dtype=np.float64)
+        ad.launch(weak.weak_f64, 7, inputs=[0.3, ad.array(x)], outputs=[out])
+        return float(np.dot(seed, out.numpy()))
+    np.testing.assert_allclose(g64, central_fd(f, np.linspace(-1.0, 2.0, 7)), rtol=1e-6,
+                               atol=1e-8)
+
+
+def test_float64_kernels_are_unchanged_by_the_weak_rule(weak):
+    """A ``float`` scalar in a float64 kernel is float64: the generated module is the one
+    ``ad.float64`` gives, character for character apart from the kernel's name and the
+    line numbers its comments cite (so its results are bit for bit those of before the
+    rule)."""
+    def text(kernel, part):
+        text = ad.source(kernel, part).replace(kernel.name, "K")
+        return re.sub(r"(\.py:|line )\d+", r"\1", text)
+    for part in ("forward", "backward", "jvp"):
+        assert text(weak.weak_f64, part) == text(weak.weak_strong64, part), part
 
 
 def _run(kernel, dtype, x, a=0.3, n=3):

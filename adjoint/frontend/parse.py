@@ -269,6 +269,31 @@ def _param_type(pf, dialect, name, annotation, role):
     return dt
 
 
+def _float_dtype(t):
+    """The float dtype of a parameter type (an array's, a vector's, a scalar's), or None."""
+    dt = t.dtype if isinstance(t, (ArrayType, VectorType)) else t
+    return dt if dt.kind == "f" else None
+
+
+def _weak_floats(pf, weak):
+    """A kernel parameter annotated ``float`` (``weak``: their names) is a *weak* scalar,
+    as a Python number is to NumPy 2 (NEP 50), JAX and PyTorch: it takes the kernel's
+    precision. Where every float array of the kernel, and every other float parameter
+    (``ad.float32`` scalars, vectors, struct fields), is float32, the weak ones are float32
+    too (a launch rounds the value given to float32), and the kernel computes in float32
+    (emit/precision.py); anywhere else ``float`` is float64, as before. ``ad.float64`` is
+    never weak; in Warp's dialect ``float`` is float32 anyway."""
+    if not weak or pf.dialect.float != np.float64:
+        return
+    strong = [_float_dtype(p.type) for p in pf.params if p.name not in weak]
+    floats = [dt for dt in strong if dt is not None]
+    arrays = [p for p in pf.params if p.is_array and p.type.kind == "float"]
+    if arrays and all(dt == np.float32 for dt in floats):
+        for p in pf.params:
+            if p.name in weak:
+                p.type = np.dtype(np.float32)
+
+
 def _array_use(fdef, name):
     """``(node, ndim)``: the first use of ``name`` in ``fdef`` as an array (``name[i, j]``,
     ``name.shape``, ``len(name)``) and the number of indices it shows (1 unless a
@@ -318,6 +343,8 @@ def parse(pyfunc, role):
         else:
             pf.params.append(Param(p.name, _param_type(pf, dialect, p.name, p.annotation,
                                                        role)))
+    if role == "kernel":
+        _weak_floats(pf, {p.name for p in sig.parameters.values() if p.annotation is float})
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)

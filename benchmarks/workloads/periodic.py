@@ -24,7 +24,7 @@ make = stencil.make
 
 
 @ad.kernel
-def heat_periodic(alpha: ad.float32, u: ad.array(dtype=ad.float32, ndim=2),
+def heat_periodic(alpha: float, u: ad.array(dtype=ad.float32, ndim=2),
                   out: ad.array(dtype=ad.float32, ndim=2)):
     i, j = ad.tid()
     n0 = u.shape[0]

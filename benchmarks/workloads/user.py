@@ -6,7 +6,10 @@ one-element array with ``ad.atomic_add(loss, 0, v)``, every launch is recorded
 on an ``ad.Tape`` and ``tape.backward`` is seeded at that one element; the heat
 stencil has periodic boundaries (``ip = i + 1; if ip == n0: ip = 0``) and its
 loss is a 51st launch summing the final field. Springs is already written that
-way, so ``springs-user`` runs the same kernel.
+way, so ``springs-user`` runs the same kernel. Their scalars are annotated ``float``
+(``eps2: float``, ``alpha: float``), as Warp's examples and their ports write them: a
+weak scalar, float32 beside the float32 arrays (issue 39; before it, such a kernel
+computed in float64).
 
 The baseline is the same hand-written parallel numba pair as the tuned workload's
 (for the stencil: the same pair with periodic neighbours, ``periodic.py``), given
@@ -39,7 +42,7 @@ def wave_loss(x: ad.array(dtype=ad.float32), loss: ad.array(dtype=ad.float32)):
 
 
 @ad.kernel
-def nbody_loss(n: int, eps2: ad.float32, mass: ad.array(dtype=ad.float32),
+def nbody_loss(n: int, eps2: float, mass: ad.array(dtype=ad.float32),
                pos: ad.array(dtype=ad.float32, ndim=2), loss: ad.array(dtype=ad.float32)):
     i = ad.tid()
     xi = pos[i, 0]
