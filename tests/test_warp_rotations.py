@@ -8,9 +8,10 @@ it names) ending in an expression stored to ``out[i]``, and a NumPy reference wr
 from textbook definitions (the slerp formula of sines, the ZYX Euler-angle formula, the
 half-angle of a unit quaternion), not from adjoint's code. Per backend (python, numba, the
 CUDA simulator), in float64: the value matches the reference and the tape's gradient of a
-random weighting of the outputs matches central differences. Then the same builtins as a
-Warp user writes them (``import adjoint.warp as wp``, float32, Warp's out-argument form,
-``tape.gradients``, a tuple for a ``wp.vec3`` parameter), and the plain-Python versions.
+random weighting of the outputs, and the JVP along a random direction, match central
+differences. Then the same builtins as a Warp user writes them (``import adjoint.warp as
+wp``, float32, Warp's out-argument form, ``tape.gradients``, a tuple for a ``wp.vec3``
+parameter), and the plain-Python versions.
 """
 import importlib.util
 import math
@@ -149,7 +150,7 @@ def _run(kernel, case, ins, seed=None):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_values_and_gradients_match_references_float64(backend, kernels, case):
+def test_values_and_both_derivatives_match_references_float64(backend, kernels, case):
     kernel = getattr(kernels, case.name)
     rng = np.random.default_rng(38)
     ins = _inputs(case, rng)
@@ -163,6 +164,16 @@ def test_values_and_gradients_match_references_float64(backend, kernels, case):
             return np.sum(seed * _run(kernel, case, ins[:k] + [v] + ins[k + 1:])[0])
         np.testing.assert_allclose(g, central_fd(loss, ins[k]), rtol=1e-6, atol=1e-7,
                                    err_msg=f"{case.name}: gradient of argument {k}")
+    # forward mode, from the same rules: the JVP along a random direction
+    dev = _device()
+    dirs = [rng.uniform(-1, 1, x.shape) for x in ins]
+    arrs = [ad.array(x, dtype=ad.float64, device=dev) for x in ins]
+    dots = ad.launch(kernel, N, inputs=arrs, outputs=[ad.zeros(got.shape, device=dev)],
+                     tangents={a: ad.array(d, device=dev) for a, d in zip(arrs, dirs)})
+    h = 1e-6
+    fd = (_run(kernel, case, [x + h * d for x, d in zip(ins, dirs)])[0] -
+          _run(kernel, case, [x - h * d for x, d in zip(ins, dirs)])[0]) / (2 * h)
+    np.testing.assert_allclose(dots["out"].numpy(), fd, rtol=1e-6, atol=1e-7)
 
 
 def test_slerp_ends_and_rpy_turns_as_warp_documents():
