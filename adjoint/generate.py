@@ -12,7 +12,10 @@ every machine and ``check`` can find the source again.
 A module is generated for a *target*: ``cpu`` (``rt.jit``: numba on the CPU,
 or plain Python) or ``cuda`` (``numba.cuda.jit``). A CUDA module's header says
 so in one more line, ``# adjoint-target: cuda``; a header without it is a CPU
-module's, so CPU headers read as they did before there were targets.
+module's, so CPU headers read as they did before there were targets. A module generated
+with some optimization passes off (``ADJOINT_OPTIMIZE=0``, ``-scale``) says so in
+``# adjoint-optimize: 0``, and ``check`` regenerates it under that setting; one with all of
+them has no such line.
 
 This module imports the transformer lazily: ``import adjoint`` (which generated
 modules do) must keep working where gast and astor are absent.
@@ -26,7 +29,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from . import __version__
+from . import __version__, passes
 from .api import Func, Kernel
 from .cache import LOCK, holds, write_atomic
 from .emit.targets import TARGETS  # noqa: F401 - also adjoint.generate.TARGETS
@@ -35,6 +38,7 @@ from .modules import module_items
 
 HEADER_KEYS = ("adjoint-version", "adjoint-source", "adjoint-source-sha256")
 TARGET_KEY = "adjoint-target"      # optional: absent means "cpu"
+OPTIMIZE_KEY = "adjoint-optimize"  # optional: absent means every optimization (passes.py)
 _counter = itertools.count()
 
 
@@ -45,6 +49,7 @@ class Header:
     source: str      # the source path, relative to the generated file's folder
     sha256: str      # of the source text
     target: str = "cpu"
+    optimize: str = "1"     # the ADJOINT_OPTIMIZE setting it was generated under
 
     @classmethod
     def parse(cls, text):
@@ -52,11 +57,12 @@ class Header:
         found = {}
         for line in text.splitlines()[:20]:
             m = re.match(r"# (adjoint-[a-z0-9-]+): (.*)$", line)
-            if m and m.group(1) in HEADER_KEYS + (TARGET_KEY,):
+            if m and m.group(1) in HEADER_KEYS + (TARGET_KEY, OPTIMIZE_KEY):
                 found[m.group(1)] = m.group(2).strip()
         if not all(k in found for k in HEADER_KEYS):
             return None
-        return cls(*(found[k] for k in HEADER_KEYS), found.get(TARGET_KEY, "cpu"))
+        return cls(*(found[k] for k in HEADER_KEYS), found.get(TARGET_KEY, "cpu"),
+                   found.get(OPTIMIZE_KEY, "1"))
 
 
 @dataclass(frozen=True)
@@ -310,7 +316,12 @@ def check(out):
     src = os.path.normpath(os.path.join(os.path.dirname(out), header.source))
     if not os.path.isfile(src):
         return CheckResult(out, False, f"its source {header.source} ({src}) is missing")
-    fresh = generate(src, out, header.target)
+    try:
+        setting = passes.parse_setting(header.optimize, f"its header's {OPTIMIZE_KEY}")
+    except ValueError as exc:
+        return CheckResult(out, False, str(exc))
+    with passes.optimizing(setting):     # (regenerated under the setting it was made with)
+        fresh = generate(src, out, header.target)
     if fresh == text:
         return CheckResult(out, True)
     reasons = []

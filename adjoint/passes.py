@@ -210,6 +210,16 @@ def optimizing(setting):
         _override.reset(token)
 
 
+def setting_text(enabled):
+    """``enabled`` as ``ADJOINT_OPTIMIZE`` spells it, which ``parse_setting`` reads back:
+    ``1`` (all), ``0`` (none), else the optimizations turned off (``-scale,-jam``)."""
+    if enabled == ALL:
+        return "1"
+    if not enabled:
+        return "0"
+    return ",".join(f"-{n}" for n in OPTIMIZATIONS if n not in enabled)
+
+
 def describe(enabled):
     """A short text naming ``enabled`` (all, none, or what differs from all)."""
     if enabled == ALL:

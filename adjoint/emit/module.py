@@ -14,7 +14,7 @@ import hashlib
 
 import gast
 
-from .. import __version__
+from .. import __version__, passes
 from . import bounds, cuda, firsts, ieee, jam, precision, stacks, sums as sums_
 from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
@@ -376,6 +376,15 @@ def _target_line(target):
     return [] if target == "cpu" else [f"# adjoint-target: {target}"]
 
 
+def _optimize_line():
+    """The header line naming the optimization setting a module was generated under
+    (``ADJOINT_OPTIMIZE``, ``passes.optimizing``), where that is not all of them: ``adjoint
+    check`` regenerates under it. A module generated with all has none (its header is
+    the one it had before the setting existed)."""
+    enabled = passes.current()
+    return [] if enabled == passes.ALL else [f"# adjoint-optimize: {passes.setting_text(enabled)}"]
+
+
 def _header(target, float32):
     if target == "cuda":
         return cuda.header(float32)
@@ -400,7 +409,7 @@ def module_source(items, relname, source_text, target="cpu"):
         f"# adjoint-version: {__version__}",
         f"# adjoint-source: {relname}",
         f"# adjoint-source-sha256: {digest}",
-    ] + _target_line(_known_target(target)) + _header(
+    ] + _target_line(_known_target(target)) + _optimize_line() + _header(
         target, any(role == "kernel" and float32_kernel(tr) for role, tr, *_ in items))
     specs = []
     custom = {tr.pf.name for role, tr, grad, _ in items if grad is not None}
