@@ -108,6 +108,25 @@ def test_a_flattened_view_and_tape_gradients_after_backward(backend, kernels):
     np.testing.assert_allclose(run(x0, True), central_fd(run, x0), rtol=1e-7, atol=1e-8)
 
 
+@pytest.mark.parametrize("through", ["view read, array overwritten",
+                                     "array's view read, another view overwritten"])
+def test_an_overwrite_through_another_view_keeps_what_the_tape_read(backend, kernels, through):
+    """A recorded launch read the memory through one ``Array``; a write through another on
+    the same memory (runtime/watch.py names memory by its allocation) lets the tape keep
+    the values read, so the gradient is that at the values the launch saw."""
+    dev = _device()
+    x0 = np.linspace(-1.0, 1.0, 6)
+    x = ad.array(x0.reshape(2, 3), requires_grad=True, device=dev)
+    loss = ad.zeros(1, requires_grad=True, device=dev)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(kernels.total, 6, inputs=[x.flatten()], outputs=[loss])
+    (x if through.startswith("view") else x.reshape(3, 2)).fill_(0.0)
+    tape.backward(loss=loss)
+    np.testing.assert_allclose(x.grad.numpy().reshape(-1), np.cos(x0) * x0 + np.sin(x0),
+                               rtol=1e-12)
+
+
 def test_view_as_another_dtype_shares_the_bits(backend, kernels):
     dev = _device()
     x = ad.array(np.array([1.0, -2.5, 3.0]), requires_grad=True, device=dev)
