@@ -4,6 +4,7 @@
     python benchmarks/run.py --quick         # small sizes (about a minute)
     python benchmarks/run.py --only springs --repeat 20 --json out.json
     python benchmarks/run.py --device cuda   # the same workloads on an NVIDIA GPU
+    python benchmarks/run.py --busy 1        # each workload also beside a busy process
 
 Systems on ``--device cpu``: ``adjoint`` (@ad.kernel + ad.Tape, numba backend),
 ``adjoint-unchecked`` (the same with @ad.kernel(bounds_check=False): the table
@@ -39,7 +40,7 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 import adjoint as ad  # noqa: E402
-from benchmarks import harness, startup  # noqa: E402
+from benchmarks import busy, harness, startup  # noqa: E402
 from benchmarks.workloads import ALL, ORDER, cuda_systems, load, optional  # noqa: E402
 
 SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "adjoint-vec3", "adjoint-unchecked", "numba-ser", "numba-par", "warp",
@@ -120,6 +121,10 @@ def parse_args(argv):
     p.add_argument("--keep-going", action="store_true",
                    help="a system whose check fails (or that raises) is reported and left out "
                         "of its workload; the others are still timed (exit status 2 at the end)")
+    p.add_argument("--busy", type=int, default=0, metavar="K",
+                   help="time every workload again beside K processes that spin on a core "
+                        "each, and report each system's slowdown against its own quiet time "
+                        "(benchmarks/busy.py; issue 39)")
     p.add_argument("--no-startup", action="store_true",
                    help="skip the launch-overhead and cold/warm-start measurements")
     a = p.parse_args(argv)
@@ -219,6 +224,7 @@ def main(argv=None):
         log(f"    {name:<12} OK (worst rel. error {err:.1e})")
 
     rows, details, failures = [], {}, []
+    quiet, loaded = {}, {}          # (--busy) {workload: {system: Result}}
     for name in args.workloads:
         wl = load(name)
         problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
@@ -258,6 +264,16 @@ def main(argv=None):
                 f"(fwd+bwd)/fwd {harness.paired_ratio(r.fb, r.fwd):5.2f}   {jvp}{ratio}"
                 + (f"   [{r.note}]" if r.note else ""))
             rows.append(r)
+        if args.busy and res:
+            quiet[name] = res
+            log(f"    beside {args.busy} busy process(es):")
+            with busy.busy(args.busy):
+                loaded[name] = harness.run_workload(
+                    wl, problem, {s: chosen[s] for s in res}, args.repeat, args.warmup,
+                    lambda msg: None, jvp=False)
+            for s, r in loaded[name].items():
+                log(f"    {s:<11} fwd+bwd {busy.median_ms(r.fb):9.2f} ms   slowdown "
+                    f"{busy.median_ms(r.fb) / res[s].fb_ms:5.2f}")
         details[name] = {"size": problem.meta.get("size", ""), "title": wl.TITLE,
                          "systems": {s: {"fwd_s": r.fwd, "fwd_bwd_s": r.fb, "bwd_s": r.bwd,
                                          "bwd_measured": r.bwd_measured,
@@ -277,6 +293,15 @@ def main(argv=None):
         + "):\n" + targets)
 
     extra = {}
+    if args.busy:
+        table_busy = busy.rows(quiet, loaded)
+        log(f"\nbeside {args.busy} busy process(es) (medians; slowdown: busy / quiet, each "
+            "system against its own quiet time):\n" + busy.format_table(table_busy, args.busy))
+        extra["busy"] = {"processes": args.busy, "max_slowdown": busy.MAX_SLOWDOWN,
+                         "rows": [{"workload": wl, "system": s, "quiet_fwd_bwd_ms": q,
+                                   "busy_fwd_bwd_ms": t, "slowdown": x,
+                                   "busy_fwd_bwd_s": loaded[wl][s].fb}
+                                  for wl, s, q, t, x in table_busy]}
     if not args.no_startup and "adjoint" in systems:
         log("\nlaunch overhead (tape of 50 launches of a 16-element kernel, medians):")
         lo = startup.launch_overhead(repeat=20 if args.quick else 200)

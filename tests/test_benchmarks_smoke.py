@@ -257,3 +257,31 @@ def test_keep_going_times_the_systems_whose_check_passed(tmp_path, monkeypatch, 
     out_json.unlink()
     assert run.main(args) == 2
     assert "Aborting: no timings" in capsys.readouterr().out and not out_json.exists()
+
+
+def test_busy_mode_times_each_system_again_beside_busy_processes(tmp_path):
+    """``--busy 1``: each system's fwd+bwd again beside one spinning process, its slowdown
+    against its own quiet time, and the targets judged (it times nothing itself)."""
+    out_json = tmp_path / "busy.json"
+    out = _run(["--tiny", "--only", "elementwise", "--systems", "adjoint,numba-ser",
+                "--repeat", "2", "--no-startup", "--no-jvp", "--busy", "1",
+                "--json", str(out_json)], tmp_path)
+    assert "beside 1 busy process(es)" in out and "| elementwise | adjoint |" in out, out
+    assert re.search(r"^(missed: |every busy target met)", out, re.M), out
+    rows = json.loads(out_json.read_text())["busy"]["rows"]
+    assert sorted(r["system"] for r in rows) == ["adjoint", "numba-ser"]
+    for r in rows:
+        assert len(r["busy_fwd_bwd_s"]) == 2 and r["busy_fwd_bwd_ms"] > 0
+        assert r["slowdown"] == pytest.approx(r["busy_fwd_bwd_ms"] / r["quiet_fwd_bwd_ms"])
+
+
+def test_busy_targets_judge_the_slowdown_and_the_serial_pair():
+    from benchmarks import busy
+    ok = busy.format_table([("w", "adjoint", 1.0, 1.4, 1.4), ("w", "numba-ser", 2.0, 2.2, 1.1)],
+                           1)
+    assert "| w | adjoint | 1.00 | 1.40 | 1.40 ok |" in ok and "every busy target met" in ok
+    bad = busy.format_table([("w", "adjoint", 1.0, 1.6, 1.6), ("w", "numba-ser", 1.0, 1.1, 1.1)],
+                            1)
+    assert "1.60 MISSED, slower than numba-ser" in bad
+    assert bad.splitlines()[-1] == ("missed: w: slowdown 1.60 > 1.5; w: 1.60 ms busy, slower "
+                                    "than numba-ser's 1.10 ms")
