@@ -583,7 +583,6 @@ def test_transform_parts_p_and_q_as_in_warp(backend, kernel_module):
 # -- errors and show ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("body, message", [
-    ("v = ad.vec3(1.0, 2.0, 3.0)\n    k = int(x[i])\n    x[i] = v[k]", "constant integer"),
     ("v = ad.vec3(1.0)\n    x[i] = v", "cannot store a vec3 into an element of the float array"),
     ("v = ad.vec3(1.0)\n    w = ad.vec2(1.0)\n    x[i] = ad.dot(v, w)", "dot of vec3 and vec2"),
     ("v = ad.vec3(1.0)\n    x[i] = v * v", "cw_mul"),

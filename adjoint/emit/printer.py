@@ -80,6 +80,14 @@ def atomic_minmax_src(s):
     return f"{expr_src(store)}  # ad.atomic_{fn}"
 
 
+def _elif(s):
+    """Whether ``if``-statement ``s``'s else is one ``if`` of the same user line, printed as
+    ``elif`` (a chain of another line stays nested, under that line's comment)."""
+    line = getattr(s, "lineno", None)
+    return len(s.orelse) == 1 and isinstance(s.orelse[0], gast.If) and line is not None and \
+        getattr(s.orelse[0], "lineno", None) == line
+
+
 class Printer:
     def __init__(self, source=None):
         self.source = source          # SourceInfo, for quoting the user's lines
@@ -122,6 +130,10 @@ class Printer:
         if isinstance(s, gast.If):
             self.emit(depth, f"if {expr_src(s.test)}:")
             self.block(s.body, depth + 1)
+            while _elif(s):         # a chain made of one line (a select): elif
+                s = s.orelse[0]
+                self.emit(depth, f"elif {expr_src(s.test)}:")
+                self.block(s.body, depth + 1)
             if s.orelse:
                 self.emit(depth, "else:")
                 self.block(s.orelse, depth + 1)

@@ -10,10 +10,14 @@ CUDA and float32 lowerings hold for vectors by construction):
 - a local ``v`` of type vec3 is the locals ``v_x, v_y, v_z`` (``m_00 ... m_22`` for
   a mat33, ``t_px ... t_qw`` for a transform; ``<name>_<k>_x`` where the user
   already has a ``v_x``); ``v.x``, ``v[0]``, ``m[1, 2]``, ``m[1]`` (a row) with
-  constant indices, and assignments to them, are those locals;
+  constant indices, and assignments to them, are those locals; with an index known
+  only at run time (``v[k]``, ``m[k, j]``), a select chain over them
+  (frontend/components.py);
 - an array of vectors is a float array with the vector's shape as trailing
   dimensions: ``p[i]`` loads ``p[i, 0], p[i, 1], p[i, 2]``; ``p[i] = v``,
-  ``p[i] += v`` and ``ad.atomic_add(p, i, v)`` act componentwise;
+  ``p[i] += v`` and ``ad.atomic_add(p, i, v)`` act componentwise; a component of
+  an element is that float element, read or assigned alone (``p[i].x``, ``p[i][k]``
+  is ``p[i, k]``, ``p[i][k] = s`` is ``p[i, k] = s``);
 - a kernel's vector parameter ``g: ad.vec3`` is a float array of shape (3,),
   read once at the top; a func's vector parameters are scalar parameters
   (``a_x, a_y, a_z``) and its vector results are returned as components (a
@@ -27,9 +31,8 @@ is) and is converted to the array's type as it is stored (``a[i] = ad.uint8(v)``
 wrap-around), so that no backend computes in the narrow type (NumPy's uint8 scalar
 would wrap, numba's would widen); such arrays are stored into, not accumulated into.
 
-Anything else a vector cannot do here -- a component index known only at run
-time, a vector compared, a vector in a ``while`` condition -- is a
-``TransformError`` naming the user's file and line and the construct.
+Anything else a vector cannot do here -- a vector compared, a vector in a ``while``
+condition -- is a ``TransformError`` naming the user's file and line and the construct.
 """
 import copy
 from dataclasses import replace
@@ -38,9 +41,10 @@ import gast
 import numpy as np
 
 from ..runtime.types import NARROW_INTS, ArrayType
-from ..runtime.vectypes import VectorType
+from ..runtime.vectypes import VectorType, vec_of
 from .builder import Builder, expr, name, reads
 from .parse import Param
+from . import components
 from .vecexpr import Expressions, Multi, VectorSignature, _c, _indices, _locate, _signature, \
     _subscript
 from .vecops import V, VectorUseError
@@ -286,12 +290,15 @@ class _Scalarize(Expressions):
         """``target = value`` (``aug``: ``target += value`` with that gast operator) for a
         subscript or attribute target."""
         ref = self.place(target)
+        if ref[0] == "dynamic":      # a local's component at an index known at run time
+            return self.store_dynamic(ref, value, aug, s)
         if ref[0] == "array":        # an element of an array of vectors, or of floats
             _, arr, idx, vt = ref
             if vt is None:
                 if isinstance(value, V):
-                    raise self.err(f"cannot store a {value.vt.name} into an element of the "
-                                   f"float array '{arr}'", s)
+                    what = f"a component of an element of '{arr}'" if arr in self.varrays \
+                        else f"an element of the float array '{arr}'"
+                    raise self.err(f"cannot store a {value.vt.name} into {what}", s)
                 if arr in self.narrow:
                     value = self.narrowed(arr, value, aug, s)
                 return [self.assign_node(_subscript(arr, idx), value, aug)]
@@ -309,6 +316,26 @@ class _Scalarize(Expressions):
                                for j in range(i)):
             comps = self.b.atoms(V(value.vt, comps), force=True).comps
         return [self.assign_node(name(n), c, aug) for n, c in zip(names, comps)]
+
+    def store_dynamic(self, ref, value, aug, s):
+        """``v[k] = value`` (``aug``: ``+=``, ...) into a local's component or row at an index
+        known only at run time: a select chain (frontend/components.py)."""
+        _, names, vt, ks, row = ref
+        if row is None:
+            if isinstance(value, V):
+                raise self.err(f"cannot assign a {value.vt.name} to a component", s)
+            values = [self.b.atom(value, "s")]
+        elif isinstance(value, V):
+            self.expect(value, row, s)
+            if aug is not None and not isinstance(aug, (gast.Add, gast.Sub)):
+                raise self.err(f"a row of a {vt.name} is incremented by a {row.name} with "
+                               "+= or -= only", s)
+            values = self.b.atoms(value, force=True).comps
+        elif aug is not None and isinstance(aug, (gast.Mult, gast.Div)):
+            values = [self.b.atom(value, "s")] * row.size
+        else:
+            raise self.err(f"expected a {row.name} here, got a scalar", s)
+        return components.store(vt, names, ks, values, aug)
 
     def narrowed(self, arr, value, aug, s):
         """A value stored into the narrow int array ``arr``: converted as Warp (C) converts,
@@ -347,17 +374,56 @@ class _Scalarize(Expressions):
                 return ("array", arr, idx, vt)
             return ("array", arr, idx, None)
         if isinstance(t, (gast.Subscript, gast.Attribute)):
-            base = t.value
-            if not isinstance(base, gast.Name) or base.id not in self.vars:
+            root, items = _path(t, self.arrays)
+            if isinstance(root, gast.Subscript) and root.value.id in self.varrays:
+                return self.element_place(root, items, t)
+            if not isinstance(root, gast.Name) or root.id not in self.vars:
                 raise self.err("only components of a local vector, matrix or quaternion "
-                               "(v[0], v.x, m[i, j], m[i]) can be assigned to", t)
-            vt = self.vars[base.id]
-            names = self.comp[base.id]
-            sel = self.select(V(vt, names), t)
-            if isinstance(sel, V):
-                return ("local", sel.comps, sel.vt)
-            return ("local", [sel], None)
+                               "(v[0], v.x, m[i, j], m[i]) or of an element of an array of "
+                               "them (y[i].x, y[i][k]) can be assigned to", t)
+            vt = self.vars[root.id]
+            names = self.comp[root.id]
+            if isinstance(t, gast.Attribute) and root is t.value:   # v.x, t.p
+                sel = self.select(V(vt, names), t)
+                if isinstance(sel, V):
+                    return ("local", sel.comps, sel.vt)
+                return ("local", [sel], None)
+            ks = self.component_indices(vt, [self.index_of(vt, items, k) for k in
+                                             range(len(items))], t)
+            row = vec_of(vt.shape[1]) if len(ks) < len(vt.shape) else None
+            if any(not isinstance(k, int) for k in ks):
+                return ("dynamic", names, vt, ks, row)
+            first = int(np.ravel_multi_index(ks + [0] * (len(vt.shape) - len(ks)), vt.shape))
+            return ("local", names[first:first + (row.size if row else 1)], row)
         raise self.err(f"cannot assign to {type(t).__name__.lower()}", t)
+
+    def index_of(self, vt, items, k):
+        """Item ``k`` of a target's path as an index node (``.x`` is 0 where the dimension
+        it names is a vector's, a quaternion's or a matrix row's)."""
+        item = items[k]
+        if not isinstance(item, str):
+            return item
+        letters = vt.comps if len(vt.shape) == 1 and vt.kind in ("vec", "quat") else "xyzw"
+        if k != len(vt.shape) - 1 or vt.kind == "transform" or \
+                item not in letters[:vt.shape[k]]:
+            raise self.err(f"'.{item}' does not name a component here (a {vt.name})", self.line)
+        return _c(letters.index(item))
+
+    def element_place(self, root, items, t):
+        """("array", arr, [index atoms], vt or None) for a component or row of an element of
+        the array of vectors ``root.value`` (``y[i].x``, ``y[i][k]``, ``y[i, j][0]``): only
+        that component of the element is written (frontend/components.py)."""
+        arr = root.value.id
+        vt, nd = self.varrays[arr]
+        idx = [self.scalar(e, "an index") for e in _indices(root)]
+        if len(idx) != nd:
+            raise self.err(f"'{arr}' is an array of {vt.name} with {nd} index dimension(s), "
+                           f"indexed with {len(idx)}: give {nd}, then take components "
+                           f"({arr}[i].x, {arr}[i][0])", t)
+        ks = self.component_indices(vt, [self.index_of(vt, items, k)
+                                         for k in range(len(items))], t)
+        where = idx + [_c(k) if isinstance(k, int) else k for k in ks]
+        return ("array", arr, where, vec_of(vt.shape[1]) if len(ks) < len(vt.shape) else None)
 
     def augassign(self, s):
         t = s.target
@@ -373,6 +439,8 @@ class _Scalarize(Expressions):
             return [s]
         ref = self.place(t)
         value = self.ev(s.value)
+        if ref[0] == "dynamic":
+            return self.store_dynamic(ref, value, s.op, s)
         if ref[0] == "local":
             current = V(ref[2], [name(n) for n in ref[1]]) if ref[2] else name(ref[1][0])
             return self.store(t, self.binop(s.op, current, value, s), s)
@@ -420,3 +488,17 @@ class _Scalarize(Expressions):
         return [s]
 
     # -- expressions -----------------------------------------------------------------
+
+
+def _path(t, arrays):
+    """(root, items) of an assignment target: ``root`` a name (a local) or the subscript of
+    an array (``y[i]``, ``y[i, j]``), ``items`` the component indices and attribute names
+    (strings) taken of it in order: ``m[k][j]`` is (m, [k, j]), ``y[i].x`` (y[i], ["x"])."""
+    items = []
+    while isinstance(t, (gast.Subscript, gast.Attribute)):
+        if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and \
+                t.value.id in arrays:
+            return t, items
+        items[:0] = [t.attr] if isinstance(t, gast.Attribute) else _indices(t)
+        t = t.value
+    return t, items

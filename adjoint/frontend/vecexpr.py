@@ -14,6 +14,7 @@ import gast
 import numpy as np
 
 from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, mat_of, vec_of
+from . import components
 from . import vecops as ops
 from . import vecrot
 from .builder import expr, name
@@ -139,8 +140,9 @@ class Expressions:
         return out
 
     def select(self, v, node):
-        """A component or row of ``v`` by ``node`` (``v.x``, ``v[0]``, ``m[i, j]``, ``m[i]``):
-        a component's expression, or a ``V`` (a row)."""
+        """A component or row of ``v`` by ``node`` (``v.x``, ``v[0]``, ``m[i, j]``, ``m[i]``;
+        an index known only at run time: frontend/components.py): a component's
+        expression, or a ``V`` (a row)."""
         if not isinstance(v, V):
             raise self.err("only arrays, vectors, matrices and quaternions can be indexed, "
                            "only vectors and quaternions have .x .y .z .w, and only "
@@ -154,23 +156,30 @@ class Expressions:
                     if v.vt.kind == "transform" else ""
                 raise self.err(f"a {v.vt.name} has no component '.{node.attr}'{parts}", node)
             return v.comps[comps.index(node.attr)]
-        idx = _indices(node)
-        ks = []
-        for i in idx:
-            if not (isinstance(i, gast.Constant) and isinstance(i.value, int) and
-                    not isinstance(i.value, bool)):
-                raise self.err(f"a {v.vt.name} is indexed with a constant integer "
-                               "(a component index known only at run time is not supported)",
-                               node)
-            ks.append(i.value)
+        ks = self.component_indices(v.vt, _indices(node), node)
+        if any(not isinstance(k, int) for k in ks):
+            if v.origin is not None:        # an array's element: index the array
+                return components.element(v, ks)
+            hint = node.value.id if isinstance(node.value, gast.Name) else "v"
+            return components.read(self.b, v, ks, hint)
         shape = v.vt.shape
-        if len(ks) > len(shape) or any(not 0 <= k < n for k, n in zip(ks, shape)):
-            raise self.err(f"index {tuple(ks) if len(ks) > 1 else ks[0]} is out of range for a "
-                           f"{v.vt.name} (shape {shape})", node)
         if len(ks) == len(shape):
             return v.comps[int(np.ravel_multi_index(ks, shape))]
         row = ks[0] * shape[1]
         return V(vec_of(shape[1]), v.comps[row:row + shape[1]])
+
+    def component_indices(self, vt, nodes, node):
+        """Indices ``nodes`` of a ``vt``: an int for a constant one (in range), an atom (a
+        name) for one known only at run time."""
+        shape = vt.shape
+        consts = [components.constant(i) for i in nodes]
+        if len(nodes) > len(shape) or any(k is not None and not 0 <= k < n
+                                          for k, n in zip(consts, shape)):
+            shown = tuple("?" if k is None else k for k in consts)
+            raise self.err(f"index {shown if len(shown) > 1 else shown[0]} is out of range "
+                           f"for a {vt.name} (shape {shape})", node)
+        return [k if k is not None else self.b.atom(self.scalar(i, "a component index"), "k")
+                for k, i in zip(consts, nodes)]
 
     def subscript(self, e):
         base = e.value
@@ -190,7 +199,7 @@ class Expressions:
             comps = [_subscript(base.id, copy.deepcopy(idx) + [_c(int(k)) for k in
                                                                 np.unravel_index(j, vt.shape)])
                      for j in range(vt.size)]
-            return V(vt, comps)
+            return V(vt, comps, origin=(base.id, idx))
         return self.select(self.ev(base), e)
 
     def binop(self, op, left, right, node=None):

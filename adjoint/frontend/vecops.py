@@ -28,11 +28,15 @@ class VectorUseError(Exception):
 
 
 class V:
-    """A vector value: ``vt`` its float64 type, ``comps`` its components (row-major)."""
+    """A vector value: ``vt`` its float64 type, ``comps`` its components (row-major);
+    ``origin``: for an element of an array of vectors (or a row of one), the float array
+    and the index atoms it is at (a component index known only at run time indexes the
+    array there: frontend/components.py)."""
 
-    def __init__(self, vt, comps):
+    def __init__(self, vt, comps, origin=None):
         self.vt = vt.base
         self.comps = list(comps)
+        self.origin = origin
         assert len(self.comps) == self.vt.size, (vt, len(self.comps))
 
     @property

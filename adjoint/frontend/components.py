@@ -1,0 +1,122 @@
+"""Component indices known only at run time (pass scalarize): ``v[k]``, ``m[k, j]``, ``m[k]``.
+
+Warp programs index vectors and matrices with ints computed at run time, most often a
+constant-range loop's variable (``for k in range(3): s += v[i][k] * w[k]``). Once
+scalarized a vector is several locals or trailing array dimensions, so such an index
+becomes:
+
+- of an **element of an array of vectors** (``v[i][k]``, ``a[i][k, j]``, ``a[i][k]``, and
+  stored into: ``y[i][k] = s``, ``y[i].x = s``, ``y[i, j][0] = s``): an index of the float
+  array's trailing dimension, ``v[i, k]``. Its derivative is the array element's, it is
+  checked as every array index is (pass bounds: an index outside ``0..n-1`` stops the
+  launch with ``BoundsError`` naming the line), and a store changes that component only;
+- of a **local** vector or matrix (``w[k]``, ``m[k, j]``, ``m[k] = row``): a *select chain*
+  at the point of use, ``if k == 0: w_at = w_x elif k == 1: w_at = w_y ...``, the store
+  ``if k == 0: w_x = s elif ...``. Each branch is plain scalar code, so the derivative is
+  that of a branch (pass ssa merges the names): exact, the selected component alone gets
+  the gradient. An index outside ``0..n-1`` reads nan and a store through it makes every
+  component of the vector nan (``ad.config.verify_fp = True`` then names the launch): the
+  value is never another component's. A real fault would need a check site for locals
+  in pass bounds, which checks arrays only.
+
+Why a chain and not unrolling the constant-range loops before scalarize: the chain serves
+every int index (a loop's variable over a run-time range, an index read from an int
+array, a func's argument), keeps the user's loop a loop in the generated code, and costs
+n compares that numba's LLVM folds where the loop is unrolled anyway.
+"""
+import copy
+import math
+
+import gast
+import numpy as np
+
+from ..runtime.vectypes import vec_of
+from .builder import const, expr, name
+from .vecops import V
+
+NAN = math.nan
+
+
+def constant(node):
+    """The int a constant index node holds, or None (an index known only at run time)."""
+    if isinstance(node, gast.Constant) and type(node.value) is int:
+        return node.value
+    return None
+
+
+def element(v, ks):
+    """Component(s) ``ks`` (ints and index atoms) of ``v``, an element of an array of vectors
+    (``v.origin``: the array and its index): the float array's element (a gast subscript)
+    when ``ks`` names a component, else a row (a ``V`` with its own origin)."""
+    arr, idx = v.origin
+    where = copy.deepcopy(idx) + [const(k) if isinstance(k, int) else copy.deepcopy(k)
+                                  for k in ks]
+    if len(ks) == len(v.vt.shape):
+        return _subscript(arr, where)
+    cols = v.vt.shape[1]
+    return V(vec_of(cols), [_subscript(arr, copy.deepcopy(where) + [const(c)])
+                            for c in range(cols)], origin=(arr, where))
+
+
+def read(b, v, ks, hint):
+    """``v`` (a local vector's components) at ``ks`` (ints and index atoms): a fresh local
+    set by a select chain (a ``V`` of fresh locals for a matrix's row)."""
+    shape = v.vt.shape
+    if len(ks) == len(shape):
+        outs = [b.fresh(f"{hint}_at")]
+    else:
+        outs = b.fresh_group(f"{hint}_row", vec_of(shape[1]).comps)
+
+    def leaf(at):
+        first = int(np.ravel_multi_index(at + (0,) * (len(shape) - len(at)), shape))
+        return [_assign(n, copy.deepcopy(expr(c)))
+                for n, c in zip(outs, v.comps[first:first + len(outs)])]
+
+    for s in _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in outs]):
+        b.emit(s)
+    if len(outs) == 1:
+        return name(outs[0])
+    return V(vec_of(shape[1]), [name(n) for n in outs])
+
+
+def store(vt, names, ks, values, aug):
+    """The statements storing ``values`` (atoms: one, or a row's) into component(s) ``ks``
+    of the local vector whose components are ``names`` (``aug``: ``+=`` with that operator);
+    an index out of range makes every component nan."""
+    shape = vt.shape
+
+    def leaf(at):
+        first = int(np.ravel_multi_index(at + (0,) * (len(shape) - len(at)), shape))
+        out = []
+        for n, value in zip(names[first:first + len(values)], values):
+            value = copy.deepcopy(expr(value))
+            out.append(_assign(n, value) if aug is None else
+                       gast.AugAssign(target=name(n, True), op=copy.deepcopy(aug), value=value))
+        return out
+
+    return _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in names])
+
+
+def _select(shape, ks, leaf, otherwise, at=()):
+    """``leaf(at)`` for the constant indices ``at`` that ``ks`` (ints and atoms) take, in
+    ``if k == 0: ... elif k == 1: ... else: otherwise()`` chains over its run-time ones."""
+    if len(at) == len(ks):
+        return leaf(at)
+    k = ks[len(at)]
+    if isinstance(k, int):
+        return _select(shape, ks, leaf, otherwise, at + (k,))
+    chain = otherwise()
+    for j in reversed(range(shape[len(at)])):
+        test = gast.Compare(left=copy.deepcopy(k), ops=[gast.Eq()], comparators=[const(j)])
+        chain = [gast.If(test=test, body=_select(shape, ks, leaf, otherwise, at + (j,)),
+                         orelse=chain)]
+    return chain
+
+
+def _assign(n, value):
+    return gast.Assign(targets=[name(n, True)], value=value, type_comment=None)
+
+
+def _subscript(arr, idx):
+    sl = idx[0] if len(idx) == 1 else gast.Tuple(elts=list(idx), ctx=gast.Load())
+    return gast.Subscript(value=name(arr), slice=sl, ctx=gast.Load())
