@@ -16,22 +16,18 @@ import numpy as np
 from ..errors import AdjointError, user_frames
 from . import buffers, owed, pending, watch
 from .backend_cuda import require_cuda, simulated
+from .jit import default_device
 from .tape import record_copy
 from .structs import is_struct
 from .types import ArrayType, as_dtype, struct_array_error
 from .vectypes import vector_type
 
-_default_device = ["cpu"]
-
-
-def default_device():
-    return _default_device[0]
-
 
 def check_device(device):
-    """'cpu' or 'cuda' for ``device`` (None -> the default device)."""
+    """'cpu' or 'cuda' for ``device`` (None -> the default device, which follows the
+    backend in force in this context: runtime/jit.py)."""
     if device is None:
-        device = _default_device[0]
+        device = default_device()
     device = str(device)
     if device == "cpu":
         return "cpu"

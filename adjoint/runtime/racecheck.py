@@ -1,10 +1,10 @@
 """Race checking: a test mode of the plain-Python backend for the parallel CPU plans.
 
 With ``ADJOINT_RACECHECK=1`` in the environment (read at import) or inside
-``with racecheck():``, every grid function the Python backend runs
-(``@rt.jit_grid``: the parallel, privatize and color plans) takes its parallel
-path whatever the launch size, and records, for each element of memory, which
-concurrently running *unit* touched it and how:
+``with racecheck():`` (a context-local switch: that thread or task only), every
+grid function the Python backend runs (``@rt.jit_grid``: the parallel, privatize
+and color plans) takes its parallel path whatever the launch size, and records,
+for each element of memory, which concurrently running *unit* touched it and how:
 
 - a unit is one iteration of the grid's ``rt.prange`` loop: a thread row
   (plan parallel), a chunk of rows (privatize: up to MAX_CHUNKS chunks, more
@@ -31,6 +31,7 @@ sequential and single-threaded; a unit's accesses are seen only on the paths
 that launch's data takes.
 """
 import contextlib
+import contextvars
 import functools
 import linecache
 import os
@@ -49,7 +50,9 @@ __all__ = ["RaceError", "racecheck", "enabled", "grid", "prange", "chunk_count",
 MAX_CHUNKS = 64     # chunks of a privatize plan under checking (more units: finer checking)
 READ, WRITE = 1, 2
 
-_on = [os.environ.get("ADJOINT_RACECHECK", "0").strip().lower() in ("1", "true", "yes", "on")]
+# on or off in this context: ``racecheck()``'s, else ADJOINT_RACECHECK's
+_on = contextvars.ContextVar("adjoint_racecheck", default=os.environ.get(
+    "ADJOINT_RACECHECK", "0").strip().lower() in ("1", "true", "yes", "on"))
 
 
 class _State(threading.local):
@@ -69,18 +72,18 @@ class RaceError(AdjointError):
 
 
 def enabled():
-    return _on[0]
+    return _on.get()
 
 
 @contextlib.contextmanager
 def racecheck(on=True):
-    """Check the parallel plans of every Python-backend launch in this block."""
-    old = _on[0]
-    _on[0] = bool(on)
+    """Check the parallel plans of every Python-backend launch in this block, made in
+    this thread or task (a context-local switch, as the backend is: runtime/jit.py)."""
+    token = _on.set(bool(on))
     try:
         yield
     finally:
-        _on[0] = old
+        _on.reset(token)
 
 
 class _Recorded(np.ndarray):
@@ -309,7 +312,7 @@ def grid(fn):
 
     @functools.wraps(fn)
     def checked(*args):
-        if not _on[0] or _state.grid is not None:
+        if not _on.get() or _state.grid is not None:
             return fn(*args)
         views = []
         for k, a in enumerate(args):

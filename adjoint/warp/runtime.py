@@ -6,7 +6,8 @@ Where Warp's CPU device has an answer, these give it: a timer times and prints a
 (``name took 1.23 ms``), a synchronize waits for what is pending (nothing on the CPU), the
 memory-pool queries answer False or raise Warp's ``ValueError`` on the CPU. A device is
 "cpu" or "cuda" (numba.cuda, when a GPU or numba's simulator is there); selecting one
-selects adjoint's backend (``ad.use_backend``).
+selects adjoint's backend: ``wp.set_device`` for the process (``ad.use_backend``),
+``wp.ScopedDevice`` for a block in one thread or task (``ad.backend_scope``).
 """
 import inspect
 import sys
@@ -17,7 +18,7 @@ import numpy as np
 from ..runtime import backend_cuda
 from ..runtime import config as _ad_config
 from ..runtime.array import Array, default_device
-from ..runtime.jit import backend_name, cpu_backend_name, use_backend
+from ..runtime.jit import backend_scope, cpu_backend_name, use_backend
 from ..runtime.launch import launch as _ad_launch
 from ..runtime.pending import synchronize
 from ..runtime.vectypes import VectorType
@@ -113,25 +114,32 @@ def get_device(ident=None):
     return Device(alias)
 
 
+def _backend_of(device):
+    """adjoint's backend for a Warp device: cuda, or the CPU backend (numba, or python
+    under ``ADJOINT_JIT=0``)."""
+    return cpu_backend_name() if get_device(device).is_cpu else "cuda"
+
+
 def set_device(ident):
-    """Make ``ident`` the current device: "cuda" selects adjoint's cuda backend, "cpu" the
-    CPU backend (numba, or python under ``ADJOINT_JIT=0``)."""
-    use_backend(cpu_backend_name() if get_device(ident).is_cpu else "cuda")
+    """Make ``ident`` the current device of the process (``ad.use_backend``): "cuda"
+    selects adjoint's cuda backend, "cpu" the CPU backend."""
+    use_backend(_backend_of(ident))
 
 
 class ScopedDevice:
-    """``with wp.ScopedDevice("cpu"):`` the current device for a block."""
+    """``with wp.ScopedDevice("cpu"):`` the current device for a block, in this thread or
+    task only (``ad.backend_scope``)."""
 
     def __init__(self, device):
         self.device = get_device(device)
 
     def __enter__(self):
-        self._saved = backend_name()
-        set_device(self.device)
+        self._scope = backend_scope(_backend_of(self.device))
+        self._scope.__enter__()
         return self.device
 
     def __exit__(self, *exc):
-        use_backend(self._saved)
+        return self._scope.__exit__(*exc)
 
 
 def is_cpu_available():
