@@ -6,7 +6,9 @@ simulates the chain from the first guess and returns the shape loss and the rest
 lengths, and ``adjoint.distributed.map_gradients`` runs the items on a Dask cluster,
 one tape per item on a worker, and hands back each loss and gradient in input order.
 The kernels come from the committed gradient module ``springs_grad.py``: the workers
-need adjoint's runtime and numba, not the transformer.
+need adjoint's runtime and numba, not the transformer. With ``--scheduler`` the script
+uploads ``springs_grad.py`` and the modules that import it to the workers
+(``client.upload_file``); a LocalCluster's workers find them on this process's path.
 
 Run:  python examples/springs_sweep.py [--items 64] [--steps 100] [--scheduler ADDRESS]
       [--serial]   (also time the same items in this process, and compare)
@@ -23,7 +25,8 @@ from distributed import Client
 import adjoint as ad
 from adjoint.distributed import item_gradient, local_cluster, map_gradients, sum_gradients
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 import springs  # noqa: E402  (make_chain, simulate: the kernels of springs_grad.py)
 
 
@@ -69,8 +72,10 @@ def main(argv=None):
         if args.scheduler is None:                # one LocalCluster for both sweeps
             cluster = stack.enter_context(local_cluster())
             client = stack.enter_context(Client(cluster))
-        else:
+        else:                                     # ship the modules calibrate imports
             client = stack.enter_context(Client(args.scheduler))
+            for name in ("springs_grad.py", "_common.py", "springs.py"):
+                client.upload_file(os.path.join(HERE, name))
         workers = len(client.scheduler_info()["workers"])
         print(f"{workers} workers ready in {time.perf_counter() - start:.2f} s")
         map_gradients(calibrate, items[:workers], client=client)   # warm every worker
