@@ -34,8 +34,9 @@ def scaled_square(s: float, x: ad.array(dtype=float), out: ad.array(dtype=float)
 TIMEOUT = 600       # seconds a thread may wait for the other (a first numba compile)
 
 
-def run_threads(*targets):
-    """Run each target on its own thread, all at once; raise the first error any raised."""
+def run_threads(*targets, barrier=None):
+    """Run each target on its own thread, all at once; raise the first error any raised
+    (after breaking ``barrier``, so that the others stop waiting)."""
     errors = []
 
     def guarded(fn):
@@ -44,8 +45,8 @@ def run_threads(*targets):
                 fn()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 errors.append(exc)
-                for barrier in _barriers:
-                    barrier.abort()       # (the other thread stops waiting)
+                if barrier is not None:
+                    barrier.abort()
         return run
     threads = [threading.Thread(target=guarded(fn)) for fn in targets]
     for t in threads:
@@ -57,13 +58,8 @@ def run_threads(*targets):
         raise errors[0]
 
 
-_barriers = []
-
-
-def barrier(parties=2):
-    b = threading.Barrier(parties, timeout=TIMEOUT)
-    _barriers[:] = [b]
-    return b
+def lockstep(parties=2):
+    return threading.Barrier(parties, timeout=TIMEOUT)
 
 
 def in_new_thread(fn):
@@ -104,7 +100,7 @@ class CallsOf:
 
 def test_two_threads_launch_on_two_backends_at_once(kernel_module):
     k = kernel_module(SQUARES).scaled_square
-    rounds, b = 12, barrier()
+    rounds, b = 12, lockstep()
     seen = {}
 
     def worker(name, s):
@@ -126,7 +122,7 @@ def test_two_threads_launch_on_two_backends_at_once(kernel_module):
                     assert ad.backend_name() == name
             seen[name] = calls.names
         return run
-    run_threads(worker("python", 2.0), worker("numba", 3.0))
+    run_threads(worker("python", 2.0), worker("numba", 3.0), barrier=b)
     # the python thread ran the generated thread functions as Python, every round; the
     # numba thread ran none of them as Python (its compiled grids ran them)
     assert sum(n.endswith("_thread") for n in seen["python"]) >= 2 * rounds
@@ -139,7 +135,7 @@ def test_two_threads_launch_on_two_backends_at_once(kernel_module):
 @pytest.mark.skipif(not backend_cuda.available(), reason="needs a GPU or numba's simulator")
 def test_a_cuda_thread_and_a_cpu_thread_have_their_own_default_device(kernel_module):
     k = kernel_module(SQUARES).scaled_square
-    b = barrier()
+    b = lockstep()
 
     def worker(name):
         def run():
@@ -154,13 +150,13 @@ def test_a_cuda_thread_and_a_cpu_thread_have_their_own_default_device(kernel_mod
                     np.testing.assert_allclose(out.numpy(), 0.5 * (np.arange(4.0) + r) ** 2)
                     assert wp.get_device().alias == ("cuda:0" if device == "cuda" else "cpu")
         return run
-    run_threads(worker("cuda"), worker(process_default()))
+    run_threads(worker("cuda"), worker(process_default()), barrier=b)
 
 
 def test_a_scope_in_one_thread_is_not_seen_in_another():
     default = process_default()
     other = other_cpu(default)
-    b = barrier()
+    b = lockstep()
     seen = []
 
     def scoped():
@@ -174,7 +170,7 @@ def test_a_scope_in_one_thread_is_not_seen_in_another():
         b.wait()
         seen.append(("plain", ad.backend_name()))
         b.wait()
-    run_threads(scoped, plain)
+    run_threads(scoped, plain, barrier=b)
     assert sorted(seen) == [("after", default), ("plain", default), ("scoped", other)]
 
 
@@ -222,7 +218,7 @@ def test_asyncio_tasks_each_see_their_own_scope():
 def test_use_backend_sets_the_process_default_and_a_scope_overrides_it():
     default = process_default()
     other = other_cpu(default)
-    b = barrier(3)
+    b = lockstep(3)
     seen = {}
 
     def scoped():
@@ -256,6 +252,7 @@ def test_use_backend_sets_the_process_default_and_a_scope_overrides_it():
             assert ad.backend_name() == other
         assert ad.backend_name() == default and process_default() == default
     finally:
+        b.abort()                               # (a thread still waiting stops)
         ad.use_backend(default)
     assert ad.backend_name() == default
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
@@ -268,7 +265,7 @@ def test_use_backend_sets_the_process_default_and_a_scope_overrides_it():
 
 def test_racecheck_in_one_thread_is_not_seen_in_another():
     default = in_new_thread(enabled)
-    b = barrier()
+    b = lockstep()
     seen = []
 
     def checking():
@@ -281,13 +278,13 @@ def test_racecheck_in_one_thread_is_not_seen_in_another():
         b.wait()
         seen.append(("plain", enabled()))
         b.wait()
-    run_threads(checking, plain)
+    run_threads(checking, plain, barrier=b)
     assert sorted(seen) == [("checking", not default), ("plain", default)]
 
 
 def test_warp_scoped_device_is_a_scope_of_its_thread():
     default = process_default()
-    b = barrier()
+    b = lockstep()
     seen = []
     target = "cuda" if backend_cuda.available() else "cpu"
 
@@ -302,7 +299,7 @@ def test_warp_scoped_device_is_a_scope_of_its_thread():
         b.wait()
         seen.append(("plain", str(wp.get_device()), ad.backend_name()))
         b.wait()
-    run_threads(scoped, plain)
+    run_threads(scoped, plain, barrier=b)
     inside = "cuda" if target == "cuda" else default
     assert sorted(seen) == [("after", "cpu", default), ("plain", "cpu", default),
                             ("scoped", "cuda:0" if target == "cuda" else "cpu", inside)]
