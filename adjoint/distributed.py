@@ -38,6 +38,7 @@ import contextlib
 import os
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 try:
@@ -119,7 +120,6 @@ def tree_sum(results):
 def _worker_item(fn, index, item, numba_threads):
     """A task: one item on a worker; its exception gets a note naming the item."""
     if numba_threads is not None:
-        import numba
         numba.set_num_threads(min(numba_threads, numba.config.NUMBA_NUM_THREADS))
     try:
         return item_gradient(fn, item)
@@ -158,11 +158,12 @@ def local_cluster(n_workers=None, **kwargs):
 
 @contextlib.contextmanager
 def _connected(client, numba_threads):
-    """``(client, numba threads per task)``: the client given, one to the address given,
-    or one to a ``local_cluster()`` started here; what was started here is closed after."""
+    """``(client, numba threads per task)``: the client given, one to the cluster or the
+    address given, or one to a ``local_cluster()`` started here; what was started here
+    is closed after (a cluster given stays up)."""
     if isinstance(client, distributed.Client):
         yield client, numba_threads
-    elif isinstance(client, str):
+    elif isinstance(client, str) or hasattr(client, "scheduler_address"):   # or a cluster
         with distributed.Client(client) as connected:
             yield connected, numba_threads
     elif client is None:
@@ -170,7 +171,8 @@ def _connected(client, numba_threads):
             yield connected, 1 if numba_threads is None else numba_threads
     else:
         raise AdjointError(f"map_gradients: client must be a distributed.Client, a "
-                           f"scheduler address or None, not {type(client).__name__}")
+                           f"cluster, a scheduler address or None, not "
+                           f"{type(client).__name__}")
 
 
 def _submit_items(client, fn, items, numba_threads):
@@ -182,8 +184,9 @@ def map_gradients(fn, items, client=None, errors="raise", numba_threads=None):
     """``[ItemGradient(loss, {name: gradient}), ...]``, one per item in input order, each
     computed on a worker as ``item_gradient(fn, item)`` computes it here.
 
-    ``client``: a ``distributed.Client``, a scheduler address, or None (a
-    ``local_cluster()`` for this call). ``errors="return"``: an item whose fn raised
+    ``client``: a ``distributed.Client``, a cluster (``LocalCluster``, dask-jobqueue's
+    ``SLURMCluster``, ...), a scheduler address, or None (a ``local_cluster()`` for
+    this call). ``errors="return"``: an item whose fn raised
     holds its exception instead. ``numba_threads``: numba's threads per task (default:
     1 on the cluster started here, unchanged on yours)."""
     if errors not in ERRORS:

@@ -88,9 +88,14 @@ def test_tree_sum_pairs_neighbours():
     assert tree_sum(one[:3]).loss == (1e16 + 1.0) + -1e16
 
 
-def test_a_scheduler_address_works_like_a_client(client, items, serial):
+def test_a_scheduler_address_or_a_cluster_works_like_a_client(client, items, serial):
     results = map_gradients(springs_sweep.calibrate, items[:2], client=client.scheduler.address)
     assert_identical(results, serial[:2])
+    results = map_gradients(springs_sweep.calibrate, items[2:3], client=client.cluster)
+    assert_identical(results, serial[2:3])
+    assert client.cluster.status.name == "running"
+    with pytest.raises(ad.AdjointError, match="client must be"):
+        map_gradients(springs_sweep.calibrate, items[:1], client=2)
 
 
 def failing(item):
