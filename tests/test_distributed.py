@@ -7,6 +7,7 @@ the nanny restarts), so every sweep here also shows that the committed gradient 
 workers, where tests/levels.py cannot watch them: the module is not rerun unoptimized.
 """
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -158,6 +159,39 @@ def test_no_client_starts_a_local_cluster_of_one_thread_workers(items, serial):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     results = map_gradients(checked, [dict(items[1], threads=1, nthreads=1, workers=cores)])
     assert_identical(results, serial[1:2])
+
+
+TINY = """\
+import adjoint as ad
+
+
+@ad.kernel
+def half_squares(x: ad.array(dtype=float), loss: ad.array(dtype=float)):
+    i = ad.tid()
+    ad.atomic_add(loss, 0, 0.5 * x[i] * x[i])
+"""
+
+
+def uploaded(item):
+    """half_squares from the generated module the test uploaded (not on the workers' path)."""
+    gen = importlib.import_module(item["module"])
+    x = ad.array(item["x"], requires_grad=True)
+    loss = ad.zeros(1, requires_grad=True)
+    ad.launch(gen.half_squares, dim=len(item["x"]), inputs=[x], outputs=[loss])
+    return loss, {"x": x}
+
+
+def test_an_uploaded_generated_module_runs_on_the_workers(client, tmp_path, monkeypatch):
+    (tmp_path / "tiny_kernels.py").write_text(TINY)
+    module = "adjoint_test_tiny_grad"
+    (tmp_path / f"{module}.py").write_text(ad.generate(str(tmp_path / "tiny_kernels.py")))
+    client.upload_file(str(tmp_path / f"{module}.py"))
+    items = [{"module": module, "x": np.linspace(-1.0, 1.0, 5) * k} for k in (1, 2, 3)]
+    results = map_gradients(uploaded, items, client=client)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert_identical(results, [item_gradient(uploaded, item) for item in items])
+    for result, item in zip(results, items):
+        np.testing.assert_array_equal(result.grads["x"], item["x"])
 
 
 def killed_once(marker, item):
