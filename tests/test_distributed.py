@@ -21,8 +21,8 @@ pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 
 import adjoint as ad  # noqa: E402
-from adjoint.distributed import (ItemGradient, item_gradient, local_cluster,  # noqa: E402
-                                 map_gradients, sum_gradients, tree_sum)
+from adjoint.distributed import (ItemGradient, add_gradients, item_gradient,  # noqa: E402
+                                 local_cluster, map_gradients, sum_gradients, tree_sum)
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 sys.path.insert(0, EXAMPLES)            # before the workers start: they inherit sys.path
@@ -85,7 +85,9 @@ def test_sum_gradients_adds_on_the_cluster_in_tree_order(client, items, serial):
 def test_tree_sum_pairs_neighbours():
     one = [ItemGradient(np.float64(v), {"g": np.array([v])}) for v in (1e16, 1.0, -1e16, 1.0)]
     # ((1e16 + 1) + (-1e16 + 1)) = 0 in float64, where a left-to-right sum gives 1
-    assert tree_sum(one).loss == (1e16 + 1.0) + (-1e16 + 1.0)
+    assert tree_sum(one).loss == (1e16 + 1.0) + (-1e16 + 1.0) == 0.0
+    assert sum(r.loss for r in one) == 1.0
+    np.testing.assert_array_equal(tree_sum(one).grads["g"], [0.0])
     assert tree_sum(one[:3]).loss == (1e16 + 1.0) + -1e16
 
 
@@ -223,3 +225,8 @@ def test_fn_must_return_a_loss_and_named_arrays():
         item_gradient(lambda item: (ad.zeros(1, requires_grad=True), {"x": ad.zeros(2)}), None)
     with pytest.raises(ad.AdjointError, match="errors must be"):
         map_gradients(failing, [], errors="skip")
+    with pytest.raises(ad.AdjointError, match="different arrays"):
+        add_gradients(ItemGradient(np.float64(1), {"a": np.ones(1)}),
+                      ItemGradient(np.float64(1), {"b": np.ones(1)}))
+    with pytest.raises(ad.AdjointError, match="no items"):
+        tree_sum([])
