@@ -4,8 +4,8 @@
 - reads ``v[i][k]``, ``w[k]``, ``m[k, j]``, ``a[i][j, k]``, a row ``m[idx[i]]`` and a func's
   ``v[k]``; stores ``w[k] = s``, ``m[k, j] += s``, a row ``m[idx[i]] = r``; component stores
   ``y[i].x = s``, ``y[i][1] = s``, ``z[i, j][0] = s``, ``o[i][k, j] = s``, ``q[i].w = s``:
-  values against numpy written here, gradients against central finite differences of the
-  forward (float64), per backend;
+  values against numpy written here, gradients (reverse and forward mode) against central
+  finite differences of the forward (float64), per backend;
 - a component store changes that component only, and the gradient of the element's other
   components flows back through the launch that wrote them;
 - an index outside 0..n-1: of an array element, ``BoundsError`` naming the line; of a
@@ -193,6 +193,30 @@ def test_stores_at_run_time_indices_and_into_array_elements(backend, kernels):
             rng.normal(size=(N, 4))]           # y's [1] and q's [0], [2] keep these
     _check(kernels.stores, ins, [ad.vec3, ad.mat33, int], outs,
            [ad.vec3, ad.vec3, ad.mat33, ad.quat], _stores, rng)
+
+
+@pytest.mark.parametrize("name", ["reads", "stores"])
+def test_forward_mode_matches_central_differences(backend, kernels, name):
+    rng = np.random.default_rng(5)
+    ins = [rng.normal(size=(N, 3)), rng.normal(size=(N, 3, 3)), np.array([2, 0, 1])]
+    if name == "reads":
+        outs, types, reference = [np.zeros((N, 4))], [float], _reads
+    else:
+        outs = [rng.normal(size=(N, 3)), rng.normal(size=(N, 2, 3)), np.zeros((N, 3, 3)),
+                rng.normal(size=(N, 4))]
+        types, reference = [ad.vec3, ad.vec3, ad.mat33, ad.quat], _stores
+    dirs = [rng.normal(size=x.shape) for x in ins[:2]]
+    kernel = getattr(kernels, name)
+    arrays = _arrays(ins, [ad.vec3, ad.mat33, int], grad=False)
+    got = ad.launch(kernel, N, inputs=arrays, outputs=_arrays(outs, types, grad=False),
+                    tangents={a: ad.array(d, device=a.device) for a, d in zip(arrays, dirs)})
+    h = 1e-6
+    up = reference(*(x + h * d for x, d in zip(ins, dirs)), ins[2], *outs)
+    down = reference(*(x - h * d for x, d in zip(ins, dirs)), ins[2], *outs)
+    names = [p.name for p in kernel.spec_for(arrays[0].device).params][len(ins):]
+    for n, u, d in zip(names, up, down):
+        np.testing.assert_allclose(got[n].numpy(), (u - d) / (2 * h), rtol=1e-6, atol=1e-7,
+                                   err_msg=n)
 
 
 def test_a_component_store_leaves_the_others_and_their_gradient(backend, kernels):
