@@ -4,9 +4,9 @@ velocity, and the initial spin that brings a marker on it to a target.
 Written as a program for NVIDIA Warp is (``wp.transform`` and ``wp.spatial_vector``
 arrays, ``wp.spatial_top``/``spatial_bottom``, quaternion integration with
 ``wp.quat``/``wp.normalize``, ``wp.transform_point``, a body-frame inertia ``wp.mat33``,
-``wp.Tape``, ``wp.optim.SGD`` with momentum), with the one import changed to ``import adjoint.warp as
-wp``. Before optimizing, the tape's gradient is checked against central differences of
-the loss.
+``wp.Tape``, ``wp.optim.SGD`` with momentum), with the one import changed to ``import
+adjoint.warp as wp``. Before optimizing, the tape's gradient is checked against central
+differences of the loss.
 
 Run:  python examples/warp_rigid_body.py [--iters 30] [--steps 50] [--device cpu]
 """
