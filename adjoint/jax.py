@@ -26,6 +26,9 @@ arrays, Python or JAX scalars) and returns a tuple of new output arrays.
   Integer arrays get no gradient (``float0`` zeros); a scalar parameter gets none
   either, so differentiating with respect to a JAX scalar given for one is refused
   rather than answered with a silent zero.
+* A fault the kernel finds (``ad.BoundsError``) is raised inside JAX's callback and
+  reaches the caller as JAX's ``JaxRuntimeError``, adjoint's message kept; a derivative
+  the kernel was generated without (``enable_backward=False``) is refused while tracing.
 * ``jax.vmap`` runs the kernel once per batch element (``vmap_method="sequential"``):
   correct, not batched into one launch.
 * Higher derivatives (``jax.grad`` of ``jax.grad``) are not supported: the generated
@@ -210,6 +213,12 @@ class _Call:
         adj = self.backward(operands[:n], operands[n:n + m], operands[n + m:])
         return tuple(a for p, a in zip(self._traced_params(), adj) if p.has_adjoint)
 
+    def _need(self, part, use):
+        """Refuse at trace time (not inside the callback) a derivative the kernel lacks."""
+        if getattr(self.spec, part, None) is None:
+            raise AdjointError(f"kernel '{self.spec.name}' has no generated {part} "
+                               f"(enable_backward=False?): {use} through it needs one")
+
     def _refuse_scalar(self, perturbed):
         for p, moved in zip(self._traced_params(), perturbed):
             if moved and not p.is_array and p.np_dtype.kind == "f":
@@ -231,6 +240,7 @@ class _Call:
 
         def fwd(*traced):
             self._refuse_scalar([t.perturbed for t in traced])
+            self._need("backward", "jax.grad")
             values = [t.value for t in traced]
             outputs = self._primal(*values)
             return outputs, (values, outputs)
@@ -255,6 +265,7 @@ class _Call:
 
         def rule(primals, tangents):
             self._refuse_scalar([not _symbolic_zero(t) for t in tangents])
+            self._need("jvp", "jax.jvp")
             dots = [jnp.zeros(np.shape(v), v.dtype) if p.has_adjoint and _symbolic_zero(t)
                     else t for p, v, t in zip(params, primals, tangents)]
             dots = [d for p, d in zip(params, dots) if p.has_adjoint]

@@ -35,6 +35,21 @@ def springs(p: ad.array(dtype=float), a: ad.array(dtype=ad.int64),
     ad.atomic_add(e, 0, (d - rest) * (d - rest))
 
 @ad.kernel
+def grid(a: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    out[i, j] = a[i, j] * a[i, j] * float(j + 1)
+
+@ad.kernel
+def shift(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = x[i + 1]
+
+@ad.kernel(enable_backward=False)
+def forward_only(x: ad.array(dtype=float), out: ad.array(dtype=float)):
+    i = ad.tid()
+    out[i] = 2.0 * x[i]
+
+@ad.kernel
 def wave32(x: ad.array(dtype=ad.float32), out: ad.array(dtype=ad.float32)):
     i = ad.tid()
     out[i] = x[i] * math.sin(x[i])
@@ -213,3 +228,24 @@ def test_wrong_arguments(cpu, x64, k):
         aj.jax_kernel(k.wave, num_outputs=3)
     with pytest.raises(ad.AdjointError, match="differentiable"):
         aj.jax_kernel(k.wave, differentiable="both")
+
+
+def test_two_dimensional_launch(cpu, x64, k):
+    a = jnp.asarray(np.arange(6.0).reshape(2, 3) - 2.5)
+    f = aj.jax_kernel(k.grid)                   # launch dims (2, 3): a's shape
+    (out,) = f(a)
+    np.testing.assert_allclose(out, a * a * jnp.arange(1.0, 4.0), rtol=1e-15)
+    g = jax.grad(lambda a: jnp.sum(jnp.sin(f(a)[0])))(a)
+    ref = jax.grad(lambda a: jnp.sum(jnp.sin(a * a * jnp.arange(1.0, 4.0))))(a)
+    np.testing.assert_allclose(g, ref, rtol=1e-12)
+
+
+def test_faults_and_missing_derivatives(cpu, x64, k):
+    xs = jnp.asarray(X)
+    # a fault inside the kernel reaches the caller (JAX wraps what its callback raised)
+    with pytest.raises(Exception, match="index 5 is out of bounds"):
+        jax.block_until_ready(aj.jax_kernel(k.shift)(xs))
+    f = aj.jax_kernel(k.forward_only)
+    np.testing.assert_allclose(f(xs)[0], 2 * X, rtol=1e-15)
+    with pytest.raises(ad.AdjointError, match="'forward_only' has no generated backward"):
+        jax.grad(lambda x: jnp.sum(f(x)[0]))(xs)
