@@ -127,7 +127,7 @@ class JaxKernel:
         if p.is_array and (len(shape) != p.ndim or dtype != p.np_dtype):
             raise AdjointError(f"{where} is {p.describe()}; got an array of dtype {dtype} "
                                f"and shape {shape} (nothing is cast: give the parameter's "
-                               "dtype; float64 in JAX needs jax_enable_x64)")
+                               "dtype; 64-bit dtypes in JAX need jax_enable_x64)")
         if not p.is_array and shape != ():
             raise AdjointError(f"{where} is a scalar {p.dtype}; got an array of shape {shape}")
 
