@@ -209,6 +209,12 @@ def test_jvp_mode(cpu, x64, k):
     jac = jax.jit(jax.jacfwd(lambda x: f(x, 2.0)[0]))(xs)
     fd = central_fd(lambda x: float(jnp.sum(f(jnp.asarray(x), 2.0)[0] * v)), X)
     np.testing.assert_allclose(v @ jac, fd, rtol=1e-6, atol=1e-8)
+    # integer arrays carry no tangent; the atomics' tangents add up as their values do
+    springs = aj.jax_kernel(k.springs, output_dims=1, differentiable="jvp")
+    a, b, p = jnp.asarray([0, 1, 2, 3]), jnp.asarray([1, 2, 3, 4]), jnp.asarray(np.cumsum(X))
+    e, de = jax.jvp(lambda p: springs(p, a, b, 0.5, launch_dims=4)[0], (p,), (v,))
+    _, de_ref = jax.jvp(lambda p: jnp.sum((p[b] - p[a] - 0.5) ** 2)[None], (p,), (v,))
+    np.testing.assert_allclose(de, de_ref, rtol=1e-12)
     # the default (VJP) wrapper is refused forward mode by JAX, with JAX's own message
     with pytest.raises(TypeError, match="custom_vjp"):
         jax.jvp(lambda x: aj.jax_kernel(k.wave)(x, 2.0)[0], (xs,), (v,))
