@@ -6,6 +6,9 @@
     adjoint show SRC.py:NAME [--stage S|all] [--diff] [--target cpu|cuda] [--optimized]
     adjoint show SRC.py:NAME --after PASS      what one pass of the pipeline made
     adjoint passes                             the pipeline's passes, in order
+    adjoint trace SRC.py:NAME --args X Y [--tangent DX DY] [--seed S] [--format F]
+                                               a func's primal, tangent and adjoint
+                                               traces with numbers (adjoint/traces.py)
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
@@ -24,6 +27,7 @@ from .api import Func, Kernel, after_source, optimization_summary, source
 from .emit.targets import TARGETS
 from .errors import AdjointError, TransformError
 from .passes import BY_NAME as PASS_NAMES
+from .traces import PHASES, SHOWN, evaluation_trace
 from .generate import (check, check_output, generate, generated_files, import_source, plan,
                        write_if_changed)
 
@@ -165,6 +169,21 @@ def cmd_show(args):
     return 0
 
 
+def cmd_trace(args):
+    obj = find_object(args.name)
+    if isinstance(obj, Kernel):
+        raise UsageError(f"{args.name} is a kernel; `adjoint trace` traces funcs (of numbers)")
+    try:
+        t = evaluation_trace(obj, *args.args, tangent=args.tangent, seed=args.seed,
+                  max_iterations=args.max_iterations)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{args.name}: {e}") from None
+    phases = PHASES if args.replay else SHOWN
+    text = {"text": t.text, "markdown": t.markdown, "html": t.html}[args.format]
+    sys.stdout.write(text(phases, args.digits))
+    return 0
+
+
 class UsageError(AdjointError):
     """A command line that names missing files or objects."""
 
@@ -214,6 +233,26 @@ def parser():
                         "passes define the derivative; optimization passes only make code "
                         "faster (ADJOINT_OPTIMIZE=0, or -NAME, turns them off).")
     ps.set_defaults(run=cmd_passes)
+
+    t = sub.add_parser("trace", help="a func's evaluation trace with numbers",
+                       description="Run the plain (unoptimized) generated forward, JVP and "
+                       "backward of a func on the given arguments and print each value "
+                       "they assign, line by line: the primal, tangent and adjoint traces.")
+    t.add_argument("name", metavar="SRC.py:NAME")
+    t.add_argument("--args", nargs="+", type=float, required=True, metavar="X",
+                   help="the func's arguments, one number per parameter")
+    t.add_argument("--tangent", nargs="+", type=float, metavar="DX",
+                   help="the JVP's direction, one number per parameter (default: 1 for "
+                        "the first float parameter, 0 for the others)")
+    t.add_argument("--seed", type=float, default=1.0,
+                   help="the adjoint of the result the backward starts from (default 1)")
+    t.add_argument("--max-iterations", type=int, default=3, metavar="N",
+                   help="show each loop's first N iterations and its last (default 3)")
+    t.add_argument("--format", choices=("text", "markdown", "html"), default="text")
+    t.add_argument("--digits", type=int, default=6, help="significant digits (default 6)")
+    t.add_argument("--replay", action="store_true",
+                   help="also the values the backward recomputes and stores")
+    t.set_defaults(run=cmd_trace)
 
     c = sub.add_parser("check", help="exit non-zero if generated modules are stale",
                        description="Check that generated modules are up to date with their "

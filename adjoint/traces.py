@@ -1,0 +1,423 @@
+"""Evaluation traces with numbers: the primal, tangent and adjoint traces of the
+textbook presentation of AD (Baydin et al.'s survey, tables 2 and 3), read off the
+generated code of an ``@ad.func`` as it runs on concrete inputs.
+
+``ad.evaluation_trace(f, *args, tangent=None, seed=1.0)`` (``ad.trace`` is the
+matrix trace, as in Warp) loads the *unoptimized* module of
+``f`` (the rule-by-rule SSA code ``adjoint show`` prints by default) on the plain
+Python backend and runs its forward, its JVP along ``tangent`` (default: the first
+float parameter's direction) and its backward seeded with ``adj_ret = seed``.
+
+Mechanism: ``sys.settrace`` with a tracer that follows only the frames of those three
+generated functions (a call into another func runs untraced, as one row). Python
+reports a ``line`` event before each line runs; when the next one (or the frame's
+``return``) arrives, the statement before it is complete, and the values of the names
+it assigns are read from the frame's locals. Which names a line assigns, its text and
+the loops around it come from parsing the generated module with ``ast``; the user's
+line is the nearest ``# FILE:LINE: text`` comment above it, which the emitter writes
+before each block. Nothing is added to the generated code: the trace reads the code
+that runs under ``ADJOINT_OPTIMIZE=0 ADJOINT_JIT=0``.
+
+Rows: phase ``primal`` (the forward), ``tangent`` (the JVP's ``dot_`` names),
+``adjoint`` (the backward's ``adj_`` names) and ``replay`` (what the backward
+recomputes or stores to run in reverse; left out of the tables unless asked for). A
+loop's first ``max_iterations`` iterations and its last are shown; the rows between
+are one elision row.
+"""
+import ast
+import html as html_lib
+import inspect
+import re
+import sys
+from dataclasses import dataclass, field, replace
+
+from . import passes
+from .api import Func
+from .errors import AdjointError
+from .modules import load_func
+from .runtime import backend_scope
+
+PHASES = ("primal", "tangent", "adjoint", "replay")
+SHOWN = ("primal", "tangent", "adjoint")
+_USER_LINE = re.compile(r"^\s*# (\S+?):(\d+): (.*)$")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One value assigned by one executed line of generated code."""
+    phase: str              # primal, tangent, adjoint or replay
+    variable: str           # the name assigned ('return' for a return statement)
+    value: object           # its value just after the line ran
+    file: str               # the user's file (as the generated comment names it)
+    line: int               # the user's line the generated line comes from
+    source: str             # that user line's text
+    statement: str          # the generated line
+    loops: tuple = ()       # ((generated loop header line, iteration), ...), outer first
+
+
+@dataclass(frozen=True)
+class Elided:
+    """Rows of loop iterations left out of a table."""
+    phase: str
+    count: int              # rows left out
+    file: str
+    line: int               # the user's line of the loop
+    first: int              # first and last iteration left out (0-based; shown 1-based)
+    last: int
+    loop: tuple = ()        # the loop's place: the rows' ``loops`` up to it, iteration None
+
+
+@dataclass
+class Trace:
+    """The rows of one evaluation, in the order they ran; ``str()`` is a terminal
+    table, ``markdown()`` and ``html()`` the same for documents."""
+    name: str
+    args: tuple
+    tangent: tuple
+    seed: object
+    all_rows: list = field(default_factory=list)    # every row, nothing elided
+    max_iterations: int = 3
+
+    @property
+    def rows(self):
+        """Rows and ``Elided`` rows, as the tables show them."""
+        return self.shown(SHOWN)
+
+    def shown(self, phases):
+        """The rows of ``phases``, loops elided past ``max_iterations``."""
+        return elide([r for r in self.all_rows if r.phase in phases], self.max_iterations)
+
+    def value(self, phase, variable):
+        """The last value ``variable`` took in ``phase`` (KeyError if never assigned)."""
+        for r in reversed(self.all_rows):
+            if r.phase == phase and r.variable == variable:
+                return r.value
+        raise KeyError(f"{variable!r} is not assigned in the {phase} trace of {self.name}")
+
+    def table(self, phases=SHOWN, digits=6):
+        """[(phase, where, source, variable, value, statement)] as text, for ``phases``."""
+        out = []
+        for r in self.shown(phases):
+            if isinstance(r, Elided):
+                out.append((r.phase, _where(r), "", "…",
+                            f"{r.count} rows", f"… iterations {r.first + 1} to {r.last + 1} elided …"))
+            else:
+                out.append((r.phase, _where(r), r.source, r.variable,
+                            show_value(r.value, digits), r.statement))
+        return out
+
+    def __str__(self):
+        return self.text()
+
+    def text(self, phases=SHOWN, digits=6):
+        """A terminal table; a heading line wherever the user's line changes."""
+        rows = self.table(phases, digits)
+        head = ("phase", "variable", "value", "generated line")
+        cells = [(p, v, val, st) for p, _, _, v, val, st in rows]
+        width = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:3])]
+        lines = [self._title(), "  ".join(h.ljust(w) for h, w in zip(head, width + [0])).rstrip()]
+        last = None
+        for (p, where, src, *_), c in zip(rows, cells):
+            if (p, where, src) != last and src:
+                lines.append(f"── {where}: {src}" if where else f"── {src}")
+            last = (p, where, src)
+            lines.append("  ".join(x.ljust(w) for x, w in zip(c, width + [0])).rstrip())
+        return "\n".join(lines) + "\n"
+
+    def markdown(self, phases=SHOWN, digits=6):
+        """A Markdown table."""
+        def cell(s):
+            return s.replace("|", "\\|")
+        lines = ["| phase | user line | variable | value | generated line |",
+                 "| --- | --- | --- | --- | --- |"]
+        for p, where, src, v, val, st in self.table(phases, digits):
+            user = f"`{where}: {src}`" if where and src else f"`{src}`" if src else where
+            lines.append(f"| {p} | {cell(user)} | `{cell(v)}` | {cell(val)} | `{cell(st)}` |")
+        return "\n".join(lines) + "\n"
+
+    def html(self, phases=SHOWN, digits=6):
+        """An HTML table (class ``adjoint-trace``)."""
+        e = html_lib.escape
+        out = ['<table class="adjoint-trace">',
+               "<tr><th>phase</th><th>user line</th><th>variable</th><th>value</th>"
+               "<th>generated line</th></tr>"]
+        for p, where, src, v, val, st in self.table(phases, digits):
+            user = f"{where}: {src}" if where and src else where or src
+            out.append(f'<tr class="{p}"><td>{p}</td><td><code>{e(user)}</code></td>'
+                       f"<td><code>{e(v)}</code></td><td>{e(val)}</td>"
+                       f"<td><code>{e(st)}</code></td></tr>")
+        return "\n".join(out + ["</table>"]) + "\n"
+
+    def _title(self):
+        args = ", ".join(show_value(a, 6) for a in self.args)
+        dots = ", ".join(show_value(t, 6) for t in self.tangent)
+        return (f"# trace of {self.name}({args}): tangent ({dots}), "
+                f"seed adj_ret = {show_value(self.seed, 6)}")
+
+
+def _where(r):
+    return f"{r.file}:{r.line}" if r.line else ""
+
+
+def show_value(v, digits):
+    """A value as a table shows it: floats to ``digits`` significant digits, -0 as 0."""
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v + 0.0:.{digits}g}"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(show_value(x, digits) for x in v) + ")"
+    if hasattr(v, "tolist") and hasattr(v, "shape"):        # a loop's stack
+        items = v.tolist() if v.ndim == 1 else [v.tolist()]
+        shown = [show_value(x, digits) for x in items[:4]]
+        return "[" + ", ".join(shown + (["…"] if len(items) > 4 else [])) + "]"
+    try:
+        return show_value(float(v), digits)                 # numpy scalars
+    except (TypeError, ValueError):
+        return repr(v)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """What the tracer knows of one line of a generated function."""
+    targets: tuple          # names the statement assigns ('return' for a return)
+    loop: bool              # a for/while header
+    loops: tuple            # generated lines of the loop headers around it, outer first
+    file: str
+    line: int
+    source: str
+    statement: str
+
+
+def _targets(node):
+    if isinstance(node, ast.Name):
+        return (node.id,)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return tuple(n for e in node.elts for n in _targets(e))
+    if isinstance(node, (ast.Subscript, ast.Attribute)):
+        return _targets(node.value)
+    if isinstance(node, ast.Starred):
+        return _targets(node.value)
+    return ()
+
+
+def line_table(code):
+    """{line number: _Line} for the generated function of ``code``, from its file."""
+    with open(code.co_filename, encoding="utf-8") as fh:
+        text = fh.read()
+    lines = text.splitlines()
+    tree = ast.parse(text)
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)
+              and n.name == code.co_name and n.lineno >= code.co_firstlineno)
+    table = {}
+
+    def user_line(lineno):
+        """The comment nearest above: the user's line, or what the block does."""
+        for k in range(lineno - 2, fn.lineno - 1, -1):
+            m = _USER_LINE.match(lines[k])
+            if m:
+                return m.group(1), int(m.group(2)), m.group(3).strip()
+            if lines[k].lstrip().startswith("#"):
+                return "", 0, lines[k].strip().lstrip("#").strip()
+        return "", 0, ""
+
+    def visit(body, loops):
+        for st in body:
+            is_loop = isinstance(st, (ast.For, ast.While))
+            if isinstance(st, (ast.Assign,)):
+                targets = tuple(n for t in st.targets for n in _targets(t))
+            elif isinstance(st, (ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = _targets(st.target)
+            elif isinstance(st, ast.Return):
+                targets = ("return",)
+            else:
+                targets = ()
+            inner = loops + ((st.lineno,),) if is_loop else loops
+            nested = [getattr(st, k) for k in ("body", "orelse") if getattr(st, k, None)]
+            end = nested[0][0].lineno - 1 if nested else st.end_lineno
+            here = tuple(x[0] for x in inner)
+            text = lines[st.lineno - 1:end] if not nested else lines[st.lineno - 1:st.lineno]
+            info = _Line(targets, is_loop, here, *user_line(st.lineno),
+                         " ".join(s.strip() for s in text))
+            for k in range(st.lineno, end + 1):
+                table[k] = info
+            for b in nested:
+                visit(b, inner)
+    visit(fn.body, ())
+    return table
+
+
+class _Recorder:
+    """The ``sys.settrace`` tracer of one call of one generated function."""
+
+    def __init__(self, code, table, phase_of):
+        self.code, self.table, self.phase_of = code, table, phase_of
+        self.rows, self.pending, self.counters = [], None, {}
+
+    def global_trace(self, frame, event, arg):
+        if event == "call" and frame.f_code is self.code:
+            return self.local_trace
+        return None
+
+    def local_trace(self, frame, event, arg):
+        if event == "line":
+            info = self.table.get(frame.f_lineno)
+            if info is None:
+                return self.local_trace
+            if self.pending is not None and info is self.pending[0]:
+                return self.local_trace         # another line of the same statement
+            if info.loop:
+                header = info.loops[-1]
+                before = self.pending[0] if self.pending else None
+                inside = before is not None and header in before.loops and before is not info
+                self.counters[header] = self.counters[header] + 1 if inside else 0
+            self.finish(frame, info)
+            self.pending = (info, tuple((h, self.counters.get(h, 0)) for h in info.loops))
+        elif event == "return":
+            self.finish(frame, None, arg)
+            self.pending = None
+        return self.local_trace
+
+    def finish(self, frame, following, returned=None):
+        """Record the pending statement, now complete (``following``: the next one)."""
+        if self.pending is None:
+            return
+        info, loops = self.pending
+        if info.loop and (following is None or info.loops[-1] not in following.loops):
+            return                              # the loop's last test: it ran out
+        for name in info.targets:
+            if name == "return":
+                value = returned
+            elif name in frame.f_locals:
+                value = frame.f_locals[name]
+            else:
+                continue
+            phase = self.phase_of(name, info)
+            if phase is not None:
+                self.rows.append(Row(phase, name, value, info.file, info.line, info.source,
+                                     info.statement, loops))
+
+
+def _run(fn, args, phase_of):
+    """``fn(*args)`` with its lines recorded: (result, rows)."""
+    code = fn.__code__
+    rec = _Recorder(code, line_table(code), phase_of)
+    old = sys.gettrace()
+    sys.settrace(rec.global_trace)
+    try:
+        result = fn(*args)
+    finally:
+        sys.settrace(old)
+    return result, rec.rows
+
+
+def elide(rows, max_iterations):
+    """``rows`` with the iterations of each loop past the first ``max_iterations`` (and
+    before its last) replaced by ``Elided`` rows."""
+    last = {}
+    for r in rows:
+        for j, (header, k) in enumerate(r.loops):
+            key = (r.phase, r.loops[:j], header)
+            last[key] = max(last.get(key, 0), k)
+
+    def hidden(r):
+        for j, (header, k) in enumerate(r.loops):
+            if max_iterations <= k < last[(r.phase, r.loops[:j], header)]:
+                return j, k
+        return None
+
+    out = []
+    for r in rows:
+        h = hidden(r)
+        if h is None:
+            out.append(r)
+            continue
+        gap = out[-1] if out and isinstance(out[-1], Elided) else None
+        if gap is not None and gap.phase == r.phase and gap.loop == r.loops[:h[0] + 1][:-1] \
+                + ((r.loops[h[0]][0], None),):
+            out[-1] = replace(gap, count=gap.count + 1, first=min(gap.first, h[1]),
+                              last=max(gap.last, h[1]))
+        else:
+            out.append(Elided(r.phase, 1, r.file, r.line, h[1], h[1],
+                              r.loops[:h[0]] + ((r.loops[h[0]][0], None),)))
+    return out
+
+
+def _values(f, args, what):
+    params = f.transformed.pf.params
+    if len(args) != len(params):
+        raise TypeError(f"{what} of func '{f.name}' takes {len(params)} arguments "
+                        f"({', '.join(p.name for p in params)}), got {len(args)}")
+    return [float(a) if p.kind == "float" else int(a) for p, a in zip(params, args)]
+
+
+def evaluation_trace(f, *args, tangent=None, seed=1.0, max_iterations=3):
+    """The evaluation trace of ``f(*args)``: primal rows from its forward, tangent rows
+    from its JVP along ``tangent`` (one number per parameter; default: 1 for the first
+    float parameter, 0 for the rest), adjoint rows from its backward seeded with ``seed``
+    (one number, or one per returned value)."""
+    if not isinstance(f, Func):
+        raise TypeError(f"ad.evaluation_trace expects an @ad.func, got {type(f).__name__}")
+    f.refresh()
+    values = _values(f, args, "ad.evaluation_trace")
+    params = f.transformed.pf.params
+    floats = [p for p in params if p.kind == "float"]
+    if tangent is None:
+        tangent = tuple(1.0 if floats and p is floats[0] else 0.0 for p in params)
+    tangent = tuple(float(t) for t in tangent)
+    if len(tangent) != len(params):
+        raise TypeError(f"ad.evaluation_trace of func '{f.name}': give one tangent per parameter "
+                        f"({len(params)}), got {len(tangent)}")
+    n_ret = len(f.return_kinds)
+    seeds = tuple(seed) if isinstance(seed, (tuple, list)) else (seed,) * n_ret
+    with backend_scope("python"), passes.optimizing(False):
+        spec = getattr(load_func(f, "python"), f.name)
+        if spec.jvp is None:
+            raise AdjointError(f"func '{f.name}' has no JVP to trace: it has a custom "
+                               "gradient (@ad.func_grad), or calls a func that has one")
+        where = _def_line(f)
+        head = [Row("primal", p.name, v, *where, "(argument)", f"{p.name} = {v!r}")
+                for p, v in zip(params, values)]
+        head += [Row("tangent", f"dot_{p.name}", t, *where, "(tangent direction)",
+                     f"dot_{p.name} = {t!r}") for p, t in zip(params, tangent)
+                 if p.kind == "float"]
+        _, primal = _run(spec.forward, values, lambda name, info: "primal")
+        dots = [t for p, t in zip(params, tangent) if p.kind == "float"]
+        _, tangent_rows = _run(spec.jvp, values + dots, _tangent_phase(n_ret))
+        names = ["adj_ret"] if n_ret == 1 else [f"adj_ret{k}" for k in range(n_ret)]
+        head_adj = [Row("adjoint", n, float(s), *where, "(seed)", f"{n} = {float(s)!r}")
+                    for n, s in zip(names, seeds)]
+        _, adjoint = _run(spec.adjoint, values + [float(s) for s in seeds], _adjoint_phase)
+    primal = [_returned(r, lambda v: v) for r in primal]
+    tangent_rows = [_returned(r, lambda v: v[n_ret] if n_ret == 1 else tuple(v[n_ret:]))
+                    for r in tangent_rows]
+    rows = head + primal + tangent_rows + head_adj + adjoint
+    return Trace(f.name, tuple(values), tangent, seed, rows, max_iterations)
+
+
+def _def_line(f):
+    """(file, line) of ``f``'s ``def``, as the generated comments name them."""
+    lines, start = inspect.getsourcelines(f.pyfunc)
+    k = next((i for i, t in enumerate(lines) if t.lstrip().startswith(("def ", "async def "))), 0)
+    return f.transformed.pf.source.display_name(), start + k
+
+
+def _returned(row, pick):
+    """A return row with the value ``pick`` takes from what the function returned."""
+    return replace(row, value=pick(row.value)) if row.variable == "return" else row
+
+
+def _tangent_phase(n_ret):
+    def phase(name, info):
+        if name.startswith("dot_") or info.loop:
+            return "tangent"
+        return "tangent" if name == "return" else None
+    return phase
+
+
+def _adjoint_phase(name, info):
+    if name.startswith("adj_") or name == "return":
+        return "adjoint"
+    return "adjoint" if info.loop and name.startswith("loop") else "replay"

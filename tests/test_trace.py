@@ -1,0 +1,240 @@
+"""adjoint/traces.py: evaluation traces with numbers (``ad.evaluation_trace``, ``adjoint trace``).
+
+The values in the table are the program's: the primal result is the func's value in
+plain Python, the final adjoint of each input is ``ad.grad``'s and agrees with central
+differences in float64, the tangent of the result is ``ad.jvp``'s; loops show their
+iterations (elided past a limit); each row names the user's line it comes from.
+"""
+import inspect
+import math
+import textwrap
+
+import pytest
+
+import adjoint as ad
+from adjoint import cli
+from adjoint.traces import Elided, Row
+
+
+@ad.func
+def product_sin(x: float, y: float) -> float:
+    a = x * y
+    b = math.sin(a)
+    return b + x
+
+
+@ad.func
+def branchy(x: float, y: float) -> float:
+    if x > y:
+        z = x * x
+    else:
+        z = math.exp(y) / x
+    return z - math.sqrt(y)
+
+
+@ad.func
+def powers(x: float, n: int) -> float:
+    s = 0.0
+    for i in range(n):
+        s = s + x * s + x
+    return s
+
+
+@ad.func
+def nested(x: float, y: float) -> float:
+    t = 0.0
+    for i in range(3):
+        for j in range(2):
+            t = t + x * y
+        t = t * x
+    return t
+
+
+@ad.func
+def calls(x: float, y: float) -> float:
+    return product_sin(x, y) * y
+
+
+CASES = [(product_sin, (0.5, 1.2)), (branchy, (1.3, 0.4)), (branchy, (0.7, 0.9)),
+         (powers, (0.5, 6)), (nested, (0.8, -1.1)), (calls, (0.3, 2.0))]
+
+
+def central(f, args, k, eps=1e-6):
+    hi, lo = list(args), list(args)
+    hi[k] += eps
+    lo[k] -= eps
+    return (f.pyfunc(*hi) - f.pyfunc(*lo)) / (2 * eps)
+
+
+def floats(f):
+    return [k for k, p in enumerate(f.transformed.pf.params) if p.kind == "float"]
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_primal_result_is_the_python_value(f, args):
+    t = ad.evaluation_trace(f, *args)
+    assert t.value("primal", "return") == pytest.approx(f.pyfunc(*args), rel=1e-14)
+    assert all(r.phase in ("primal", "tangent", "adjoint", "replay") for r in t.all_rows)
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_final_adjoints_are_the_gradient_and_central_differences(f, args):
+    t = ad.evaluation_trace(f, *args)
+    params = f.transformed.pf.params
+    ks = floats(f)
+    grads = ad.grad(f, tuple(ks))(*args)
+    returned = t.value("adjoint", "return")
+    returned = returned if isinstance(returned, tuple) else (returned,)
+    for k, g in zip(ks, grads):
+        final = t.value("adjoint", f"adj_{params[k].name}")
+        assert final == pytest.approx(g, rel=1e-12, abs=1e-14)
+        assert returned[k] == pytest.approx(g, rel=1e-12, abs=1e-14)
+        assert final == pytest.approx(central(f, args, k), rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_tangent_of_the_result_is_the_jvp(f, args):
+    n = len(args)
+    for k in floats(f):
+        direction = tuple(1.0 if j == k else 0.0 for j in range(n))
+        t = ad.evaluation_trace(f, *args, tangent=direction)
+        value, dot = ad.jvp(f, args, direction)
+        assert t.value("tangent", "return") == pytest.approx(dot, rel=1e-12, abs=1e-14)
+        assert t.value("tangent", "return") == pytest.approx(central(f, args, k), rel=1e-6,
+                                                             abs=1e-8)
+
+
+def test_seed_scales_the_adjoints():
+    one, three = ad.evaluation_trace(product_sin, 0.5, 1.2), ad.evaluation_trace(product_sin, 0.5, 1.2, seed=3.0)
+    assert three.value("adjoint", "adj_y") == pytest.approx(3 * one.value("adjoint", "adj_y"))
+    assert three.value("adjoint", "adj_ret") == 3.0
+
+
+def test_rows_follow_the_generated_lines_in_order():
+    t = ad.evaluation_trace(product_sin, 0.5, 1.2, tangent=(0.0, 1.0))
+    shown = [(r.phase, r.variable, r.statement) for r in t.rows]
+    assert shown[:4] == [("primal", "x", "x = 0.5"), ("primal", "y", "y = 1.2"),
+                         ("tangent", "dot_x", "dot_x = 0.0"), ("tangent", "dot_y", "dot_y = 1.0")]
+    primal = [(r.variable, r.statement) for r in t.rows if r.phase == "primal"][2:]
+    assert primal == [("a", "a = x * y"), ("b", "b = rt.sin(a)"), ("t0", "t0 = b + x"),
+                      ("return", "return t0")]
+    tangent = [r.variable for r in t.rows if r.phase == "tangent"][2:]
+    assert tangent == ["dot_a", "dot_b", "dot_t0", "return"]
+    assert t.value("tangent", "dot_a") == 0.5           # dot_x * y + dot_y * x
+    adjoint = [(r.variable, r.statement) for r in t.rows if r.phase == "adjoint"]
+    accumulated = [a for a in adjoint if "+=" in a[1]]
+    assert accumulated == [("adj_t0", "adj_t0 += adj_ret"), ("adj_b", "adj_b += adj_t0"),
+                           ("adj_x", "adj_x += adj_t0"), ("adj_a", "adj_a += adj_b * rt.cos(a)"),
+                           ("adj_x", "adj_x += adj_a * y"), ("adj_y", "adj_y += adj_a * x")]
+    # adj_x as it accumulates: 1 from b + x, then 1 + y cos(xy)
+    xs = [r.value for r in t.rows if r.phase == "adjoint" and r.variable == "adj_x"]
+    assert xs == [0.0, 1.0, pytest.approx(1 + 1.2 * math.cos(0.6))]
+
+
+def test_rows_name_the_users_lines():
+    lines, start = inspect.getsourcelines(powers.pyfunc)
+    here = {start + k: text.strip() for k, text in enumerate(lines)}
+    t = ad.evaluation_trace(powers, 0.5, 4)
+    named = [r for r in t.all_rows if r.line and not r.source.startswith("(")]
+    assert named
+    for r in named:
+        assert r.file == "test_trace.py"
+        assert here[r.line] == r.source, r
+    assert {r.source for r in named if r.variable == "t1"} == {"s = s + x * s + x"}
+    assert {r.source for r in named if r.variable == "i"} == {"for i in range(n):"}
+
+
+def test_loop_iterations_appear_and_are_elided_past_the_limit():
+    t = ad.evaluation_trace(powers, 0.5, 7, max_iterations=2)
+    every = [r.value for r in t.all_rows if r.phase == "primal" and r.variable == "i"]
+    assert every == list(range(7))
+    shown = [r for r in t.rows if r.phase == "primal"]
+    assert [r.value for r in shown if isinstance(r, Row) and r.variable == "i"] == [0, 1, 6]
+    gaps = [r for r in shown if isinstance(r, Elided)]
+    assert len(gaps) == 1 and (gaps[0].first, gaps[0].last) == (2, 5)
+    assert gaps[0].count == 4 * 5          # i, t1, t0, s_2, s_1 in each hidden iteration
+    # the reverse sweep's iterations too, the last one (the loop's first) kept
+    rev = [r.value for r in t.rows if isinstance(r, Row) and r.variable == "loop0_iter"]
+    assert rev == [6, 5, 0]
+    assert any(isinstance(r, Elided) and r.phase == "adjoint" for r in t.rows)
+    text = str(t)
+    assert "… iterations 3 to 6 elided …" in text and "20 rows" in text
+    # no limit reached: nothing elided
+    assert not any(isinstance(r, Elided) for r in ad.evaluation_trace(powers, 0.5, 2).rows)
+
+
+def test_nested_loops_elide_inner_iterations_per_outer_iteration():
+    t = ad.evaluation_trace(nested, 0.8, -1.1, max_iterations=1)
+    js = [r.value for r in t.rows if isinstance(r, Row) and r.phase == "primal"
+          and r.variable == "j"]
+    assert js == [0, 1, 0, 1]          # outer iterations 0 and 2 shown; each inner loop whole
+    assert ad.evaluation_trace(nested, 0.8, -1.1).value("primal", "return") == \
+        pytest.approx(nested.pyfunc(0.8, -1.1))
+
+
+def test_replay_rows_are_kept_but_not_shown_by_default():
+    t = ad.evaluation_trace(powers, 0.5, 3)
+    assert any(r.phase == "replay" for r in t.all_rows)
+    assert not any(r.phase == "replay" for r in t.rows)
+    assert "replay" in t.text(phases=("adjoint", "replay"))
+
+
+def test_markdown_and_html_hold_the_same_values():
+    t = ad.evaluation_trace(product_sin, 0.5, 1.2)
+    md, html = t.markdown(), t.html()
+    assert md.startswith("| phase | user line | variable | value | generated line |")
+    assert "| adjoint | `test_trace.py:" in md and "`adj_y` | 0.412668 |" in md
+    assert html.count("<tr") == len(t.rows) + 1
+    assert '<tr class="tangent"><td>tangent</td>' in html and "0.412668" in html
+    assert len(md.splitlines()) == len(t.rows) + 2
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        ad.evaluation_trace(product_sin, 0.5)
+    with pytest.raises(TypeError, match="one tangent per parameter"):
+        ad.evaluation_trace(product_sin, 0.5, 1.0, tangent=(1.0,))
+    with pytest.raises(TypeError, match="@ad.func"):
+        ad.evaluation_trace(lambda x: x, 1.0)
+
+
+SOURCE = textwrap.dedent("""\
+    import math
+    import adjoint as ad
+
+
+    @ad.func
+    def f(x: float, y: float) -> float:
+        a = x * y
+        b = math.sin(a)
+        return b + x
+
+
+    @ad.kernel
+    def k(x: ad.array(dtype=float)):
+        i = ad.tid()
+        x[i] = x[i] * 2.0
+    """)
+
+
+def test_cli_prints_the_table(tmp_path, capsys):
+    path = tmp_path / "traced.py"
+    path.write_text(SOURCE)
+    assert cli.main(["trace", f"{path}:f", "--args", "0.5", "1.2", "--tangent", "0", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# trace of f(0.5, 1.2): tangent (0, 1), seed adj_ret = 1\n")
+    assert "── traced.py:7: a = x * y" in out
+    assert [ln.split()[:3] for ln in out.splitlines() if ln.startswith("adjoint  adj_y")][-1] == \
+        ["adjoint", "adj_y", f"{math.cos(0.6) * 0.5:.6g}"]
+    assert "tangent  return" in out and f"{1.2 * 0 + 0.5 * math.cos(0.6):.6g}" in out
+    assert cli.main(["trace", f"{path}:f", "--args", "0.5", "1.2", "--format", "markdown"]) == 0
+    assert capsys.readouterr().out == ad.evaluation_trace(_load(path).f, 0.5, 1.2).markdown()
+    assert cli.main(["trace", f"{path}:k", "--args", "1"]) == 2
+    assert "is a kernel" in capsys.readouterr().err
+    assert cli.main(["trace", f"{path}:f", "--args", "1"]) == 2
+    assert "takes 2 arguments" in capsys.readouterr().err
+
+
+def _load(path):
+    from adjoint.generate import import_source
+    return import_source(str(path))
