@@ -4,6 +4,7 @@ Markers in a page, each on a line of its own, are replaced by a code block:
 
     <!-- adjoint show docs/stages_example.py:capped_sum --stage ssa -->
     <!-- adjoint passes -->
+    <!-- adjoint trace docs/trace_example.py:baydin --args 2 5 --format markdown -->
     <!-- include docs/stages_example.py -->
     <!-- run examples/jacobian.py -->
     <!-- warp table -->
@@ -11,6 +12,8 @@ Markers in a page, each on a line of its own, are replaced by a code block:
 ``warp table`` is a markdown table (not a code block): every name of NVIDIA Warp's
 namespace and what ``adjoint.warp`` does with it, read from that namespace
 (``adjoint.warp.markdown_table``), so the page cannot go stale.
+``adjoint trace ... --format markdown`` (or ``html``) is put in the page as it prints
+(a table, not a code block); as text it is a code block.
 ``run`` shows what a script prints, run with the pure-Python backend
 (``ADJOINT_JIT=0``: the same numbers as numba, without its compile time).
 
@@ -28,7 +31,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MARKER = re.compile(r"^<!-- (adjoint show|adjoint passes|include|run|warp table) ?(.*?) -->$",
+MARKER = re.compile(r"^<!-- (adjoint show|adjoint passes|adjoint trace|include|run|warp table) "
+                    r"?(.*?) -->$",
                     re.MULTILINE)
 
 
@@ -72,10 +76,14 @@ def expand(markdown):
             import adjoint.warp
             return adjoint.warp.markdown_table()
         text = {"adjoint show": show, "include": include, "run": run,
-                "adjoint passes": lambda a: show(a, "passes")}[kind](args)
-        lang = "diff" if "--diff" in args else "text" if kind in ("run", "adjoint passes") \
-            else "python"
+                "adjoint passes": lambda a: show(a, "passes"),
+                "adjoint trace": lambda a: show(a, "trace")}[kind](args)
+        if kind == "adjoint trace" and re.search(r"--format[ =](markdown|html)", args):
+            return f"<small>`adjoint trace {args}`</small>\n\n{text.rstrip()}"
+        lang = "diff" if "--diff" in args else \
+            "text" if kind in ("run", "adjoint passes", "adjoint trace") else "python"
         command = {"adjoint show": f"adjoint show {args}", "run": f"python {args}",
+                   "adjoint trace": f"adjoint trace {args}",
                    "adjoint passes": "adjoint passes"}.get(kind)
         note = f"<small>`{command}`</small>\n\n" if command else ""
         return f"{note}```{lang}\n{text.rstrip()}\n```"

@@ -6,6 +6,8 @@ differences in float64, the tangent of the result is ``ad.jvp``'s; loops show th
 iterations (elided past a limit); each row names the user's line it comes from.
 """
 import inspect
+import os
+import sys
 import math
 import textwrap
 
@@ -238,3 +240,33 @@ def test_cli_prints_the_table(tmp_path, capsys):
 def _load(path):
     from adjoint.generate import import_source
     return import_source(str(path))
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_docs_page_renders_live_traces_with_the_values_it_states():
+    """docs/traces.md's markers expand (as `mkdocs build` expands them, docs/hooks.py) to
+    the live tables, which hold the numbers its prose states; the page is in the nav."""
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    try:
+        import gen_stages
+        import trace_example
+    finally:
+        sys.path.remove(os.path.join(ROOT, "docs"))
+    with open(os.path.join(ROOT, "docs", "traces.md"), encoding="utf-8") as fh:
+        page = fh.read()
+    assert page.count("<!-- adjoint trace ") == 2
+    out = gen_stages.expand(page)
+    assert "<!--" not in out
+    table = ad.evaluation_trace(trace_example.baydin, 2, 5).markdown()
+    assert table.rstrip() in out
+    t = ad.evaluation_trace(trace_example.baydin, 2, 5)
+    assert t.value("adjoint", "adj_x1") == pytest.approx(5.5)
+    assert f"{t.value('adjoint', 'adj_x2'):.6g}" == "1.71634" and "≈ 1.71634" in page
+    assert t.value("tangent", "return") == pytest.approx(5.5)
+    loop = ad.evaluation_trace(trace_example.compound, 0.1, 5, max_iterations=2)
+    assert "```text\n" + loop.text().rstrip() + "\n```" in out
+    assert f"`{loop.value('adjoint', 'adj_x'):.6g}` at `x = 0.1, n = 5`" in page
+    with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as fh:
+        assert "  - Evaluation traces with numbers: traces.md\n" in fh.read()
