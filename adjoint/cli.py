@@ -172,7 +172,9 @@ def cmd_show(args):
 def cmd_trace(args):
     obj = find_object(args.name)
     if isinstance(obj, Kernel):
-        raise UsageError(f"{args.name} is a kernel; `adjoint trace` traces funcs (of numbers)")
+        raise UsageError(f"{args.name} is a kernel; `adjoint trace` traces funcs (of numbers): "
+                         "trace one thread of a kernel with ad.evaluation_trace(kernel, dim, "
+                         "inputs=..., outputs=..., thread=i)")
     try:
         t = evaluation_trace(obj, *args.args, tangent=args.tangent, seed=args.seed,
                   max_iterations=args.max_iterations)

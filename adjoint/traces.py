@@ -6,7 +6,9 @@ generated code of an ``@ad.func`` as it runs on concrete inputs.
 matrix trace, as in Warp) loads the *unoptimized* module of
 ``f`` (the rule-by-rule SSA code ``adjoint show`` prints by default) on the plain
 Python backend and runs its forward, its JVP along ``tangent`` (default: the first
-float parameter's direction) and its backward seeded with ``adj_ret = seed``.
+float parameter's direction) and its backward seeded with ``adj_ret = seed``. For a
+kernel, ``ad.evaluation_trace(kernel, dim, inputs=, outputs=, thread=i)`` launches it
+(on copies of the arrays) and records thread ``i``'s generated ``_thread`` functions.
 
 Mechanism: ``sys.settrace`` with a tracer that follows only the frames of those three
 generated functions (a call into another func runs untraced, as one row). Python
@@ -31,11 +33,13 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from . import passes
-from .api import Func
+from .api import Func, Kernel
 from .errors import AdjointError
 from .modules import load_func
-from .runtime import backend_scope
+from .runtime import Array, array, backend_scope, launch, ones_like, zeros_like
 
 PHASES = ("primal", "tangent", "adjoint", "replay")
 SHOWN = ("primal", "tangent", "adjoint")
@@ -72,9 +76,7 @@ class Trace:
     """The rows of one evaluation, in the order they ran; ``str()`` is a terminal
     table, ``markdown()`` and ``html()`` the same for documents."""
     name: str
-    args: tuple
-    tangent: tuple
-    seed: object
+    title: str              # the first line of the terminal table
     all_rows: list = field(default_factory=list)    # every row, nothing elided
     max_iterations: int = 3
 
@@ -115,7 +117,7 @@ class Trace:
         head = ("phase", "variable", "value", "generated line")
         cells = [(p, v, val, st) for p, _, _, v, val, st in rows]
         width = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(head[:3])]
-        lines = [self._title(), "  ".join(h.ljust(w) for h, w in zip(head, width + [0])).rstrip()]
+        lines = [self.title, "  ".join(h.ljust(w) for h, w in zip(head, width + [0])).rstrip()]
         last = None
         for (p, where, src, *_), c in zip(rows, cells):
             if (p, where, src) != last and src:
@@ -148,11 +150,6 @@ class Trace:
                        f"<td><code>{e(st)}</code></td></tr>")
         return "\n".join(out + ["</table>"]) + "\n"
 
-    def _title(self):
-        args = ", ".join(show_value(a, 6) for a in self.args)
-        dots = ", ".join(show_value(t, 6) for t in self.tangent)
-        return (f"# trace of {self.name}({args}): tangent ({dots}), "
-                f"seed adj_ret = {show_value(self.seed, 6)}")
 
 
 def _where(r):
@@ -197,7 +194,7 @@ def _targets(node):
     if isinstance(node, (ast.Tuple, ast.List)):
         return tuple(n for e in node.elts for n in _targets(e))
     if isinstance(node, (ast.Subscript, ast.Attribute)):
-        return _targets(node.value)
+        return (ast.unparse(node),)         # an element: its value is read back
     if isinstance(node, ast.Starred):
         return _targets(node.value)
     return ()
@@ -252,12 +249,13 @@ def line_table(code):
 class _Recorder:
     """The ``sys.settrace`` tracer of one call of one generated function."""
 
-    def __init__(self, code, table, phase_of):
-        self.code, self.table, self.phase_of = code, table, phase_of
-        self.rows, self.pending, self.counters = [], None, {}
+    def __init__(self, accept, phase_of):
+        self.accept, self.phase_of = accept, phase_of
+        self.rows, self.pending, self.counters, self.table = [], None, {}, None
 
     def global_trace(self, frame, event, arg):
-        if event == "call" and frame.f_code is self.code:
+        if event == "call" and self.table is None and self.accept(frame):
+            self.table = line_table(frame.f_code)
             return self.local_trace
         return None
 
@@ -292,25 +290,34 @@ class _Recorder:
                 value = returned
             elif name in frame.f_locals:
                 value = frame.f_locals[name]
-            else:
+            elif name.isidentifier():
                 continue
+            else:
+                value = eval(name, frame.f_globals, frame.f_locals)  # noqa: S307 (x[i])
             phase = self.phase_of(name, info)
             if phase is not None:
                 self.rows.append(Row(phase, name, value, info.file, info.line, info.source,
                                      info.statement, loops))
 
 
-def _run(fn, args, phase_of):
-    """``fn(*args)`` with its lines recorded: (result, rows)."""
-    code = fn.__code__
-    rec = _Recorder(code, line_table(code), phase_of)
+def _run(call, accept, phase_of):
+    """``call()`` with the lines of the first frame ``accept`` takes recorded: rows."""
+    rec = _Recorder(accept, phase_of)
     old = sys.gettrace()
     sys.settrace(rec.global_trace)
     try:
-        result = fn(*args)
+        call()
     finally:
         sys.settrace(old)
-    return result, rec.rows
+    return rec.rows
+
+
+def _calls(fn, args, phase_of):
+    """``fn(*args)`` recorded: (result, rows)."""
+    out = []
+    rows = _run(lambda: out.append(fn(*args)), lambda frame: frame.f_code is fn.__code__,
+                phase_of)
+    return out[0], rows
 
 
 def elide(rows, max_iterations):
@@ -353,13 +360,20 @@ def _values(f, args, what):
     return [float(a) if p.kind == "float" else int(a) for p, a in zip(params, args)]
 
 
-def evaluation_trace(f, *args, tangent=None, seed=1.0, max_iterations=3):
+def evaluation_trace(f, *args, tangent=None, seed=None, max_iterations=3, **options):
     """The evaluation trace of ``f(*args)``: primal rows from its forward, tangent rows
     from its JVP along ``tangent`` (one number per parameter; default: 1 for the first
     float parameter, 0 for the rest), adjoint rows from its backward seeded with ``seed``
     (one number, or one per returned value)."""
+    if isinstance(f, Kernel):
+        return kernel_trace(f, *args, tangent=tangent, seed=seed,
+                            max_iterations=max_iterations, **options)
+    if options:
+        raise TypeError(f"ad.evaluation_trace of func '{f.name}': unexpected keyword(s) "
+                        f"{', '.join(options)} (inputs=, outputs=, thread= are for kernels)")
     if not isinstance(f, Func):
-        raise TypeError(f"ad.evaluation_trace expects an @ad.func, got {type(f).__name__}")
+        raise TypeError("ad.evaluation_trace expects an @ad.func or @ad.kernel, got "
+                        f"{type(f).__name__}")
     f.refresh()
     values = _values(f, args, "ad.evaluation_trace")
     params = f.transformed.pf.params
@@ -371,6 +385,7 @@ def evaluation_trace(f, *args, tangent=None, seed=1.0, max_iterations=3):
         raise TypeError(f"ad.evaluation_trace of func '{f.name}': give one tangent per parameter "
                         f"({len(params)}), got {len(tangent)}")
     n_ret = len(f.return_kinds)
+    seed = 1.0 if seed is None else seed
     seeds = tuple(seed) if isinstance(seed, (tuple, list)) else (seed,) * n_ret
     with backend_scope("python"), passes.optimizing(False):
         spec = getattr(load_func(f, "python"), f.name)
@@ -383,18 +398,21 @@ def evaluation_trace(f, *args, tangent=None, seed=1.0, max_iterations=3):
         head += [Row("tangent", f"dot_{p.name}", t, *where, "(tangent direction)",
                      f"dot_{p.name} = {t!r}") for p, t in zip(params, tangent)
                  if p.kind == "float"]
-        _, primal = _run(spec.forward, values, lambda name, info: "primal")
+        _, primal = _calls(spec.forward, values, lambda name, info: "primal")
         dots = [t for p, t in zip(params, tangent) if p.kind == "float"]
-        _, tangent_rows = _run(spec.jvp, values + dots, _tangent_phase(n_ret))
+        _, tangent_rows = _calls(spec.jvp, values + dots, _tangent_phase(n_ret))
         names = ["adj_ret"] if n_ret == 1 else [f"adj_ret{k}" for k in range(n_ret)]
         head_adj = [Row("adjoint", n, float(s), *where, "(seed)", f"{n} = {float(s)!r}")
                     for n, s in zip(names, seeds)]
-        _, adjoint = _run(spec.adjoint, values + [float(s) for s in seeds], _adjoint_phase)
+        _, adjoint = _calls(spec.adjoint, values + [float(s) for s in seeds], _adjoint_phase)
     primal = [_returned(r, lambda v: v) for r in primal]
     tangent_rows = [_returned(r, lambda v: v[n_ret] if n_ret == 1 else tuple(v[n_ret:]))
                     for r in tangent_rows]
     rows = head + primal + tangent_rows + head_adj + adjoint
-    return Trace(f.name, tuple(values), tangent, seed, rows, max_iterations)
+    title = (f"# trace of {f.name}({', '.join(show_value(a, 6) for a in values)}): tangent "
+             f"({', '.join(show_value(t, 6) for t in tangent)}), seed "
+             + ", ".join(f"{n} = {show_value(float(s), 6)}" for n, s in zip(names, seeds)))
+    return Trace(f.name, title, rows, max_iterations)
 
 
 def _def_line(f):
@@ -421,3 +439,65 @@ def _adjoint_phase(name, info):
     if name.startswith("adj_") or name == "return":
         return "adjoint"
     return "adjoint" if info.loop and name.startswith("loop") else "replay"
+
+
+def kernel_trace(kernel, dim, inputs=(), outputs=(), thread=0, tangent=None, seed=None,
+                 max_iterations=3):
+    """The trace of one thread of a launch of ``kernel`` (``ad.evaluation_trace(kernel,
+    dim, inputs=, outputs=, thread=)``): the launch runs on copies of the arrays (the
+    forward, then the JVP along ``tangent`` -- ``{input array: tangent array}``, as
+    ``ad.launch``'s ``tangents``; default ones for the first float array input -- then
+    the backward after the forward, seeded with ``seed`` -- ``{output array: adjoint
+    array}``; default ones for each float array output), and only thread ``thread`` (an
+    int, or a tuple for a 2-D/3-D launch) is recorded."""
+    args = list(inputs) + list(outputs)
+
+    def place(a):
+        """The position of argument ``a`` (an array: by identity; a name: as given)."""
+        return next((k for k, b in enumerate(args) if b is a), None)
+
+    def is_float(a):
+        return isinstance(a, Array) and np.issubdtype(a.numpy().dtype, np.floating)
+
+    def fresh():
+        return [_copy(a) if isinstance(a, Array) else a for a in args]
+
+    if tangent is None:
+        first = next((a for a in inputs if is_float(a)), None)
+        tangent = {} if first is None else {first: ones_like(first)}
+    if seed is None:
+        seed = {a: ones_like(a) for a in outputs if is_float(a)}
+    at = tuple(thread) if isinstance(thread, (tuple, list)) else (thread,)
+
+    def accept(part):
+        def take(frame):
+            if frame.f_code.co_name != f"{kernel.name}_{part}_thread":
+                return False
+            return tuple(frame.f_locals.get(f"tid{k}") for k in range(len(at))) == at
+        return take
+
+    n_in = len(inputs)
+    with backend_scope("python"), passes.optimizing(False):
+        values = fresh()
+        primal = _run(lambda: launch(kernel, dim, values[:n_in], values[n_in:],
+                                     record_tape=False), accept("forward"),
+                      lambda name, info: "primal")
+        jv = fresh()
+        dots = {a if place(a) is None else jv[place(a)]: _copy(t) for a, t in tangent.items()}
+        tangent_rows = _run(lambda: launch(kernel, dim, jv[:n_in], jv[n_in:], tangents=dots,
+                                           record_tape=False), accept("jvp"),
+                            _tangent_phase(1))
+        adj = [zeros_like(a) if is_float(a) else None for a in values]
+        for a, g in seed.items():
+            adj[place(a)] = _copy(g)
+        adjoint = _run(lambda: launch(kernel, dim, values[:n_in], values[n_in:], adjoint=True,
+                                      adj_inputs=adj[:n_in], adj_outputs=adj[n_in:],
+                                      record_tape=False), accept("backward"), _adjoint_phase)
+    where = ", ".join(map(str, at))
+    title = f"# trace of {kernel.name}, thread {where} of a launch over {dim}"
+    return Trace(kernel.name, title, primal + tangent_rows + adjoint, max_iterations)
+
+
+def _copy(a):
+    """A copy of array ``a`` (same dtype), outside any tape."""
+    return array(a.numpy().copy(), dtype=a.dtype)

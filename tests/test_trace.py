@@ -11,6 +11,7 @@ import sys
 import math
 import textwrap
 
+import numpy as np
 import pytest
 
 import adjoint as ad
@@ -232,7 +233,7 @@ def test_cli_prints_the_table(tmp_path, capsys):
     assert cli.main(["trace", f"{path}:f", "--args", "0.5", "1.2", "--format", "markdown"]) == 0
     assert capsys.readouterr().out == ad.evaluation_trace(_load(path).f, 0.5, 1.2).markdown()
     assert cli.main(["trace", f"{path}:k", "--args", "1"]) == 2
-    assert "is a kernel" in capsys.readouterr().err
+    assert "is a kernel" in capsys.readouterr().err      # (ad.evaluation_trace traces one)
     assert cli.main(["trace", f"{path}:f", "--args", "1"]) == 2
     assert "takes 2 arguments" in capsys.readouterr().err
 
@@ -270,3 +271,58 @@ def test_docs_page_renders_live_traces_with_the_values_it_states():
     assert f"`{loop.value('adjoint', 'adj_x'):.6g}` at `x = 0.1, n = 5`" in page
     with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as fh:
         assert "  - Evaluation traces with numbers: traces.md\n" in fh.read()
+
+
+@ad.kernel
+def smooth(n: int, x: ad.array(dtype=float), w: ad.array(dtype=float),
+           out: ad.array(dtype=float)):
+    i = ad.tid()
+    s = 0.0
+    for k in range(n):
+        s = s + w[i] * math.sin(s + x[i])
+    out[i] = s * x[i]
+
+
+def run_smooth(x, w, n=5):
+    out = ad.zeros(len(x), requires_grad=True)
+    xs = ad.array(x, requires_grad=True)
+    ws = ad.array(w, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(smooth, dim=len(x), inputs=[n, xs, ws], outputs=[out])
+    tape.backward(grads={out: np.ones(len(x))})
+    return out.numpy(), xs.grad.numpy(), ws.grad.numpy()
+
+
+def test_one_thread_of_a_kernel():
+    x, w = np.linspace(0.2, 0.9, 4), np.linspace(1.5, 0.5, 4)
+    xs, ws, out = ad.array(x), ad.array(w), ad.zeros(4)
+    t = ad.evaluation_trace(smooth, 4, inputs=[5, xs, ws], outputs=[out], thread=2,
+                            max_iterations=2)
+    assert not out.numpy().any() and (xs.numpy() == x).all()     # copies were launched
+    value, gx, gw = run_smooth(x, w)
+    assert t.value("primal", "out[i]") == value[2]
+    assert t.value("adjoint", "adj_x[i]") == pytest.approx(gx[2], rel=1e-12)
+    assert t.value("adjoint", "adj_w[i]") == pytest.approx(gw[2], rel=1e-12)
+    eps = 1e-6
+    hi, lo = x.copy(), x.copy()
+    hi[2] += eps
+    lo[2] -= eps
+    fd = (run_smooth(hi, w)[0].sum() - run_smooth(lo, w)[0].sum()) / (2 * eps)
+    assert t.value("adjoint", "adj_x[i]") == pytest.approx(fd, rel=1e-6)
+    # the JVP along x (the default: ones for the first float array input)
+    dots = ad.launch(smooth, 4, inputs=[5, ad.array(x), ad.array(w)], outputs=[ad.zeros(4)],
+                     tangents={"x": ad.ones(4)})
+    assert t.value("tangent", "dot_out[i]") == pytest.approx(dots["out"].numpy()[2], rel=1e-12)
+    assert t.value("tangent", "dot_out[i]") == pytest.approx(fd, rel=1e-6)
+    # the rows are thread 2's, its loop elided past 2 iterations, the user's lines named
+    assert t.value("primal", "i") == 2
+    assert [r.value for r in t.rows if isinstance(r, Row) and r.phase == "primal"
+            and r.variable == "k"] == [0, 1, 4]
+    assert any(isinstance(r, Elided) for r in t.rows)
+    assert {r.source for r in t.all_rows if r.variable == "out[i]"} == {"out[i] = s * x[i]"}
+    assert str(t).startswith("# trace of smooth, thread 2 of a launch over 4\n")
+    seeded = ad.evaluation_trace(smooth, 4, inputs=[5, xs, ws], outputs=[out], thread=2,
+                                 seed={out: ad.full(4, 2.0)}, tangent={ws: ad.ones(4)})
+    assert seeded.value("adjoint", "adj_x[i]") == pytest.approx(2 * gx[2], rel=1e-12)
+    assert seeded.value("tangent", "dot_out[i]") == pytest.approx(gw[2], rel=1e-12)
