@@ -353,11 +353,18 @@ def elide(rows, max_iterations):
 
 
 def _values(f, args, what):
+    """``args`` as the generated code takes them: a number per (scalarized) parameter."""
     params = f.transformed.pf.params
+    names = ", ".join(p.name for p in params)
     if len(args) != len(params):
         raise TypeError(f"{what} of func '{f.name}' takes {len(params)} arguments "
-                        f"({', '.join(p.name for p in params)}), got {len(args)}")
-    return [float(a) if p.kind == "float" else int(a) for p, a in zip(params, args)]
+                        f"({names}: a vector parameter is given as its components), "
+                        f"got {len(args)}")
+    try:
+        return [float(a) if p.kind == "float" else int(a) for p, a in zip(params, args)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} of func '{f.name}' takes numbers ({names}), got "
+                        f"{', '.join(type(a).__name__ for a in args)}") from None
 
 
 def evaluation_trace(f, *args, tangent=None, seed=None, max_iterations=3, **options):

@@ -326,3 +326,39 @@ def test_one_thread_of_a_kernel():
                                  seed={out: ad.full(4, 2.0)}, tangent={ws: ad.ones(4)})
     assert seeded.value("adjoint", "adj_x[i]") == pytest.approx(2 * gx[2], rel=1e-12)
     assert seeded.value("tangent", "dot_out[i]") == pytest.approx(gw[2], rel=1e-12)
+
+
+@ad.func
+def halving(x: float, n: int) -> float:
+    k = 0
+    while k < n:
+        x = x * 0.5 + 1.0
+        k += 1
+    return x
+
+
+@ad.func
+def two_values(x: float, y: float):
+    return x * y, math.exp(x)
+
+
+@ad.func
+def squared_norm(v: ad.vec3) -> float:
+    return ad.dot(v, v)
+
+
+def test_while_loop_multiple_returns_and_vector_components():
+    t = ad.evaluation_trace(halving, 0.5, 6, max_iterations=2)
+    assert t.value("primal", "return") == halving.pyfunc(0.5, 6)
+    assert t.value("adjoint", "adj_x") == ad.grad(halving)(0.5, 6) == 0.5 ** 6
+    assert [r.value for r in t.rows if isinstance(r, Row) and r.phase == "primal"
+            and r.variable == "k_2"] == [1, 2, 6]
+    t = ad.evaluation_trace(two_values, 0.5, 2.0, seed=(1.0, 2.0))
+    assert t.value("primal", "return") == (1.0, math.exp(0.5))
+    assert t.value("tangent", "return") == (2.0, math.exp(0.5))     # along x
+    assert t.value("adjoint", "return") == pytest.approx((2.0 + 2 * math.exp(0.5), 0.5))
+    t = ad.evaluation_trace(squared_norm, 1.0, 2.0, 3.0, tangent=(0.0, 0.0, 1.0))
+    assert t.value("adjoint", "return") == (2.0, 4.0, 6.0)
+    assert t.value("tangent", "return") == 6.0
+    with pytest.raises(TypeError, match=r"v_x, v_y, v_z: a vector parameter is given as its"):
+        ad.evaluation_trace(squared_norm, ad.vec3(1.0, 2.0, 3.0))
