@@ -293,7 +293,7 @@ class _Recorder:
             elif name.isidentifier():
                 continue
             else:
-                value = eval(name, frame.f_globals, frame.f_locals)  # noqa: S307 (x[i])
+                value = eval(name, frame.f_globals, frame.f_locals)   # an element: x[i]
             phase = self.phase_of(name, info)
             if phase is not None:
                 self.rows.append(Row(phase, name, value, info.file, info.line, info.source,
