@@ -102,7 +102,8 @@ class Trace:
         for r in self.shown(phases):
             if isinstance(r, Elided):
                 out.append((r.phase, _where(r), "", "…",
-                            f"{r.count} rows", f"… iterations {r.first + 1} to {r.last + 1} elided …"))
+                            f"{r.count} rows",
+                            f"… iterations {r.first + 1} to {r.last + 1} elided …"))
             else:
                 out.append((r.phase, _where(r), r.source, r.variable,
                             show_value(r.value, digits), r.statement))

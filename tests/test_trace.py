@@ -108,7 +108,8 @@ def test_tangent_of_the_result_is_the_jvp(f, args):
 
 
 def test_seed_scales_the_adjoints():
-    one, three = ad.evaluation_trace(product_sin, 0.5, 1.2), ad.evaluation_trace(product_sin, 0.5, 1.2, seed=3.0)
+    one = ad.evaluation_trace(product_sin, 0.5, 1.2)
+    three = ad.evaluation_trace(product_sin, 0.5, 1.2, seed=3.0)
     assert three.value("adjoint", "adj_y") == pytest.approx(3 * one.value("adjoint", "adj_y"))
     assert three.value("adjoint", "adj_ret") == 3.0
 
