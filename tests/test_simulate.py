@@ -116,10 +116,16 @@ def test_plain_loop_matches_finite_differences(backend, k):
 
 @pytest.mark.parametrize("n,checkpoints", [(1, "auto"), (7, 0), (7, 2), (30, 1), (30, "auto")])
 def test_gradient_is_bitwise_the_plain_tapes(backend, k, n, checkpoints):
+    """Bit for bit on the CPU backends; on CUDA to float64 rounding: ``pull``'s atomic adds
+    into one element land in the order threads arrive, which differs between runs (in the
+    simulator too)."""
     expected = _grads(*_plain(k, n))
     got = _grads(*_checkpointed(k, n, checkpoints))
     for a, b in zip(expected, got):
-        np.testing.assert_array_equal(a, b, strict=True)
+        if backend == "cuda":
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+        else:
+            np.testing.assert_array_equal(a, b, strict=True)
 
 
 def test_long_loop_bitwise_and_backward_twice(k):
