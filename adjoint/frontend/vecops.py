@@ -333,11 +333,20 @@ def quat_to_matrix(b, q):
     return V(mat_of(3), comps)
 
 
+def _rotation_block(m):
+    """The top-left 3x3 block of a mat44 (a homogeneous transform's rotation part)."""
+    return V(mat_of(3), [m.at(i, j) for i in range(3) for j in range(3)])
+
+
 def quat_from_matrix(b, m):
-    """Warp's branches on the trace and the largest diagonal entry, then normalized."""
-    m = b.atoms(_mat(m, "quat_from_matrix"))
+    """Warp's branches on the trace and the largest diagonal entry, then normalized; of a
+    mat44, those of its top-left 3x3 block (Warp's; the other entries are ignored)."""
+    m = _mat(m, "quat_from_matrix")
+    if m.vt.shape == (4, 4):
+        m = _rotation_block(m)
     if m.vt.shape != (3, 3):
-        raise VectorUseError("quat_from_matrix takes a mat33")
+        raise VectorUseError(f"quat_from_matrix takes a mat33 or a mat44, not {m.vt.name}")
+    m = b.atoms(m)
     names = b.fresh_group("qm", QUAT.comps)
     tr = b.atom(_sum(b, [m.at(0, 0), m.at(1, 1), m.at(2, 2)]), "tr")
 
@@ -395,13 +404,31 @@ def transform_identity(b):
     return V(TRANSFORM, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
 
 
+def _homogeneous(b, m, x, w, what):
+    """The first three components of ``m * (x, w)``, ``m`` a mat44 and ``w`` 1.0 (a point)
+    or 0.0 (a direction): the structural constant folds away (``m[i][3] * 1.0`` is
+    ``m[i][3]``; the terms of 0.0 vanish), so each is a sum of products."""
+    if m.vt.shape != (4, 4):
+        raise VectorUseError(f"{what} takes a transform or a mat44, not {m.vt.name}")
+    x = b.atoms(_vec(x, what, 3))      # (each entry of m is used once: no atoms needed)
+    h, cols = x.comps + [w], (4 if w == 1.0 else 3)
+    return V(VEC3, [_sum(b, [b.mul(m.at(i, j), h[j]) for j in range(cols)])
+                    for i in range(3)])
+
+
 def transform_point(b, t, x):
+    """A transform's: rotation, then translation; a mat44's: ``m * (x, 1)`` (Warp's)."""
+    if isinstance(t, V) and t.vt.kind == "mat":
+        return _homogeneous(b, t, x, 1.0, "transform_point")
     t = b.atoms(_tf(t, "transform_point"))
     r = quat_rotate(b, rotation(t), x)
     return V(VEC3, [b.add(c, p) for c, p in zip(r.comps, t.comps[:3])])
 
 
 def transform_vector(b, t, v):
+    """A transform's: its rotation alone; a mat44's: ``m * (v, 0)`` (Warp's)."""
+    if isinstance(t, V) and t.vt.kind == "mat":
+        return _homogeneous(b, t, v, 0.0, "transform_vector")
     return quat_rotate(b, rotation(_tf(t, "transform_vector")), v)
 
 

@@ -124,7 +124,10 @@ def quat_to_matrix(q):
 
 
 def quat_from_matrix(m):
+    """Of a mat44, the quaternion of its top-left 3x3 block (Warp's)."""
     m = _a(m)
+    if m.shape == (4, 4):
+        m = m[:3, :3]
     tr = m[0, 0] + m[1, 1] + m[2, 2]
     if tr >= 0:
         h = np.sqrt(tr + 1)
@@ -187,12 +190,19 @@ def transform_get_rotation(t):
 
 
 def transform_point(t, x):
+    """Of a mat44 ``m``: the first three components of ``m @ (x, 1)`` (Warp's)."""
     t = _a(t)
+    if t.shape == (4, 4):
+        return t[:3, :3] @ _a(x) + t[:3, 3]
     return t[:3] + quat_rotate(t[3:], x)
 
 
 def transform_vector(t, v):
-    return quat_rotate(_a(t)[3:], v)
+    """Of a mat44 ``m``: the first three components of ``m @ (v, 0)`` (Warp's)."""
+    t = _a(t)
+    if t.shape == (4, 4):
+        return t[:3, :3] @ _a(v)
+    return quat_rotate(t[3:], v)
 
 
 def transform_multiply(a, b):
