@@ -227,11 +227,11 @@ class _Fence:
                     if not (isinstance(a, gast.Constant) and isinstance(a.value, str)):
                         self.expr(a)
                 return
-            self.expr(v, top_call=True)
+            self.expr(v, top_call=True, statement=True)
             return
         raise self.err("expression statements other than calls are not supported", s)
 
-    def expr(self, e, top_call=False):
+    def expr(self, e, top_call=False, statement=False):
         for bad, what in UNSUPPORTED.items():
             if isinstance(e, bad):
                 raise self.err(f"{what} are not supported" if what.endswith("s") else
@@ -276,6 +276,10 @@ class _Fence:
                                f"s = ad.{callee.name}(...)", e)
             if callee.kind == "tid" and self.pf.role != "kernel":
                 raise self.err("ad.tid() is only available in kernels", e)
+            if callee.kind == "func" and not statement and \
+                    callee.target.transformed.norm.n_returns == 0:
+                raise self.err(f"'{callee.name}' returns no value; call it as a statement: "
+                               f"{callee.name}(...)", e)
             if callee.kind == "func" and not top_call and callee.target.n_returns > 1:
                 raise self.err(f"'{callee.name}' returns several values; unpack them in an "
                                "assignment (a, b = f(...))", e)

@@ -94,11 +94,12 @@ class _Scalarize(Expressions):
 
     # -- parameters ------------------------------------------------------------------
     def params(self):
-        out, prelude, sig = [], [], []
+        out, prelude, sig, arrays = [], [], [], []
         for p in self.pf.params:
             vt = p.type if isinstance(p.type, VectorType) else None
             av = getattr(p.type, "vtype", None)
             sig.append(vt)
+            arrays.append((av.base, p.type.ndim) if av is not None else None)
             if av is not None:
                 self.varrays[p.name] = (av.base, p.type.ndim)
                 out.append(Param(p.name, ArrayType(p.type.dtype, p.type.ndim + len(av.shape))))
@@ -115,7 +116,7 @@ class _Scalarize(Expressions):
                 out += [Param(n, np.dtype(vt.dtype)) for n in names]
             else:
                 out.append(p)
-        return out, prelude, tuple(sig)
+        return out, prelude, (tuple(sig), tuple(arrays))
 
     def components(self, var, vt):
         vt = vt.base
@@ -139,7 +140,7 @@ class _Scalarize(Expressions):
         fdef.body = body
         fdef.args.args = [gast.Name(id=p.name, ctx=gast.Param(), annotation=None,
                                     type_comment=None) for p in params]
-        sig = VectorSignature(psig, tuple(self.returns or ()))
+        sig = VectorSignature(psig[0], tuple(self.returns or ()), psig[1])
         return replace(self.pf, node=fdef, params=params, vectors=sig)
 
     # -- statements ------------------------------------------------------------------

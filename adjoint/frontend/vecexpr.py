@@ -24,9 +24,12 @@ from .vecops import V, VectorUseError
 @dataclass(frozen=True)
 class VectorSignature:
     """A func's vector parameters and results (None for a scalar): what a call needs
-    to pass components and receive them."""
+    to pass components and receive them; ``arrays``: for each parameter that is an array
+    of vectors, (its vector type's ``base``, its ndim) (None for any other), which an
+    array passed to it must match."""
     params: tuple
     returns: tuple
+    arrays: tuple = ()
 
     @property
     def any(self):
@@ -280,6 +283,9 @@ class Expressions:
                            "derivative (ad.func_grad / ad.func_jvp): not supported yet", e)
         args = []
         for k, a in enumerate(e.args):
+            if isinstance(a, gast.Name) and a.id in self.varrays:
+                args.append(self.vector_array_arg(a, k, sig, callee))
+                continue
             v = self.ev(a)
             want = sig.params[k] if k < len(sig.params) else None
             if want is not None:
@@ -307,6 +313,18 @@ class Expressions:
                                                     ctx=gast.Store())] if len(targets) > 1
                                 else [name(targets[0], True)], value=e, type_comment=None))
         return values[0] if len(values) == 1 else Multi(values)
+
+    def vector_array_arg(self, a, k, sig, callee):
+        """An array of vectors passed whole to a func: the float array it is made (the
+        vector's shape as trailing dimensions), where the func's parameter is an array of
+        the same vector shape and ndim (pass inline checks the dtype)."""
+        want = sig.arrays[k] if k < len(sig.arrays) else None
+        have = self.varrays[a.id]
+        if want != have:
+            what = f"an array of {want[0].name} with ndim {want[1]}" if want else "no such array"
+            raise self.err(f"argument {k + 1} of '{callee.name}' takes {what}; '{a.id}' is an "
+                           f"array of {have[0].name} with ndim {have[1]}", a)
+        return a
 
     def vector_call(self, e, fname):
         b = self.b

@@ -10,7 +10,8 @@ is replaced by ``f``'s normalized body with
 - a copy ``f_x = a`` per scalar parameter (aliasing rules as for any copy);
 - each array parameter replaced by the caller's array passed to it (which must be an
   array parameter of the caller with the same dtype and number of dimensions);
-- its loops renumbered after the caller's, and its final ``return`` assigning ``t``;
+- its loops renumbered after the caller's, and its final ``return`` assigning ``t``
+  (dropped for a func returning nothing, whose call is a statement: pass fence);
 - every statement on the call's line (comments and errors quote the call).
 
 Why inline: the func's loads, stores and atomics are then the caller's own, so every
@@ -181,6 +182,8 @@ class _State:
         t = s.targets[0]
         targets = t.elts if isinstance(t, gast.Tuple) else [t]
         post = [assign(name(e.id, store=True), v, line) for e, v in zip(targets, vals)]
+        if tr.norm.n_returns == 0:      # (its call was a statement: nothing reads ``t``)
+            post = []
         for f in tr.pf.funcs:
             if f not in self.pf.funcs:
                 self.pf.funcs.append(f)

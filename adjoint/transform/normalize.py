@@ -2,7 +2,8 @@
 
 Expects: a fenced ``ParsedFunction``.
 Guarantees, for the returned ``Normalized`` body:
-- no ``break``/``continue``; no ``return`` except one final one in funcs.
+- no ``break``/``continue``; no ``return`` except one final one in funcs (a func
+  returning nothing, ``n_returns == 0``, ends with ``return 0``, a value no call reads).
   Exits become flags: ``skip`` (rest of the iteration is skipped), a loop's
   ``break_flag`` (tested at the end of each iteration) and ``returned``;
   statements after a possible exit are guarded by ``if not <flag>:``;
@@ -42,7 +43,7 @@ class Normalized:
     pf: object          # the ParsedFunction
     body: list          # normalized statements
     namer: Namer
-    n_returns: int      # funcs: number of returned values; kernels: 0
+    n_returns: int      # funcs: number of returned values (0: none, its return gives 0); kernels: 0
 
 
 @dataclass
@@ -96,8 +97,8 @@ def _count_returns(pf):
                 counts.add(1)
     if pf.role == "kernel":
         return 0
-    if not counts or counts == {0}:
-        raise pf.error("a func must return a value", pf.node, stage="normalize")
+    if not counts:
+        return 0                    # a func that only writes arrays: called as a statement
     if len(counts) > 1:
         raise pf.error("every return of a func must return the same number of values",
                        pf.node, stage="normalize")
@@ -118,8 +119,9 @@ class _ExitLowering:
         if not returns or (len(returns) == 1 and body[-1] is returns[0]):
             tail = body[-1] if returns else None
             out, _ = self.block(body[:-1] if returns else body, None)
-            if tail is not None and self.pf.role == "func":
-                out.append(tail)
+            if self.pf.role == "func":
+                out.append(tail if tail is not None and tail.value is not None else
+                           self.no_value(tail))
             return out
         self.ret_flag = self.namer.fresh("returned")
         if self.n_returns == 1:
@@ -133,7 +135,16 @@ class _ExitLowering:
             value = name(self.retvals[0]) if len(self.retvals) == 1 else \
                 gast.Tuple(elts=[name(r) for r in self.retvals], ctx=gast.Load())
             out.append(at(gast.Return(value=value), self.pf.node.body[-1].lineno))
+        elif self.pf.role == "func":
+            out.append(self.no_value(None))
         return out
+
+    def no_value(self, tail):
+        """The final return of a func that returns nothing (``n_returns == 0``): it returns
+        the int 0, which no caller reads (fence refuses a use of the call's value) and
+        which carries no adjoint."""
+        line = tail.lineno if tail is not None else self.pf.node.body[-1].lineno
+        return at(gast.Return(value=const(0)), line)
 
     def block(self, stmts, loop):
         out = []
