@@ -244,7 +244,10 @@ def test_every_math_name_the_frontend_accepts_has_a_rule():
         if name in ("tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max"):
             continue
         assert id(getattr(adb, name)) in CALLABLES, f"ad.{name} is not accepted in kernels"
-        assert lookup(CALLABLES[id(getattr(adb, name))][1]) is not None
+        kind, op = CALLABLES[id(getattr(adb, name))]
+        if kind == "choose":        # ad.where/select: the ternary, rewritten (frontend/choose.py)
+            continue
+        assert lookup(op) is not None, f"ad.{name}"
     # and math.* / builtins the frontend maps: each an op with a rule
     for obj in (math.fabs, builtins.abs, builtins.min, builtins.max, builtins.pow,
                 builtins.float, builtins.int):

@@ -4,6 +4,7 @@ the tape does not record), visualization.
 Expected values are closed forms worked out by hand in the comments (the sections
 follow the project's reference cases 2, 3 and 7).
 """
+import contextvars
 import gc
 import os
 import shutil
@@ -331,7 +332,8 @@ def _set_u(k, u, **kw):
 
 
 def _on_a_thread(fn):
-    thread = threading.Thread(target=fn)
+    # (in this context's copy: the backend scope of the test, cuda included, holds there)
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(fn,))
     thread.start()
     thread.join(timeout=300)
 
