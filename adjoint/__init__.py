@@ -33,6 +33,7 @@ from .checkpoint import checkpoint  # noqa: E402
 from .simulate import simulate  # noqa: E402
 # ad.evaluation_trace: ad.trace is the matrix trace (runtime/vecfuncs.py, as in Warp)
 from .traces import Trace, evaluation_trace  # noqa: E402
+from .transposes import Transposition, transpose_view  # noqa: E402
 from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
 # ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py).
 # ad.transform (the type) hides the subpackage adjoint.transform, imported before it
@@ -46,4 +47,4 @@ __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "k
            "float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32",
            "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Trace", "evaluation_trace", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Trace", "evaluation_trace", "Transposition", "transpose_view", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)

@@ -9,6 +9,9 @@
     adjoint trace SRC.py:NAME --args X Y [--tangent DX DY] [--seed S] [--format F]
                                                a func's primal, tangent and adjoint
                                                traces with numbers (adjoint/traces.py)
+    adjoint transpose SRC.py:NAME --args X Y [--seed S] [--format F]
+                                               a func's linearized program next to its
+                                               transpose, with numbers (adjoint/transposes.py)
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
@@ -28,6 +31,7 @@ from .emit.targets import TARGETS
 from .errors import AdjointError, TransformError
 from .passes import BY_NAME as PASS_NAMES
 from .traces import PHASES, SHOWN, evaluation_trace
+from .transposes import transpose_view
 from .generate import (check, check_output, generate, generated_files, import_source, plan,
                        write_if_changed)
 
@@ -186,6 +190,20 @@ def cmd_trace(args):
     return 0
 
 
+def cmd_transpose(args):
+    obj = find_object(args.name)
+    if isinstance(obj, Kernel):
+        raise UsageError(f"{args.name} is a kernel; `adjoint transpose` takes funcs (of "
+                         "numbers): see one thread of a kernel with ad.transpose_view(kernel, "
+                         "dim, inputs=..., outputs=..., thread=i)")
+    try:
+        t = transpose_view(obj, *args.args, seed=args.seed, max_iterations=args.max_iterations)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{args.name}: {e}") from None
+    sys.stdout.write(t.markdown() if args.format == "markdown" else t.text())
+    return 0
+
+
 class UsageError(AdjointError):
     """A command line that names missing files or objects."""
 
@@ -255,6 +273,20 @@ def parser():
     t.add_argument("--replay", action="store_true",
                    help="also the values the backward recomputes and stores")
     t.set_defaults(run=cmd_trace)
+
+    tp = sub.add_parser("transpose", help="a func's linearized program and its transpose",
+                        description="Show the JVP of a func with the primal values fixed "
+                        "(a linear program) next to its transpose, one adj_ line per term, "
+                        "both from the rule table, and the transpose run bottom up.")
+    tp.add_argument("name", metavar="SRC.py:NAME")
+    tp.add_argument("--args", nargs="+", type=float, required=True, metavar="X",
+                    help="the func's arguments, one number per parameter")
+    tp.add_argument("--seed", type=float, default=1.0,
+                    help="the adjoint of the result the transpose starts from (default 1)")
+    tp.add_argument("--max-iterations", type=int, default=3, metavar="N",
+                    help="show each loop's first N iterations and its last (default 3)")
+    tp.add_argument("--format", choices=("text", "markdown"), default="text")
+    tp.set_defaults(run=cmd_transpose)
 
     c = sub.add_parser("check", help="exit non-zero if generated modules are stale",
                        description="Check that generated modules are up to date with their "
