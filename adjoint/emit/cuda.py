@@ -11,7 +11,8 @@ Differences from the CPU target, all made here on the emitted trees:
   atomic add into ``adj_u[i]``: found on an H200, where the simulator runs one
   thread at a time); an accumulation into an array every thread adds into only at
   its own index stays a plain update;
-  ``ad.atomic_min``/``atomic_max`` become ``cuda.atomic.min``/``max``;
+  ``ad.atomic_min``/``atomic_max`` become ``cuda.atomic.min``/``max`` (``atomic_and``/
+  ``or``/``xor``: ``cuda.atomic.and_``/``or_``/``xor``);
 - per-thread loop stacks live in ``cuda.local.array(capacity)``, whose size
   must be known when compiling: ``@ad.kernel(loop_capacity=N)`` (default 256).
   A thread whose loop runs past it writes the loop's line into a status array
@@ -29,7 +30,7 @@ import copy
 import gast
 
 from . import ieee
-from ..transform.ir import AtomicMinMax, StackNew, StackPush, const, if_, name
+from ..transform.ir import AtomicBits, AtomicMinMax, StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment, holds_stacks
 
@@ -76,6 +77,14 @@ class LowerCuda(gast.NodeTransformer):
         self.generic_visit(node)
         t = node.target
         fn = "min" if node.is_min else "max"
+        return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id),
+                                     copy.deepcopy(t.slice), node.value))
+
+    def visit_AtomicBits(self, node):
+        """``ad.atomic_or(arr, i, v)`` -> ``cuda.atomic.or_(arr, i, v)`` (and_, xor)."""
+        self.generic_visit(node)
+        t = node.target
+        fn = {gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(node.op)]
         return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id),
                                      copy.deepcopy(t.slice), node.value))
 
@@ -154,7 +163,7 @@ def shared_arrays(body, owner, dims):
     out = set()
     for s in body:
         for n in gast.walk(s):
-            if isinstance(n, AtomicMinMax) or isinstance(n, gast.AugAssign) and \
+            if isinstance(n, (AtomicMinMax, AtomicBits)) or isinstance(n, gast.AugAssign) and \
                     isinstance(n.target, gast.Subscript) and \
                     not is_exclusive(owner, dims, n.target.slice):
                 out.add(_root(n.target))

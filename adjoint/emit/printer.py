@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import AtomicMinMax, CheckStmt, Comment, Print
+from ..transform.ir import AtomicBits, AtomicMinMax, CheckStmt, Comment, Print
 
 INDENT = "    "
 WIDTH = 99
@@ -149,6 +149,10 @@ class Printer:
                 args=s.args, keywords=[]))))
         elif isinstance(s, AtomicMinMax):
             self.emit(depth, atomic_minmax_src(s))
+        elif isinstance(s, AtomicBits):     # (a colliding one runs serially: pass parallel)
+            aug = gast.AugAssign(target=s.target, op=s.op, value=s.value)
+            fn = {gast.BitAnd: "and", gast.BitOr: "or", gast.BitXor: "xor"}[type(s.op)]
+            self.emit(depth, f"{expr_src(aug)}  # ad.atomic_{fn}")
         elif isinstance(s, CheckStmt):
             self.emit(depth, expr_src(s.value))      # a bounds check, as pass bounds wrote it
         else:

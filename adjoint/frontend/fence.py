@@ -60,6 +60,7 @@ class _Fence:
         self.pf = pf
         self.arrays = {p.name for p in pf.params if p.is_array}
         self.ndims = {p.name: p.type.ndim for p in pf.params if p.is_array}
+        self.dtypes = {p.name: p.type.dtype for p in pf.params if p.is_array}
         self.loop_depth = 0
 
     def err(self, reason, node):
@@ -219,6 +220,11 @@ class _Fence:
                 if len(v.args) < 3 or not isinstance(v.args[0], gast.Name) or v.args[0].id not in self.arrays:
                     raise self.err(f"{v.callee.name}(arr, i, ..., value) needs an array parameter, "
                                    "its indices and a value", v)
+                dtype = self.dtypes[v.args[0].id]
+                if v.callee.name in ("atomic_and", "atomic_or", "atomic_xor") and \
+                        dtype.kind not in "iu":
+                    raise self.err(f"{v.callee.name} needs an array of ints; '{v.args[0].id}' "
+                                   f"is an array of {dtype.name}", v)
                 for a in v.args[1:]:
                     self.expr(a)
                 return
@@ -266,7 +272,11 @@ class _Fence:
             callee = getattr(e, "callee", None)
             if callee is None:
                 raise self.err("unsupported call", e)
-            if callee.kind in ("range", "atomic", "print"):
+            if callee.kind == "atomic":
+                raise self.err(f"the value {callee.name}() returns (the element's old value, "
+                               "in Warp) is not supported: call it as a statement, "
+                               f"{callee.name}(arr, i, value)", e)
+            if callee.kind in ("range", "print"):
                 raise self.err(f"{callee.name}() cannot be used here", e)
             if callee.kind == "tid" and (e.args or not top_call):
                 raise self.err("ad.tid() takes no arguments and must be assigned directly: "

@@ -74,6 +74,9 @@ def _callables():
              id(adb.atomic_sub): ("atomic", "atomic_sub"),
              id(adb.atomic_min): ("atomic", "atomic_min"),
              id(adb.atomic_max): ("atomic", "atomic_max"),
+             id(adb.atomic_and): ("atomic", "atomic_and"),
+             id(adb.atomic_or): ("atomic", "atomic_or"),
+             id(adb.atomic_xor): ("atomic", "atomic_xor"),
              id(builtins.print): ("print", "print"),
              id(adb.where): ("choose", "where"), id(adb.select): ("choose", "select")}
     table.update({id(getattr(adb, n)): ("stack", n) for n in adb.STACK})

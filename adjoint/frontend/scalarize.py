@@ -474,7 +474,12 @@ class _Scalarize(Expressions):
             return out
         if callee.kind == "atomic" and call.args and isinstance(call.args[0], gast.Name) \
                 and call.args[0].id in self.narrow:
-            self.narrowed(call.args[0].id, None, callee.name, s)
+            arr = call.args[0].id        # (a uint32's bits, Warp's flags: the value wrapped)
+            if callee.name in ("atomic_and", "atomic_or", "atomic_xor") and \
+                    self.narrow[arr] == "uint32":
+                call.args[-1] = expr(self.narrowed(arr, self.ev(call.args[-1]), None, s))
+                return [s]
+            self.narrowed(arr, None, callee.name, s)
         if callee.kind == "print":
             args = []
             for a in call.args:

@@ -49,6 +49,30 @@ def atomic_max(arr, *args):
     data[tuple(idx)] = _py.max(data[tuple(idx)], value)
 
 
+def _atomic_bits(arr, args, op):
+    *idx, value = args
+    data = arr.numpy() if hasattr(arr, "numpy") else arr
+    old = data[tuple(idx)]
+    data[tuple(idx)] = op(old, data.dtype.type(value))
+    return old
+
+
+def atomic_and(arr, *args):
+    """``arr[idx] &= value`` as one atomic step, of an int array; returns the element's old
+    value (Warp's ``atomic_and``; no gradient: ints have none)."""
+    return _atomic_bits(arr, args, lambda a, b: a & b)
+
+
+def atomic_or(arr, *args):
+    """``arr[idx] |= value`` as one atomic step; returns the old value."""
+    return _atomic_bits(arr, args, lambda a, b: a | b)
+
+
+def atomic_xor(arr, *args):
+    """``arr[idx] ^= value`` as one atomic step; returns the old value."""
+    return _atomic_bits(arr, args, lambda a, b: a ^ b)
+
+
 def where(cond, value_if_true, value_if_false):
     """``value_if_true if cond else value_if_false`` (Warp's ``where``); in a kernel the
     parser writes it as that ternary (frontend/choose.py), whose derivative it has."""
@@ -91,6 +115,7 @@ globals().update(MATH)
 # named like a Python builtin it differs from (ad.round rounds halves away from zero and
 # returns a float, ad.pow is math.pow) stays ad.<name> only
 # (the loop stacks are ad.stack_* but stay out of the star import: no user writes them)
-__all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "abs", "min", "max",
+__all__ = ["tid", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and",
+           "atomic_or", "atomic_xor", "abs", "min", "max",
            "where", "select"] + [
     n for n, fn in MATH.items() if getattr(_py, n, fn) is fn]

@@ -132,6 +132,14 @@ class AtomicMinMax(gast.AugAssign):
         return isinstance(self.op, MinOp)
 
 
+class AtomicBits(gast.AugAssign):
+    """``ad.atomic_and(arr, i, v)`` / ``atomic_or`` / ``atomic_xor`` of an int array as a
+    statement: ``arr[i] &= v`` (``|=``, ``^=``: ``op`` is gast's ``BitAnd``, ``BitOr``,
+    ``BitXor``) in one atomic step. No gradient (ints); pass parallel runs colliding ones
+    serially on the CPU (privatized copies are summed, not or-ed), emit/cuda.py writes
+    ``cuda.atomic.and_``/``or_``/``xor``."""
+
+
 class Float32(gast.expr):
     """``value`` as a float32 number: a float32 kernel's literal, or an int meeting a float
     there (emit/precision.py). A printing decision: emit/ieee.py prints it as

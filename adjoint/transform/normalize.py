@@ -16,7 +16,8 @@ Guarantees, for the returned ``Normalized`` body:
   literal (a float quotient: the operator's meaning in every dialect);
 - stores ``arr[i, j] = atom``, accumulations ``arr[i] += atom`` /
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these), and
-  ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``);
+  ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``) and ``AtomicBits``
+  (``ad.atomic_and``/``atomic_or``/``atomic_xor``);
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
   with ``c`` a name recomputed by ``node.loop.cond``; every loop is an IR
   ``For``/``While`` whose declared field ``loop`` is its ``LoopInfo``. Every
@@ -34,8 +35,10 @@ import gast
 from ..frontend.parse import Callee
 from ..rules import lookup
 from ..rules.types import of
-from .ir import (AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew, StackPush,
-                 StackRead, assign, at, const, if_, is_atom, loop_like, name)
+from .ir import (AtomicBits, AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
+                 StackPush, StackRead, assign, at, const, if_, is_atom, loop_like, name)
+
+BIT_ATOMICS = {"atomic_and": gast.BitAnd, "atomic_or": gast.BitOr, "atomic_xor": gast.BitXor}
 
 
 @dataclass
@@ -278,6 +281,9 @@ class _Anf:
                 if v.callee.name in ("atomic_min", "atomic_max"):
                     op = MinOp() if v.callee.name == "atomic_min" else MaxOp()
                     return pre + [at(AtomicMinMax(target=tgt, op=op, value=args[-1]), line)]
+                if v.callee.name in BIT_ATOMICS:
+                    op = BIT_ATOMICS[v.callee.name]()
+                    return pre + [at(AtomicBits(target=tgt, op=op, value=args[-1]), line)]
                 op = gast.Add() if v.callee.name == "atomic_add" else gast.Sub()
                 return pre + [at(gast.AugAssign(target=tgt, op=op, value=args[-1]), line)]
             if isinstance(v, gast.Call) and v.callee.kind == "print":

@@ -24,8 +24,8 @@ elements. Otherwise threads may collide.
   the first and the last block, the two that meet across the seam, never run
   at once. This needs ``dim0 <= N``, which holds because every thread reads
   ``X[i, ...]`` (the launch checks ``dim0 <= X.shape[0]`` before any thread runs).
-- ``serial``: an ``ad.atomic_min``/``atomic_max`` may collide (forward only: the CPU
-  has no atomic min or max; its backward only reads), or a plain store may collide (the last writer wins), so the forward
+- ``serial``: an ``ad.atomic_min``/``atomic_max`` (or ``atomic_and``/``or``/``xor``)
+  may collide (forward only: the CPU has no such atomics; its backward only reads), or a plain store may collide (the last writer wins), so the forward
   runs threads in order and the backward in reverse order, which hands each
   stored element's adjoint to the thread whose value survived.
 """
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import gast
 
 from .inline import custom_call_arrays
-from .ir import AtomicMinMax, walk_stmts
+from .ir import AtomicBits, AtomicMinMax, walk_stmts
 
 
 @dataclass
@@ -346,7 +346,8 @@ def accesses(ssa, dims, owner):
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
                 out.append(Access(v.value.id, "load", exclusive(v.slice), row(v.slice)))
         elif isinstance(s, gast.AugAssign):
-            kind = "minmax" if isinstance(s, AtomicMinMax) else "accum"
+            kind = "minmax" if isinstance(s, AtomicMinMax) else \
+                "bits" if isinstance(s, AtomicBits) else "accum"
             out.append(Access(s.target.value.id, kind, exclusive(s.target.slice),
                               row(s.target.slice)))
     return out
@@ -375,8 +376,8 @@ def plan(ssa, dims, owner, adj_arrays):
     if colliding_store:
         why = f"'{colliding_store[0].array}' is stored at an index other threads may also store to"
         return Plan("serial", reason=why), Plan("serial", reason=why)
-    stored = {a.array for a in acc if a.kind in ("store", "minmax")}
-    colliding_minmax = [a for a in acc if a.kind == "minmax" and not a.exclusive]
+    stored = {a.array for a in acc if a.kind in ("store", "minmax", "bits")}
+    colliding_minmax = [a for a in acc if a.kind in ("minmax", "bits") and not a.exclusive]
     loaded = {a.array for a in acc if a.kind == "load"}
     fwd_private = sorted({a.array for a in acc if a.kind == "accum" and not a.exclusive})
     mixed = [a for a in fwd_private if a in stored or a in loaded]
@@ -387,8 +388,10 @@ def plan(ssa, dims, owner, adj_arrays):
         if fwd_private else Plan("parallel")
     if colliding_minmax:
         # (the CPU has no atomic min; the backward only reads, so it keeps its plan)
+        which = "atomic_min/atomic_max" if colliding_minmax[0].kind == "minmax" else \
+            "atomic_and/atomic_or/atomic_xor"
         forward = Plan("serial", reason=f"'{colliding_minmax[0].array}' is updated by "
-                       "ad.atomic_min/atomic_max at an index other threads may also update")
+                       f"ad.{which} at an index other threads may also update")
     written = stored | {a.array for a in acc if a.kind == "accum"}
     bwd_private = sorted({a.array for a in acc if a.kind == "load" and not a.exclusive
                           and a.array in adj_arrays})

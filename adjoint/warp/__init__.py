@@ -61,8 +61,9 @@ int8, int16, uint8, uint16, uint32 = _np.int8, _np.int16, _np.uint8, _np.uint16,
 bool = bool  # noqa: A001 - wp.bool, a kernel's bool parameter
 
 # the builtins kernels call: adjoint's own objects (the transformer knows them by identity)
-_SAME = ("atomic_add atomic_sub atomic_min atomic_max abs acos asin atan atan2 cbrt ceil "
-         "clamp copysign cos cosh degrees erf erfc exp floor frac isfinite isinf isnan lerp "
+_SAME = ("atomic_add atomic_sub atomic_min atomic_max atomic_and atomic_or atomic_xor "
+         "abs acos asin atan atan2 cbrt ceil clamp copysign cos cosh degrees erf erfc exp "
+         "floor frac isfinite isinf isnan lerp "
          "log log10 log2 max min pow radians rint round sign sin sinh smoothstep sqrt step "
          "tan tanh trunc dot cross length length_sq normalize outer transpose determinant "
          "inverse trace diag skew cw_mul cw_div mul identity quat_identity quat_inverse "

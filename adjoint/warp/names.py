@@ -81,8 +81,7 @@ GROUPS = (
        "transform_get_rotation transform_compose transform_decompose transform_expand "
        "transform_from_matrix transform_to_matrix transform_set_rotation "
        "transform_set_translation"),
-    _g("atomics and bit operations", "atomic bit operations, atomic exchanges and bit_count "
-                                     "are " + NOT_YET,
+    _g("atomics and bit operations", "atomic exchanges and bit_count are " + NOT_YET,
        "atomic_add atomic_sub atomic_min atomic_max atomic_and atomic_or atomic_xor "
        "atomic_cas atomic_exch bit_and bit_or bit_xor bit_count lshift rshift invert"),
     _g("constants", "a constant " + NOT_YET,
