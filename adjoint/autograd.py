@@ -241,8 +241,20 @@ def _report(title, problem, pairs, bad, atol, rtol, worst=10):
     lines = [f"{title}: {len(bad)} of {total} Jacobian entries differ from finite differences "
              f"(atol={atol:g}, rtol={rtol:g}); worst {min(worst, len(bad))}:",
              "  output[index] / input[index]: AD, FD, error"]
-    lines += [m.row() for m in bad[:worst]]
+    lines += [m.row() for m in bad[:worst]] + [_by_block(problem, pairs, bad)]
     return "\n".join(lines)
+
+
+def _by_block(problem, pairs, bad):
+    """Which partials are wrong: ``d out/d y: 4 of 16 entries wrong; d out/d x agrees``."""
+    sizes = {(problem.name(o), problem.name(i)): problem.args[o].size * problem.args[i].size
+             for _, i, o in pairs}
+    wrong = {}
+    for m in bad:
+        wrong[(m.output, m.input)] = wrong.get((m.output, m.input), 0) + 1
+    parts = [f"d {o}/d {i}: {n} of {sizes[(o, i)]} entries wrong" for (o, i), n in wrong.items()]
+    parts += [f"d {o}/d {i} agrees" for (o, i) in sizes if (o, i) not in wrong]
+    return "  by partial: " + "; ".join(parts)
 
 
 def _check(problem, mask, eps, atol, rtol, title):
