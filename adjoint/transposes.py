@@ -140,8 +140,10 @@ class Transposition:
         out = ["| user line | primal [value] | JVP (rule) | JVP at the primal point "
                "| transpose at the primal point | backward (rule) |",
                "| --- | --- | --- | --- | --- | --- |"]
+        last = None
         for where, src, primal, jvp, linear, moved, back in self.rows():
-            user = f"{where}: {src}" if src else where
+            user = "" if (where, src) == last else f"{where}: {src}" if src else where
+            last = (where, src)
             out.append("| " + " | ".join([cell(user), cell(primal), cell(jvp), cell(linear),
                                           cell(moved).replace("; ", "`<br>`"), cell(back)])
                        + " |")

@@ -57,3 +57,21 @@ def test_each_exercise_says_what_it_teaches(script):
     with open(os.path.join(TEACHING, script), encoding="utf-8") as fh:
         head = fh.read(400)
     assert head.startswith('"""Exercise ')
+
+
+def test_docs_chapter_runs_the_exercises():
+    """docs/teaching.md includes each script and shows what it prints, run at build time."""
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    try:
+        import gen_stages
+    finally:
+        sys.path.remove(os.path.join(ROOT, "docs"))
+    with open(os.path.join(ROOT, "docs", "teaching.md"), encoding="utf-8") as fh:
+        page = fh.read()
+    for script in ("custom_rule.py", "loop_stack.py", "jacobian_cost.py"):
+        assert f"<!-- include examples/teaching/{script} -->" in page
+        assert f"<!-- run examples/teaching/{script}" in page
+    out = gen_stages.expand(page)
+    assert "<!--" not in out
+    assert out.count("all checks passed") >= 3
+    assert "by partial: d out/d y: 4 of 16 entries wrong; d out/d x agrees" in out

@@ -8,6 +8,8 @@ trace); the adjoints it ends with are ``ad.grad``'s (a kernel: the tape's). Each
 JVP line has the same coefficient as its transposed line.
 """
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -211,3 +213,32 @@ def test_refusals():
         ad.transpose_view(math.sin, 1.0)
     with pytest.raises(TypeError, match="takes 2 arguments"):
         ad.transpose_view(baydin, 1.0)
+
+
+def test_docs_page_renders_live_transposes_with_the_values_it_states():
+    """docs/transpose.md's markers expand (as `mkdocs build` expands them) to the live
+    views, which hold the numbers its prose states; the page is in the nav."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, os.path.join(root, "docs"))
+    try:
+        import gen_stages
+        import trace_example
+    finally:
+        sys.path.remove(os.path.join(root, "docs"))
+    with open(os.path.join(root, "docs", "transpose.md"), encoding="utf-8") as fh:
+        page = fh.read()
+    assert page.count("<!-- adjoint transpose ") == 3
+    out = gen_stages.expand(page)
+    assert "<!--" not in out
+    view = ad.transpose_view(trace_example.baydin, 2, 5)
+    assert view.markdown().rstrip() in out and view.text().rstrip() in out
+    assert view.value("adj_x1") == pytest.approx(5.5) and "`adj_x1 = 5.5`" in page
+    assert f"{view.value('adj_x2'):.6g}" == "1.71634" and "adj_x2 ≈ 1.71634" in page
+    for stated in ("`5 * dot_x1 + 2 * dot_x2`", "`adj_x1 += 5 * adj_t2`",
+                   "`adj_x2 += 2 * adj_t2`", "`1 * dot_t0 - 1 * dot_t3`",
+                   "`adj_t3 += -1 * adj_y`", "`adj_y[1] = 0`", "`adj_x[1] = 3.0806`"):
+        assert stated.strip("`") in out, stated
+    assert f"{2 * math.cos(1.0) + 2:.5g}" == "3.0806"
+    with open(os.path.join(root, "mkdocs.yml"), encoding="utf-8") as fh:
+        nav = fh.read()
+    assert "transpose.md\n" in nav and "teaching.md\n" in nav
