@@ -76,11 +76,24 @@ class Entry:
     loops: tuple = ()
 
 
+@dataclass(frozen=True)
+class Update:
+    """One line of the transposed program as it runs: the adjoint it changes, after."""
+    shown: str              # adj_x, adj_y[2]
+    target: str             # symbolic: adj_x, adj_y[i] ('' for a line setting it to 0)
+    value: float            # its value after the line
+    statement: str          # the line, with numbers: adj_x += 0.5 * adj_t1
+    file: str
+    line: int
+    loops: tuple = ()
+    phase: str = "adjoint"  # (for traces.elide)
+
+
 @dataclass
 class Transposition:
     """The linearized program of one evaluation next to its transpose; ``str()`` is a
     terminal listing, ``markdown()`` a table; ``adjoints`` the transposed program run
-    bottom up: [(adjoint shown, symbolic, value after the line, line shown)]."""
+    bottom up: an ``Update`` per line."""
     name: str
     title: str
     entries: list = field(default_factory=list)
@@ -130,8 +143,13 @@ class Transposition:
             lines.append(f"           {linear:<{width}} │       {moved}")
         lines.append("# the transpose run bottom up, seeded with "
                      + ", ".join(f"{k} = {show_value(v, 6)}" for k, v in self.seeds.items()))
-        for shown, _, value, line in self.adjoints:
-            lines.append(f"   {line:<{width + 8}} {shown} = {show_value(value, 6)}")
+        for u in elide(self.adjoints, self.max_iterations):
+            if isinstance(u, Elided):
+                lines.append(f"   … {u.count} lines of iterations {u.first + 1} to "
+                             f"{u.last + 1} elided …")
+            else:
+                lines.append(f"   {u.statement:<{width + 8}} {u.shown} = "
+                             f"{show_value(u.value, 6)}")
         return "\n".join(lines) + "\n"
 
     def markdown(self):
@@ -151,9 +169,9 @@ class Transposition:
 
     def value(self, adjoint):
         """The value ``adjoint`` (shown, as ``adj_x`` or ``adj_x[2]``) ends with."""
-        for shown, _, v, _ in reversed(self.adjoints):
-            if shown == adjoint:
-                return v
+        for u in reversed(self.adjoints):
+            if u.shown == adjoint:
+                return u.value
         return self.seeds.get(adjoint, 0.0)
 
 
@@ -377,17 +395,19 @@ def _entry(step, env, row, rt, code):
 
 
 def _run_transpose(entries, seeds):
-    """The transposed program run bottom up from ``seeds``: [(shown, symbolic, value, line)]."""
+    """The transposed program run bottom up from ``seeds``: an ``Update`` per line."""
     adj, out = dict(seeds), []
     for e in reversed(entries):
+        where = (e.file, e.line, e.loops)
         for t in e.terms:
             adj[t.shown_target] = adj.get(t.shown_target, 0.0) + \
                 t.coefficient * adj.get(t.shown_source, 0.0)
-            out.append((t.shown_target, t.target, adj[t.shown_target],
-                        f"{t.shown_target} += {_coef(t.coefficient)}{t.shown_source}"))
+            out.append(Update(t.shown_target, t.target, adj[t.shown_target],
+                              f"{t.shown_target} += {_coef(t.coefficient)}{t.shown_source}",
+                              *where))
         if e.zero:
             adj[e.zero] = 0.0
-            out.append((e.zero, "", 0.0, f"{e.zero} = 0"))
+            out.append(Update(e.zero, "", 0.0, f"{e.zero} = 0", *where))
     return out
 
 

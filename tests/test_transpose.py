@@ -79,7 +79,7 @@ def _real_backward(f, args, **kw):
 
 
 def _transposed(view):
-    return _updates((sym, v) for shown, sym, v, line in view.adjoints if " += " in line)
+    return _updates((u.target, u.value) for u in view.adjoints if " += " in u.statement)
 
 
 @pytest.mark.parametrize("f,args", CASES, ids=lambda c: getattr(c, "name", str(c)))
@@ -189,6 +189,7 @@ def test_loop_iterations_elided():
     view = ad.transpose_view(compound, 0.3, 9, max_iterations=2)
     text = view.text()
     assert "iterations 3 to 8 elided" in text
+    assert "lines of iterations 3 to 8 elided" in text      # the run bottom up too
     assert len(view.entries) > 9 * 3
 
 
