@@ -47,6 +47,25 @@ def inlined(x: float, y: float) -> float:
     return baydin(x, y) * min(x, y)
 
 
+@ad.func
+def halving(x: float, n: int) -> float:
+    k = 0
+    while k < n:
+        x = x * 0.5 + math.tanh(x)
+        k += 1
+    return x
+
+
+@ad.func
+def two_values(x: float, y: float):
+    return x * y, math.exp(x) / y
+
+
+@ad.func
+def squared_norm(v: ad.vec3) -> float:
+    return ad.dot(v, v * 2.0)
+
+
 @ad.kernel
 def saxpy_sin(x: ad.array(dtype=float), a: float, y: ad.array(dtype=float)):
     i = ad.tid()
@@ -61,7 +80,8 @@ def accumulate(x: ad.array(dtype=float), total: ad.array(dtype=float)):
 
 
 CASES = [(baydin, (2.0, 5.0)), (branchy, (0.7, 1.3)), (branchy, (1.6, 0.9)),
-         (compound, (0.3, 4)), (inlined, (1.5, 2.5))]
+         (compound, (0.3, 4)), (inlined, (1.5, 2.5)), (halving, (0.5, 5)),
+         (squared_norm, (1.0, -2.0, 3.0))]
 
 
 def _updates(pairs):
@@ -95,8 +115,11 @@ def test_transposed_lines_are_the_real_backwards_values(f, args):
 def test_final_adjoints_are_the_gradient_and_central_differences(f, args):
     view = ad.transpose_view(f, *args)
     floats = [k for k, a in enumerate(args) if isinstance(a, float)]
-    names = [p.name for p in f.transformed.pf.params]
-    grad = ad.grad(f, argnums=tuple(floats))(*args)
+    names = [p.name for p in f.transformed.pf.params]      # (a vec3's components: v_x, ...)
+    if f is squared_norm:       # takes one vec3: its gradient is 4 v
+        grad, call = tuple(4.0 * a for a in args), lambda *a: f.pyfunc(ad.vec3(*a))
+    else:
+        grad, call = ad.grad(f, argnums=tuple(floats))(*args), f.pyfunc
     grad = grad if isinstance(grad, tuple) else (grad,)
     h = 1e-6
     for k, g in zip(floats, grad):
@@ -105,7 +128,7 @@ def test_final_adjoints_are_the_gradient_and_central_differences(f, args):
         up, down = list(args), list(args)
         up[k] += h
         down[k] -= h
-        fd = (f.pyfunc(*up) - f.pyfunc(*down)) / (2 * h)
+        fd = (call(*up) - call(*down)) / (2 * h)
         assert got == pytest.approx(fd, rel=1e-6, abs=1e-8)
 
 
@@ -183,6 +206,15 @@ def test_kernel_atomic_add_and_seed():
     assert view.seeds == {"adj_total[0]": 3.0}
     assert view.value("adj_x[1]") == pytest.approx(3.0 * 2 * -1.5, rel=1e-12)
     assert "adj_total[0] = 0" not in str(view)      # an accumulation keeps its adjoint
+
+
+def test_several_returned_values_each_with_a_seed():
+    view = ad.transpose_view(two_values, 0.5, 2.0, seed=(1.0, 3.0))
+    assert view.seeds == {"adj_ret0": 1.0, "adj_ret1": 3.0}
+    real = ad.evaluation_trace(two_values, 0.5, 2.0, seed=(1.0, 3.0))
+    assert (view.value("adj_x"), view.value("adj_y")) == \
+        pytest.approx(real.value("adjoint", "return"), rel=1e-14)
+    assert view.value("adj_x") == pytest.approx(2.0 + 3.0 * math.exp(0.5) / 2.0, rel=1e-14)
 
 
 def test_loop_iterations_elided():
