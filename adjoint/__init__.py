@@ -31,6 +31,8 @@ from .generate import generate  # noqa: E402
 from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
 from .checkpoint import checkpoint  # noqa: E402
 from .simulate import simulate  # noqa: E402
+from .runtime.capture import Capture, CaptureError  # noqa: E402
+from .runtime.tape import capture  # noqa: E402
 # ad.evaluation_trace: ad.trace is the matrix trace (runtime/vecfuncs.py, as in Warp)
 from .traces import Trace, evaluation_trace  # noqa: E402
 from .transposes import Transposition, transpose_view  # noqa: E402
@@ -47,4 +49,4 @@ __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "k
            "float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32",
            "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
-           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Trace", "evaluation_trace", "Transposition", "transpose_view", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)
+           "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Capture", "CaptureError", "capture", "Trace", "evaluation_trace", "Transposition", "transpose_view", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)

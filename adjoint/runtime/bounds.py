@@ -140,4 +140,5 @@ def checked(fn, bounds, status=False):
         if flags[1]:
             bounds.fault(flags, rest)
     run.__wrapped__ = fn
+    run.checked = (fn, bounds, status)      # (a capture checks once: capture_code)
     return run

@@ -82,6 +82,7 @@ def by_size(small, grid, ndims, below):
         def run(*args):
             (small if args[0] * args[1] * args[2] < below() else grid)(*args)
     run.__wrapped__ = grid
+    run.by_size = (small, grid, below)      # (a capture picks the variant once: capture_code)
     return run
 
 

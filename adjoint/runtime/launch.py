@@ -195,7 +195,8 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     else:
         verify.run(spec, "forward", dims, values)
     if tape is not None:
-        tape.record(LaunchStep(spec, dims, args, values, label(), saved, vjp or None))
+        tape.record(LaunchStep(spec, dims, args, values, label(), saved, vjp or None,
+                               kernel if hasattr(kernel, "spec_for") else None))
     if dots is not None:
         return given
 

@@ -23,6 +23,7 @@ class LaunchStep:
     label: str
     saved: tuple = ()       # what the forward saved for the backward (KernelSpec.saved)
     eager: list = None      # what forward_vjp computed for a seed of 1 (runtime/eager.py)
+    owner: object = None    # the Kernel launched (a capture checks it is still current)
 
     def arrays(self):
         return [a for a in self.args if hasattr(a, "numpy")]

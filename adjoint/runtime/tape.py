@@ -287,6 +287,12 @@ class Tape:
                 out.append(a)
         return out
 
+    def capture(self):
+        """The recorded steps replayed as one generated function each way, compiled on
+        the numba backend (``Capture``: runtime/capture.py)."""
+        from .capture import Capture
+        return Capture(self)
+
     def visualize(self, path):
         """Write a Graphviz ``.dot`` file of the recorded steps and arrays."""
         from .graph import tape_to_dot
@@ -294,6 +300,18 @@ class Tape:
         with open(path, "w") as fh:
             fh.write(text)
         return text
+
+
+def capture(fn, *args, **kwargs):
+    """Record ``fn(*args, **kwargs)`` on a new tape and capture it (``Tape.capture``): the
+    launches run once, as they are recorded."""
+    tape = Tape()
+    with tape:
+        fn(*args, **kwargs)
+    try:
+        return tape.capture()
+    finally:
+        tape.release()      # (the capture keeps what it needs; the tape stops watching)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,339 @@
+"""``Capture``: a tape's recorded steps replayed as one generated function each way.
+
+``tape.capture()`` (or ``ad.capture(fn, *args)``, which records ``fn(*args)`` on a new
+tape first) turns the launches and copies a tape recorded into the source of two
+functions (runtime/capture_code.py): ``captured_forward`` runs every step again, in
+order, and ``captured_backward`` runs their backwards in reverse, as ``Tape.backward``
+does. On the numba backend each is compiled into one function, so that a replay is
+one call: none of a launch's checks, conversions and bookkeeping in Python are paid
+again (they were made when the steps were recorded), which is most of the cost of many
+small launches. ``str(capture)`` (``capture.source``) is the source.
+
+What a capture binds, and what it refuses to replay on (a ``CaptureError`` naming
+what changed, never a stale result):
+
+- The arrays of the recorded launches (and their gradients), as given: a replay reads
+  and writes the arrays' current values. ``rebind({old: new})`` puts another array of
+  the same shape, dtype and device in an array's place (its gradient too).
+- The scalar arguments, as they were at capture: capture again for others.
+- The generated code of each kernel: a replay after a kernel, or a func it calls, was
+  redefined (its module would be generated anew) is refused.
+- Which arrays have gradients: an array given (or dropped) a ``.grad`` since, or
+  whose buffer was replaced by one of another shape or dtype, is refused.
+
+A replay computes what the tape would, bit for bit: each step runs the same compiled
+variant the launch ran (the serial one for a launch too small to run in parallel);
+the backward runs the plain form of each backward (the tape may pick a storing or
+eager form where it knows buffers hold zeros: the same values). Values a later step
+overwrote are kept as the tape keeps them: the capture copies them right after the
+step that reads them. A launch on CUDA, or a ``record_func`` step (Python), cannot be
+captured (a ``CaptureError`` says which).
+"""
+import contextlib
+
+import numpy as np
+
+from ..errors import TapeError
+from . import buffers, config, racecheck, verify, watch
+from .bounds import STATUS_SIZE
+from .capture_code import Pools, Source, lit, resolve, row, slot
+from .steps import CopyStep, LaunchStep
+
+
+class CaptureError(TapeError):
+    """A capture that cannot be made, or replayed on what changed since."""
+
+
+def _is_array(value):
+    """Whether ``value`` is an ``ad.Array`` (runtime/array.py imports the tape, and so this)."""
+    return hasattr(value, "_region_set")
+
+
+def _fixed(value):
+    return lambda: value
+
+
+def _array_getter(arr):
+    return lambda: arr._data
+
+
+def _grad_getter(arr):
+    return lambda: arr.grad._data
+
+
+def _scalar_key(value):
+    return ("scalar", type(value).__name__, np.asarray(value).tobytes())
+
+
+class Capture:
+    """A tape's steps as one forward and one backward function (see the module doc)."""
+
+    def __init__(self, tape):
+        if tape is None or not tape.steps:
+            raise CaptureError("nothing to capture: the tape recorded no launch")
+        self.steps = len(tape.steps)
+        self._pools = Pools()
+        self._arrays = {}       # id(Array) -> [Array, slot of its buffer, slot of its grad]
+        self._kernels = {}      # id(spec) -> (Kernel, spec) each replay checks is current
+        self._faults = ([], [])     # per status row, forward and backward: (bounds, label,
+        #                             the step's arguments)
+        self._written = []      # what the forward writes (other tapes keep copies first)
+        self._launches = []     # (spec, arguments), for verify_fp
+        where = tape._entered_at.split(",")[0] if tape._entered_at else ""
+        src = self._src = Source(self._pools, [
+            f"# adjoint capture of {self.steps} recorded steps" +
+            (f" (the tape entered at {where})" if where else "") + " (runtime/capture.py)"])
+        kept_last = self._kept_readers(tape)
+        forward, backward = [], []
+        for n, step in enumerate(tape.steps):
+            if isinstance(step, LaunchStep):
+                fwd, bwd = self._launch(step, n, kept_last)
+            elif isinstance(step, CopyStep):
+                fwd, bwd = self._copy(step)
+            else:
+                raise CaptureError(f"{step.label} runs Python during the backward "
+                                   "(Tape.record_func): a capture runs compiled code only")
+            forward.append(fwd)
+            if bwd is not None:
+                backward.append(bwd)
+        # the backward's status rows in the order it runs
+        last = len(self._faults[1]) - 1
+        backward = [(label, [(fn, [("row", last - t[1]) if t[0] == "brow" else t for t in args])
+                             for fn, args in stmts]) for label, stmts in backward[::-1]]
+        self._faults[1].reverse()
+        self.source = src.text(forward, backward)
+        self._status = [np.zeros((len(f), STATUS_SIZE), np.int64) for f in self._faults]
+        values = self._values()
+        self._forward, self._backward, self.not_compiled = src.build(
+            self.source, self._args(values))
+        self._bound = values
+
+    # -- building ----------------------------------------------------------------
+    def _array(self, arr):
+        """The slot of an argument array's buffer (an ``Array``, or a numpy array)."""
+        if _is_array(arr):
+            k = self._pools.add(("array", id(arr)), "a", arr._data, _array_getter(arr), arr)
+            self._arrays.setdefault(id(arr), [arr, k, None])
+            return slot(k)
+        return slot(self._pools.add(("buf", id(arr)), "n", arr, _fixed(arr)))
+
+    def _grad(self, arr):
+        k = self._pools.add(("grad", id(arr)), "g", arr.grad._data, _grad_getter(arr),
+                            ("grad", arr))
+        self._array(arr)
+        self._arrays[id(arr)][2] = k
+        return slot(k)
+
+    def _fixed(self, value, role, key=None):
+        return slot(self._pools.add(key or ("fixed", id(value)), role, value, _fixed(value)))
+
+    def _row(self, bounds, label, args, part):
+        faults = self._faults[part]
+        faults.append((bounds, label, list(args)))
+        return (row, lambda r: ("brow", r))[part](len(faults) - 1)
+
+    @staticmethod
+    def _kept_readers(tape):
+        """{id(kept copy): index of the last step reading it}: where the replay copies
+        what a later step overwrites (the tape kept a copy of it)."""
+        last = {}
+        for n, step in enumerate(tape.steps):
+            if isinstance(step, LaunchStep):
+                for k, arg in step.reads():
+                    live = arg._data if _is_array(arg) else arg
+                    if step.values[k] is not live:
+                        last[id(step.values[k])] = n
+        return last
+
+    def _launch(self, step, n, kept_last):
+        """The forward and backward statements of a recorded launch."""
+        spec, dims, src = step.kernel, step.dims, self._src
+        if getattr(spec, "target", "cpu") != "cpu":
+            raise CaptureError(f"{step.label}: a capture runs on the CPU backends, not on "
+                               f"{spec.target!r}")
+        if step.owner is None:
+            raise CaptureError(f"{step.label} launched a KernelSpec, not a kernel: capture "
+                               "launches of @ad.kernel functions")
+        self._kernels[id(spec)] = (step.owner, spec)
+        args, back_args, kept = [], [], []     # (the backward reads kept values)
+        reads = dict(step.reads())
+        for k, (p, arg, value) in enumerate(zip(spec.params, step.args, step.values)):
+            if not p.is_array:
+                args.append(self._fixed(value, "s", _scalar_key(value)))
+            else:
+                args.append(self._array(arg))
+            back_args.append(args[-1])
+            if k in reads and p.is_array and \
+                    value is not (arg._data if _is_array(arg) else arg):
+                back_args[-1] = self._fixed(value, "kept")  # filled after its last reader
+                if kept_last.get(id(value)) == n:
+                    kept.append(("rt_keep", [back_args[-1], args[-1]]))
+        self._written += [step.args[k] for k in spec.written_arrays]
+        saved = [self._fixed(v, "saved") for v in step.saved]
+        self._launches.append((spec, step.args))
+        label = f"{step.label}, over {dims}"
+        grid = [lit(d) for d in dims]
+        fn, bounds, status = resolve(spec.forward_save if saved else spec.forward, dims)
+        flag = [self._row(bounds, f"the forward of {step.label}", step.args, 0)] if status else []
+        fwd = (label, [(src.name(fn), grid + args + saved + flag)] + kept)
+        if spec.backward is None:
+            return fwd, None
+        adjs, zeros, adds, grads = [], [], [], []
+        for j, k in enumerate(spec.adjoint_params):
+            arg = step.args[k]
+            grad = getattr(arg, "grad", None)
+            if grad is not None and not any(buffers.may_alias(grad._data, g) for g in grads):
+                adjs.append(self._grad(arg))
+                grads.append(grad._data)
+                continue
+            # zeroed scratch, one per parameter position, shape and dtype; where the
+            # gradient shares memory with another of the launch's, the scratch is added
+            # into it after the backward (as buffers.call_unaliased does)
+            buf = np.zeros_like(arg._data if _is_array(arg) else step.values[k])
+            adjs.append(self._fixed(buf, "scratch", ("scratch", j, buf.shape, buf.dtype.str)))
+            zeros.append(("rt_zero", [adjs[-1]]))
+            if grad is not None:
+                adds.append(("rt_add", [self._grad(arg), adjs[-1]]))
+        fn, bounds, status = resolve(spec.backward_saved if saved else spec.backward, dims)
+        tail = [lit(True)] if spec.handed_arrays else []
+        flag = [self._row(bounds, f"the backward of {step.label}", step.args, 1)] if status \
+            else []
+        return fwd, (f"backward of {label}",
+                     zeros + [(src.name(fn), grid + back_args + saved + adjs + tail + flag)] +
+                     adds)
+
+    def _copy(self, step):
+        """The forward and backward statements of a recorded copy."""
+        for a in (step.dest, step.src):
+            buf = a._data if _is_array(a) else a
+            if isinstance(buf, np.ndarray) and not buf.flags.c_contiguous:
+                raise CaptureError(f"{step.label}: a capture copies C-contiguous arrays only")
+        dest = self._array(step.dest)
+        source = self._array(step.src) if _is_array(step.src) else \
+            self._fixed(np.ascontiguousarray(step.src), "n")
+        self._written.append(step.dest)
+        offsets = [lit(step.dest_offset), lit(step.src_offset), lit(step.count)]
+        fwd = (step.label, [("rt_copy", [dest, offsets[0], source] + offsets[1:])])
+        if step.dest.grad is None:
+            return fwd, None
+        gd = self._grad(step.dest)
+        if getattr(step.src, "grad", None) is not None:
+            back = ("rt_copy_backward", [gd, offsets[0], self._grad(step.src)] + offsets[1:])
+        else:
+            back = ("rt_copy_clear", [gd, offsets[0], offsets[2]])
+        return fwd, (f"backward of {step.label}", [back])
+
+    # -- replaying ---------------------------------------------------------------
+    def _values(self):
+        """The current value of every slot, after checking that nothing it binds changed."""
+        for kernel, spec in self._kernels.values():
+            if kernel.spec_for("cpu") is not spec:
+                raise CaptureError(f"kernel '{spec.name}' ({spec.origin}) was redefined, or a "
+                                   "func or constant it uses was, since it was captured: "
+                                   "capture again")
+        for arr, _, grad in self._arrays.values():
+            if (grad is None) != (arr.grad is None):
+                has = "has none now" if grad is not None else "has one now"
+                raise CaptureError(f"an array of shape {arr.shape} {has} of a gradient, unlike "
+                                   "when it was captured: capture again")
+        values = [getter() for _, _, getter, _ in self._pools.slots]
+        bound = getattr(self, "_bound", None)
+        if bound is not None:
+            for k, (old, new) in enumerate(zip(bound, values)):
+                if new is not old and isinstance(old, np.ndarray) and \
+                        (new.shape != old.shape or new.dtype != old.dtype):
+                    pool, index = self._pools.slots[k][:2]
+                    raise CaptureError(f"{pool}[{index}]: an array captured with shape "
+                                       f"{old.shape} and dtype {old.dtype} now has shape "
+                                       f"{new.shape} and dtype {new.dtype}: capture again")
+        return values
+
+    def _args(self, values, part=0):
+        tuples = self._pools.tuples(values)
+        return [tuples[name] for name in self._pools.names()] + [self._status[part]]
+
+    def forward(self):
+        """Run every captured step, in order: one call."""
+        values = self._values()
+        for arr in self._written:
+            watch.before_write(arr._data if _is_array(arr) else arr,
+                               "a replay of a capture")
+        self._run(self._forward, values, 0)
+        if config.verify_fp:
+            for spec, args in self._launches:
+                verify.check(spec, "forward", [a._data if _is_array(a) else a
+                                               for a in args])
+
+    def backward(self, loss=None, grads=None):
+        """Seed ``loss.grad = 1`` and/or each ``grads`` seed (as ``Tape.backward``), then
+        run every captured step's backward in reverse: one call."""
+        values = self._values()
+        seeds = ([(loss, 1.0)] if loss is not None else []) + list((grads or {}).items())
+        for arr, seed in seeds:
+            if self._arrays.get(id(arr), (0, 0, None))[2] is None:
+                raise CaptureError("a seed of the backward is for an array the capture holds "
+                                   "no gradient of: seed arrays the captured launches use")
+            if arr is loss and loss.size != 1:
+                raise CaptureError(f"loss must have one element, not shape {loss.shape}")
+            value = seed.numpy() if hasattr(seed, "numpy") else seed
+            arr.grad._data[...] = np.broadcast_to(np.asarray(value), arr.shape)
+        for arr, _, grad in self._arrays.values():
+            if grad is not None:
+                watch.before_write(arr.grad._data, "the backward of a capture")
+        self._run(self._backward, values, 1)
+
+    def _run(self, fn, values, part):
+        status = self._status[part]
+        status[:] = 0
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(np.errstate(all="ignore"))
+            if racecheck.enabled():     # (each thread writes the status of its faults)
+                for flags in status:
+                    stack.enter_context(racecheck.unrecorded(flags))
+            fn(*self._args(values, part))
+        self._bound = values
+        for flags, (bounds, label, args) in zip(status, self._faults[part]):
+            if flags[1]:
+                error = bounds.fault_error(flags, [a._data if _is_array(a) else a
+                                                   for a in args])
+                error.args = (f"{label} (replayed by a capture): {error.args[0]}",)
+                raise error
+
+    def zero(self):
+        """Zero the gradient of every array the capture holds one of."""
+        for arr, _, grad in self._arrays.values():
+            if grad is not None:
+                arr.grad.zero_()
+
+    def rebind(self, mapping):
+        """Put each new array of ``{old: new}`` in its old array's place (same shape,
+        dtype and device; a new one without a gradient is given one if the old had)."""
+        for old, new in mapping.items():
+            entry = self._arrays.get(id(old))
+            if entry is None:
+                raise CaptureError("rebind: an array the capture does not use")
+            if not _is_array(new) or new.shape != old.shape or \
+                    new.dtype != old.dtype or new.device != old.device:
+                raise CaptureError(f"rebind: the new array must be an ad.Array of shape "
+                                   f"{old.shape}, dtype {old.dtype} on {old.device!r}")
+            if entry[2] is not None and new.grad is None:
+                new.requires_grad = True
+            slots = self._pools.slots
+            pool, index, _, _ = slots[entry[1]]
+            slots[entry[1]] = (pool, index, _array_getter(new), new)
+            if entry[2] is not None:
+                pool, index, _, _ = slots[entry[2]]
+                slots[entry[2]] = (pool, index, _grad_getter(new), ("grad", new))
+            del self._arrays[id(old)]
+            self._arrays[id(new)] = [new, entry[1], entry[2]]
+
+            def swap(args):
+                return [new if a is old else a for a in args]
+            self._written = swap(self._written)
+            self._launches = [(spec, swap(args)) for spec, args in self._launches]
+            self._faults = tuple([(b, label, swap(args)) for b, label, args in faults]
+                                 for faults in self._faults)
+        return self
+
+    def __str__(self):
+        return self.source
