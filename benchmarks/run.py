@@ -43,7 +43,7 @@ import adjoint as ad  # noqa: E402
 from benchmarks import busy, harness, startup  # noqa: E402
 from benchmarks.workloads import ALL, ORDER, cuda_systems, load, optional  # noqa: E402
 
-SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "adjoint-vec3", "adjoint-unchecked", "numba-ser", "numba-par", "warp",
+SYSTEMS_BY_DEVICE = {"cpu": ["adjoint", "adjoint-captured", "adjoint-vec3", "adjoint-unchecked", "numba-ser", "numba-par", "warp",
                              "jax"],
                      "cuda": ["adjoint", "adjoint-unchecked", "numba-cuda", "warp", "jax"]}
 ALL_SYSTEMS = SYSTEMS_BY_DEVICE["cpu"]

@@ -161,6 +161,33 @@ class StencilUser(_UserSystem):
         ad.launch(periodic.field_sum, dim=self.dim, inputs=[self.u[-1]], outputs=[self.loss])
 
 
+class Captured:
+    """``adjoint-captured``: the user system's launches recorded once and captured
+    (``tape.capture()``, issue 39): every round replays the captured forward and
+    backward, one compiled call each (the loss and the gradients zeroed first)."""
+
+    def __init__(self, user, p):
+        self.user = user(p)
+        self.user.record()
+        self.capture = self.user.tape.capture()
+        self.user.tape.release()
+        self.user.tape = None
+        self.loss = self.user.loss
+        self.note = "tape.capture()"
+
+    def forward(self):
+        self.loss.zero_()
+        self.capture.forward()
+
+    def fwd_bwd(self, seed):
+        self.capture.zero()
+        self.forward()
+        self.capture.backward(grads={self.loss: seed["loss"]})
+
+    def result(self):
+        return self.user.result()
+
+
 class Baseline:
     """A tuned workload's system (``pair``: its class; the hand-written numba pair, or
     Warp's kernels) fed the loss's gradient, ``seed * ones``, as the cotangent of its
@@ -197,7 +224,9 @@ class UserForm:
 
         def baseline(cls):
             return lambda p: Baseline(cls, out, p)
-        self.SYSTEMS = {"adjoint": adjoint_system, "numba-ser": baseline(base.NumbaSerial),
+        self.SYSTEMS = {"adjoint": adjoint_system,
+                        "adjoint-captured": lambda p: Captured(adjoint_system, p),
+                        "numba-ser": baseline(base.NumbaSerial),
                         "numba-par": baseline(base.NumbaParallel), "warp": baseline(base.Warp)}
 
     def make(self, rng, **size):
