@@ -37,6 +37,7 @@ from ..errors import TapeError
 from . import buffers, config, racecheck, verify, watch
 from .bounds import STATUS_SIZE
 from .capture_code import Pools, Source, lit, resolve, row, slot
+from .jit import cpu_backend_name
 from .steps import CopyStep, LaunchStep
 
 
@@ -103,6 +104,7 @@ class Capture:
         self._faults[1].reverse()
         self.source = src.text(forward, backward)
         self._status = [np.zeros((len(f), STATUS_SIZE), np.int64) for f in self._faults]
+        self._typed, self._made = cpu_backend_name() == "numba", None
         values = self._values()
         self._forward, self._backward, self.not_compiled = src.build(
             self.source, self._args(values))
@@ -249,8 +251,14 @@ class Capture:
         return values
 
     def _args(self, values, part=0):
-        tuples = self._pools.tuples(values)
-        return [tuples[name] for name in self._pools.names()] + [self._status[part]]
+        """The captured functions' arguments (the pools) from the slots' values: made
+        again only when one of the values changed."""
+        last = self._made
+        if last is None or len(last[0]) != len(values) or \
+                any(a is not b for a, b in zip(last[0], values)):
+            tuples = self._pools.tuples(values, typed=self._typed)
+            self._made = last = (values, [tuples[name] for name in self._pools.names()])
+        return last[1] + [self._status[part]]
 
     def forward(self):
         """Run every captured step, in order: one call."""

@@ -4,7 +4,7 @@ one that runs its backward, and how they are compiled.
 Each recorded step becomes a few statements: a call of the generated function its
 launch ran (``resolve``: the variant ``by_size`` picks for the launch's grid, behind
 ``checked``'s bounds checks) with the capture's values in the places of its arguments.
-The values are held in tuples, one per role and type (``Pools``: ``a`` the arrays,
+The values are held in pools, one per role and type (``Pools``: ``a`` the arrays,
 ``g`` their gradients, ``s`` the scalars bound at capture...), so that consecutive
 steps doing the same thing to successive arrays -- a time loop -- are written (and
 compiled) as one loop: ``for k in range(50): step_forward(128, 128, a[k], s[0],
@@ -25,6 +25,7 @@ from .jit import cpu_backend_name
 
 _counter = [0]
 ROLL = 3            # this many like steps in a row, or more, are written as a loop
+LISTED = 4          # a pool of more arrays than this is a numba.typed.List when compiled
 _JITTED = {}        # plain Python dispatcher of a generated module -> its numba.njit
 
 
@@ -102,17 +103,20 @@ HELPERS = {"rt_zero": zero, "rt_copy": copy_region, "rt_copy_backward": copy_reg
 
 
 def type_key(value):
-    """What numba types ``value`` by: values of one key share a tuple (a pool)."""
+    """What numba types ``value`` by: values of one key share a pool."""
     if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.ndim, bool(value.flags.c_contiguous))
+        flags = value.flags
+        layout = "C" if flags.c_contiguous else "F" if flags.f_contiguous else "A"
+        return (value.dtype.str, value.ndim, layout, bool(flags.writeable))
     return (type(value).__name__,)
 
 
 def describe(key):
     if len(key) == 1:
         return key[0]
-    layout = "" if key[2] else ", not contiguous"
-    return f"{np.dtype(key[0]).name} arrays of {key[1]} dimension(s){layout}"
+    layout = {"C": "", "F": ", Fortran order", "A": ", strided"}[key[2]]
+    return f"{np.dtype(key[0]).name} arrays of {key[1]} dimension(s){layout}" + \
+        ("" if key[3] else ", read-only")
 
 
 class Pools:
@@ -152,11 +156,18 @@ class Pools:
         return [f"# {name}: {self.ROLES[role]}, {describe(tkey)} ({self.sizes[name]})"
                 for (role, tkey), name in self.pools.items()]
 
-    def tuples(self, values):
-        """The pools' tuples from each slot's value."""
+    def tuples(self, values, typed=False):
+        """Each pool's values from each slot's value: a tuple, or (``typed``: compiled
+        code receives them) a ``numba.typed.List`` for a pool of more than ``LISTED``
+        arrays -- compiled code unboxes a list as one object, a tuple element by element
+        (the wrapper numba writes for a tuple of 50 arrays took seconds to compile)."""
         out = {name: [None] * n for name, n in self.sizes.items()}
         for (pool, k, _, _), v in zip(self.slots, values):
             out[pool][k] = v
+        if typed:
+            from numba.typed import List
+            return {name: List(vals) if len(vals) > LISTED and isinstance(vals[0], np.ndarray)
+                    else tuple(vals) for name, vals in out.items()}
         return {name: tuple(vals) for name, vals in out.items()}
 
 
