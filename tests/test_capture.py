@@ -258,3 +258,27 @@ def test_cuda_is_refused(backend, kernel_module):
     out = ad.zeros(4, requires_grad=True)
     with pytest.raises(ad.CaptureError, match="CPU backends"):
         ad.capture(lambda: ad.launch(m.pick, 4, inputs=[x, idx], outputs=[out]))
+
+
+def test_a_capture_of_the_same_steps_is_not_compiled_again(cpu_backend, kernel_module):
+    """A tape recorded again each iteration, captured again: same source and argument
+    types, same compiled functions (numba); its results are the new arrays' own."""
+    m = kernel_module(SRC)
+    rng = np.random.default_rng(6)
+    caps, states = [], []
+    for _ in range(2):
+        us, loss = _setup(rng)
+        caps.append(ad.capture(_record, m, us, loss))
+        caps[-1].zero()
+        caps[-1].backward(loss)
+        states.append((us, loss))
+    if cpu_backend == "numba":
+        assert caps[0]._forward is caps[1]._forward
+        assert caps[0]._backward is caps[1]._backward
+    for cap, (us, loss) in zip(caps, states):
+        x0 = us[0].numpy().copy()
+        cap.zero()
+        loss.zero_()
+        cap.forward()
+        cap.backward(loss)
+        _same(_state(us, loss), _taped(m, x0))

@@ -14,6 +14,7 @@ On the numba backend both functions are compiled with ``numba.njit`` (not parall
 each callee keeps its own parallel plan), so that a replay is one call from Python; on
 the Python backend they run as they read.
 """
+import collections
 import linecache
 import math
 import re
@@ -27,6 +28,12 @@ _counter = [0]
 ROLL = 3            # this many like steps in a row, or more, are written as a loop
 LISTED = 4          # a pool of more arrays than this is a numba.typed.List when compiled
 _JITTED = {}        # plain Python dispatcher of a generated module -> its numba.njit
+_JIT_HELPERS = {}
+# (source, argument types) -> (callees, forward, backward): a capture of the same steps
+# over arrays of the same types (a tape recorded again each iteration) is not compiled
+# again; its callees are compared by identity (a regenerated kernel is another function)
+_BUILT = collections.OrderedDict()
+BUILT_MAX = 32
 
 
 def resolve(fn, dims):
@@ -306,20 +313,36 @@ class Source:
         if cpu_backend_name() != "numba":
             return plain["captured_forward"], plain["captured_backward"], None
         import numba
+        sig = tuple(numba.typeof(a) for a in args)
+        callees = [self.callees[name] for name in sorted(self.callees)]
+        known = _BUILT.get((text, sig))
+        if known is not None and all(a is b for a, b in zip(known[0], callees)):
+            _BUILT.move_to_end((text, sig))
+            return known[1], known[2], None
         ns = {name: _numba_callable(fn) for name, fn in self.callees.items()}
-        ns.update({name: numba.njit(fn) for name, fn in HELPERS.items()})
+        ns.update(_jitted_helpers())
         exec(compile(text, filename, "exec"), ns)
         try:
-            sig = tuple(numba.typeof(a) for a in args)
             fwd = numba.njit(ns["captured_forward"])
             bwd = numba.njit(ns["captured_backward"])
             fwd.compile(sig)
             bwd.compile(sig)
-            return fwd, bwd, None
         except Exception as exc:    # (numba's errors share no base): Python drives the calls
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             return plain["captured_forward"], plain["captured_backward"], \
                 f"{type(exc).__name__}: {first}"
+        _BUILT[(text, sig)] = (callees, fwd, bwd)
+        while len(_BUILT) > BUILT_MAX:
+            _BUILT.popitem(last=False)
+        return fwd, bwd, None
+
+
+def _jitted_helpers():
+    """``HELPERS`` compiled with ``numba.njit`` (once a process)."""
+    if not _JIT_HELPERS:
+        import numba
+        _JIT_HELPERS.update({name: numba.njit(fn) for name, fn in HELPERS.items()})
+    return _JIT_HELPERS
 
 
 def _call(fn, args, indent=0, width=92):
