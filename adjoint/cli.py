@@ -12,6 +12,8 @@
     adjoint transpose SRC.py:NAME --args X Y [--seed S] [--format F]
                                                a func's linearized program next to its
                                                transpose, with numbers (adjoint/transposes.py)
+    adjoint capture SRC.py:FUNCTION            record FUNCTION() on a tape and print its
+                                               capture's source (runtime/capture.py)
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
 
 Exit status: 0 success, 1 stale modules or code that cannot be differentiated,
@@ -204,6 +206,19 @@ def cmd_transpose(args):
     return 0
 
 
+def cmd_capture(args):
+    path, sep, name = args.name.rpartition(":")
+    if not sep or not path or not name:
+        raise UsageError(f"expected FILE.py:FUNCTION, got {args.name!r}")
+    fn = getattr(import_source(path), name, None)
+    if not callable(fn) or isinstance(fn, (Kernel, Func)):
+        raise UsageError(f"{path} has no plain Python function named {name!r} (a function "
+                         "that launches kernels, called with no arguments)")
+    from .runtime.tape import capture
+    sys.stdout.write(capture(fn).source)
+    return 0
+
+
 class UsageError(AdjointError):
     """A command line that names missing files or objects."""
 
@@ -287,6 +302,13 @@ def parser():
                     help="show each loop's first N iterations and its last (default 3)")
     tp.add_argument("--format", choices=("text", "markdown"), default="text")
     tp.set_defaults(run=cmd_transpose)
+
+    cp = sub.add_parser("capture", help="the source of a capture of a function's launches",
+                        description="Call FUNCTION() (no arguments) on a new tape and print "
+                        "the source of its capture: the recorded launches and copies as one "
+                        "forward and one backward function (tape.capture()).")
+    cp.add_argument("name", metavar="SRC.py:FUNCTION")
+    cp.set_defaults(run=cmd_capture)
 
     c = sub.add_parser("check", help="exit non-zero if generated modules are stale",
                        description="Check that generated modules are up to date with their "

@@ -4,6 +4,7 @@ gradients), on the python and numba backends; its gradient agrees with central
 differences in float64; what it binds is checked on every replay and a change is a
 ``CaptureError`` naming it, never a stale result."""
 import itertools
+import re
 import textwrap
 
 import numpy as np
@@ -282,3 +283,31 @@ def test_a_capture_of_the_same_steps_is_not_compiled_again(cpu_backend, kernel_m
         cap.forward()
         cap.backward(loss)
         _same(_state(us, loss), _taped(m, x0))
+
+
+def test_adjoint_capture_prints_the_source(tmp_path, capsys):
+    from adjoint import cli
+    path = tmp_path / "capture_cli.py"
+    path.write_text(textwrap.dedent('''
+        import numpy as np
+        import adjoint as ad
+
+        @ad.kernel
+        def step(u: ad.array(dtype=float), rate: float, out: ad.array(dtype=float)):
+            i = ad.tid()
+            out[i] = u[i] * rate
+
+        def run():
+            u = [ad.array(np.ones(8), requires_grad=True)] + [ad.zeros(8) for _ in range(4)]
+            for k in range(4):
+                ad.launch(step, 8, inputs=[u[k], 0.5], outputs=[u[k + 1]])
+    '''))
+    with ad.backend_scope("python"):
+        assert cli.main(["capture", f"{path}:run"]) == 0
+        out = capsys.readouterr().out
+        assert "def captured_forward(" in out and "def captured_backward(" in out
+        # (the serial variant, or the grid where race checking runs every launch's plan)
+        assert re.search(r"    for k in range\(4\):\n        step_forward(_small)?\(8, a\[k\], "
+                         r"s\[0\], a\[k \+ 1\]\)", out)
+        assert cli.main(["capture", f"{path}:step"]) == 2
+        assert "no plain Python function named 'step'" in capsys.readouterr().err
