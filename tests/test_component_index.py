@@ -367,7 +367,7 @@ def test_a_warp_kernel_as_written_in_float32(backend, kernel_module):
     ("w = v[i]\n    w[int(x[i])] = ad.vec3(1.0)", "cannot assign a vec3 to a component"),
     ("m = ad.mat33(1.0)\n    k = int(x[i])\n    m[k] *= v[i]", r"\+= or -= only"),
     ("m = ad.mat33(1.0)\n    k = int(x[i])\n    m[k] = 2.0", "expected a vec3 here, got a scalar"),
-    ("t[i].p = v[i]", "'.p' does not name a component here"),
+    ("t[i].q[int(x[i])] = 1.0", "a part of a transform element is indexed by constants only"),
     ("v[i][int(x[i])] = v[i]", "cannot store a vec3 into a component of an element of 'v'"),
     ("w = v[i]\n    x[i] = w[0, int(x[i])]", r"index \(0, '\?'\) is out of range for a vec3"),
 ])

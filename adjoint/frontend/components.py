@@ -36,9 +36,37 @@ import numpy as np
 
 from ..runtime.vectypes import vec_of
 from .builder import const, expr, name
-from .vecops import V
+from .vecops import QUAT, VEC3, V
 
 NAN = math.nan
+
+
+def target_path(t, arrays):
+    """(root, items) of an assignment target: ``root`` a name (a local) or the subscript of
+    an array (``y[i]``, ``y[i, j]``), ``items`` the component indices and attribute names
+    (strings) taken of it in order: ``m[k][j]`` is (m, [k, j]), ``y[i].x`` (y[i], ["x"])."""
+    items = []
+    while isinstance(t, (gast.Subscript, gast.Attribute)):
+        if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and \
+                t.value.id in arrays:
+            return t, items
+        items[:0] = [t.attr] if isinstance(t, gast.Attribute) else _target_indices(t)
+        t = t.value
+    return t, items
+
+
+def _target_indices(t):
+    return list(t.slice.elts) if isinstance(t.slice, gast.Tuple) else [t.slice]
+
+
+def transform_field(vt, items, err):
+    """(first component, type, items left) of the part of a transform element a store
+    target names (``t[i].p``: components 0..2, a vec3; ``t[i].q``: 3..6, a quat; then
+    ``.x`` or ``[0]`` of that part); ``err(message)`` makes the error."""
+    if not items or items[0] not in ("p", "q"):
+        raise err(f"an element of an array of {vt.name} is assigned by its parts: .p (the "
+                  "translation) and .q (the rotation), or one of their components")
+    return (0, VEC3, items[1:]) if items[0] == "p" else (3, QUAT, items[1:])
 
 
 def constant(node):
@@ -124,3 +152,24 @@ def _assign(n, value):
 def _subscript(arr, idx):
     sl = idx[0] if len(idx) == 1 else gast.Tuple(elts=list(idx), ctx=gast.Load())
     return gast.Subscript(value=name(arr), slice=sl, ctx=gast.Load())
+
+
+def store_dynamic(sc, ref, value, aug, s):
+    """``v[k] = value`` (``aug``: ``+=``, ...) into a local's component or row at an index
+    known only at run time, for the scalarizer ``sc``: a select chain."""
+    _, names, vt, ks, row = ref
+    if row is None:
+        if isinstance(value, V):
+            raise sc.err(f"cannot assign a {value.vt.name} to a component", s)
+        values = [sc.b.atom(value, "s")]
+    elif isinstance(value, V):
+        sc.expect(value, row, s)
+        if aug is not None and not isinstance(aug, (gast.Add, gast.Sub)):
+            raise sc.err(f"a row of a {vt.name} is incremented by a {row.name} with "
+                         "+= or -= only", s)
+        values = sc.b.atoms(value, force=True).comps
+    elif aug is not None and isinstance(aug, (gast.Mult, gast.Div)):
+        values = [sc.b.atom(value, "s")] * row.size
+    else:
+        raise sc.err(f"expected a {row.name} here, got a scalar", s)
+    return store(vt, names, ks, values, aug)

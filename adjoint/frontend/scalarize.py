@@ -294,7 +294,7 @@ class _Scalarize(Expressions):
         if ref[0] == "dynamic":      # a local's component at an index known at run time
             return self.store_dynamic(ref, value, aug, s)
         if ref[0] == "array":        # an element of an array of vectors, or of floats
-            _, arr, idx, vt = ref
+            _, arr, idx, vt, *base = ref     # (base: where a transform's part starts)
             if vt is None:
                 if isinstance(value, V):
                     what = f"a component of an element of '{arr}'" if arr in self.varrays \
@@ -304,8 +304,10 @@ class _Scalarize(Expressions):
                     value = self.narrowed(arr, value, aug, s)
                 return [self.assign_node(_subscript(arr, idx), value, aug)]
             self.expect(value, vt, s)
-            return [self.assign_node(_subscript(arr, idx + [_c(int(i)) for i in np.unravel_index(
-                k, vt.shape)]), c, aug) for k, c in enumerate(value.comps)]
+            return [self.assign_node(_subscript(arr, idx + [_c(int(i) + (base[0] if base and j == 0
+                                                                          else 0))
+                                                            for j, i in enumerate(np.unravel_index(
+                k, vt.shape))]), c, aug) for k, c in enumerate(value.comps)]
         _, names, vt = ref               # components of a local vector
         if vt is None:
             if isinstance(value, V):
@@ -319,24 +321,7 @@ class _Scalarize(Expressions):
         return [self.assign_node(name(n), c, aug) for n, c in zip(names, comps)]
 
     def store_dynamic(self, ref, value, aug, s):
-        """``v[k] = value`` (``aug``: ``+=``, ...) into a local's component or row at an index
-        known only at run time: a select chain (frontend/components.py)."""
-        _, names, vt, ks, row = ref
-        if row is None:
-            if isinstance(value, V):
-                raise self.err(f"cannot assign a {value.vt.name} to a component", s)
-            values = [self.b.atom(value, "s")]
-        elif isinstance(value, V):
-            self.expect(value, row, s)
-            if aug is not None and not isinstance(aug, (gast.Add, gast.Sub)):
-                raise self.err(f"a row of a {vt.name} is incremented by a {row.name} with "
-                               "+= or -= only", s)
-            values = self.b.atoms(value, force=True).comps
-        elif aug is not None and isinstance(aug, (gast.Mult, gast.Div)):
-            values = [self.b.atom(value, "s")] * row.size
-        else:
-            raise self.err(f"expected a {row.name} here, got a scalar", s)
-        return components.store(vt, names, ks, values, aug)
+        return components.store_dynamic(self, ref, value, aug, s)
 
     def narrowed(self, arr, value, aug, s):
         """A value stored into the narrow int array ``arr``: converted as Warp (C) converts,
@@ -375,7 +360,7 @@ class _Scalarize(Expressions):
                 return ("array", arr, idx, vt)
             return ("array", arr, idx, None)
         if isinstance(t, (gast.Subscript, gast.Attribute)):
-            root, items = _path(t, self.arrays)
+            root, items = components.target_path(t, self.arrays)
             if isinstance(root, gast.Subscript) and root.value.id in self.varrays:
                 return self.element_place(root, items, t)
             if not isinstance(root, gast.Name) or root.id not in self.vars:
@@ -421,6 +406,16 @@ class _Scalarize(Expressions):
             raise self.err(f"'{arr}' is an array of {vt.name} with {nd} index dimension(s), "
                            f"indexed with {len(idx)}: give {nd}, then take components "
                            f"({arr}[i].x, {arr}[i][0])", t)
+        if vt.kind == "transform":      # t[i].p, t[i].q: the element's components 0..2, 3..6
+            base, vt, items = components.transform_field(vt, items, lambda m: self.err(m, t))
+            if not items:
+                return ("array", arr, idx, vt, base)
+            ks = self.component_indices(vt, [self.index_of(vt, items, k)
+                                             for k in range(len(items))], t)
+            if not isinstance(ks[0], int):
+                raise self.err("a part of a transform element is indexed by constants only "
+                               f"({arr}[i].q[3], {arr}[i].p.x)", t)
+            return ("array", arr, idx + [_c(base + ks[0])], None)
         ks = self.component_indices(vt, [self.index_of(vt, items, k)
                                          for k in range(len(items))], t)
         where = idx + [_c(k) if isinstance(k, int) else k for k in ks]
@@ -495,16 +490,3 @@ class _Scalarize(Expressions):
 
     # -- expressions -----------------------------------------------------------------
 
-
-def _path(t, arrays):
-    """(root, items) of an assignment target: ``root`` a name (a local) or the subscript of
-    an array (``y[i]``, ``y[i, j]``), ``items`` the component indices and attribute names
-    (strings) taken of it in order: ``m[k][j]`` is (m, [k, j]), ``y[i].x`` (y[i], ["x"])."""
-    items = []
-    while isinstance(t, (gast.Subscript, gast.Attribute)):
-        if isinstance(t, gast.Subscript) and isinstance(t.value, gast.Name) and \
-                t.value.id in arrays:
-            return t, items
-        items[:0] = [t.attr] if isinstance(t, gast.Attribute) else _indices(t)
-        t = t.value
-    return t, items
