@@ -58,6 +58,7 @@ def module_items(kernels, funcs=()):
     ``funcs`` (the custom ones parsed, or None): each kernel's tree made with the
     optimization passes it runs with, the funcs' with ``module_optimizations``."""
     from .frontend.parse import parse
+    from .frontend.scalarize import scalarize
     shared = module_optimizations(kernels)
     items = []
     all_funcs = func_closure(list(kernels) + list(funcs))
@@ -72,7 +73,8 @@ def module_items(kernels, funcs=()):
                                f"({_where(other)} and {_where(obj)}); one generated module "
                                "holds both, so rename one")
     for f in all_funcs:
-        grad = parse(f.custom_grad, "grad") if f.custom_grad is not None else None
+        # (a rule of a func of vectors takes and returns them: scalarized as the func is)
+        grad = scalarize(parse(f.custom_grad, "grad")) if f.custom_grad is not None else None
         jvp = parse(f.custom_jvp, "grad") if getattr(f, "custom_jvp", None) is not None else None
         items.append(("func", f.transformed_at(shared), grad, jvp))
     for k in kernels:

@@ -631,7 +631,9 @@ def test_show_gives_the_vector_form_then_the_scalar_form(kernel_module):
     assert "def spring(a_x, a_y, a_z, b_x, b_y, b_z, k):" in ad.source(m.spring, stage="scalarize")
 
 
-def test_a_vector_func_with_a_hand_written_adjoint_is_refused(kernel_module):
+def test_a_vector_func_with_a_hand_written_adjoint_of_its_components(kernel_module):
+    """The rule may take the components the func is scalarized to (a vector's rule:
+    tests/test_func_grad_vectors.py)."""
     m = kernel_module("""
 @ad.func
 def norm2(a: ad.vec3) -> float:
@@ -646,8 +648,14 @@ def k(p: ad.array(dtype=ad.vec3), x: ad.array(dtype=float)):
     i = ad.tid()
     x[i] = norm2(p[i])
 """)
-    with pytest.raises(ad.TransformError, match="hand-written derivative"):
-        ad.source(m.k, stage="scalarize")
+    p0 = np.array([[1.0, -2.0, 0.5], [0.25, 3.0, -1.0]])
+    p = ad.array(p0, dtype=ad.vec3, requires_grad=True)
+    x = ad.zeros(2, requires_grad=True)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.k, 2, inputs=[p], outputs=[x])
+    tape.backward(grads={x: ad.array([1.0, 0.5])})
+    np.testing.assert_allclose(p.grad.numpy(), 2.0 * p0 * np.array([[1.0], [0.5]]))
 
 
 SHARE = """

@@ -277,10 +277,9 @@ class Expressions:
 
     def func_call(self, e, callee):
         sig = _signature(callee)
-        if sig.any and (callee.target.custom_grad is not None or
-                        getattr(callee.target, "custom_jvp", None) is not None):
+        if sig.any and getattr(callee.target, "custom_jvp", None) is not None:
             raise self.err(f"'{callee.name}' takes or returns vectors and has a hand-written "
-                           "derivative (ad.func_grad / ad.func_jvp): not supported yet", e)
+                           "JVP (ad.func_jvp): not supported yet", e)
         args = []
         for k, a in enumerate(e.args):
             if isinstance(a, gast.Name) and a.id in self.varrays:
