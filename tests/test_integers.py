@@ -11,8 +11,8 @@ whose machinery the tables here use.
 - narrow int arrays: loads are ints (``255 + 1`` is 256, not uint8's 0), stores wrap
   as C converts, ``+=`` is refused naming the line; a narrow scalar parameter is range
   checked at the launch;
-- a float operand of a bit operation is an error naming the line; float16 and uint64
-  are refused with the reason;
+- a float operand of a bit operation is an error naming the line; float16
+  is refused with the reason (uint64: tests/test_uint64.py);
 - ``import adjoint.warp as wp``: the same operations spelled as Warp spells them, and
   against NVIDIA Warp's CPU device where it is installed (skipped otherwise).
 """
@@ -158,9 +158,8 @@ def test_what_integers_refuse_names_the_line(kernel_module, body, message):
 
 @pytest.mark.parametrize("dtype, message", [
     (np.float16, "float16 is not supported: numba computes no float16"),
-    (np.uint64, "uint64 is not supported: an int in a kernel is an int64"),
 ])
-def test_float16_and_uint64_are_refused_with_the_reason(dtype, message):
+def test_float16_is_refused_with_the_reason(dtype, message):
     with pytest.raises(TypeError, match=message):
         ad.zeros(3, dtype=dtype)
     with pytest.raises(TypeError, match=message):

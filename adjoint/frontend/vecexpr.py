@@ -191,7 +191,8 @@ class Expressions:
         if isinstance(base, gast.Name) and base.id in self.arrays:
             idx = [self.scalar(i, "an index") for i in _indices(e)]
             if base.id in self.narrow:                  # a uint8's element: an int
-                return self.b.call("int", _subscript(base.id, idx))
+                return self.b.call("uint64" if self.narrow[base.id] == "uint64" else "int",
+                                   _subscript(base.id, idx))
             if base.id not in self.varrays:
                 return _subscript(base.id, idx)
             vt, nd = self.varrays[base.id]

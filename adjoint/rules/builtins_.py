@@ -72,7 +72,8 @@ def _cast(z, x):
 # too large for the tests' differences of x * float(ad.uint32(x))
 for _name, _domain in (("int8", (-300.0, 300.0)), ("int16", (-300.0, 300.0)),
                        ("int32", (-300.0, 300.0)), ("uint8", (-300.0, 300.0)),
-                       ("uint16", (0.0, 300.0)), ("uint32", (0.0, 300.0))):
+                       ("uint16", (0.0, 300.0)), ("uint32", (0.0, 300.0)),
+                       ("uint64", (0.0, 300.0))):
     rule(_name, f"ad.{_name}", domain=[_domain], result_kind=lambda k: INT,
          differentiable=False, runtime=f"to_{_name}")(_cast)
 

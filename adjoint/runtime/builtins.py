@@ -103,7 +103,7 @@ STACK = ("stack_float", "stack_int", "stack_bool", "stack_push", "stack_read")
 # the dtypes, which a kernel calls as casts (rules/builtins_.py): ad.float32(x), ad.int8(x)
 float32, float64, int8, int16, int32, int64 = (_np.float32, _np.float64, _np.int8, _np.int16,
                                                _np.int32, _np.int64)
-uint8, uint16, uint32 = _np.uint8, _np.uint16, _np.uint32
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
 
 # Python's builtins, re-exported as ad.* (generated code calls them as they are)
 abs, min, max = _py.abs, _py.min, _py.max  # noqa: A001

@@ -4,6 +4,7 @@
 An int in a kernel is an int64 (numba's, and a Python int on the Python backend); these
 functions give every backend the same int64 answer:
 
+* ``to_uint64(x)``: the 64 bits of ``int(x)`` as an int64 (every uint64 in a kernel);
 * ``to_int8(x)`` ... ``to_uint32(x)`` (``ad.int8(x)``, Warp's ``wp.uint32(x)``): ``x``
   truncated towards zero as ``int(x)`` does, then wrapped to the type's width, as C
   converts (``ad.uint8(300)`` is 44, ``ad.int8(200)`` is -56, ``ad.uint32(-1)`` is
@@ -121,6 +122,20 @@ def to_uint16(x):
 def to_uint32(x):
     """``ad.uint32(x)``: ``int(x)`` wrapped to uint32."""
     return _wrap(to_int(x), 32, False)
+
+
+def _to_uint64(x):
+    if isinstance(x, (float, np.float32)) and not -_R <= x < _R:
+        return np.int64(-9223372036854775808)       # int(x)'s (ieee.py), all 64 bits kept
+    return np.int64(x)      # (a uint64's bits, unchanged: numba casts without a check)
+
+
+@builtin(_to_uint64)
+def to_uint64(x):
+    """``ad.uint64(x)``: the 64 bits of ``int(x)`` held in an int64 (a uint64 from 2**63
+    on reads as negative); an ``np.int64``, so that it is stored into a uint64 array
+    wrapped as numba stores it, and wraps as numba's does where it overflows."""
+    return np.int64(_wrap64(to_int(x)))
 
 
 # -- bit operations --------------------------------------------------------------------

@@ -42,6 +42,8 @@ class ParamSpec:
         numpy, so that an int out of the type's range overflows here), a numpy scalar of
         the parameter's dtype otherwise."""
         make = self.np_dtype.type
+        if self.np_dtype == np.uint64:      # (its bits as the int64 a kernel holds)
+            return lambda value: int(make(value).astype(np.int64))
         if self.np_dtype in (np.float64, np.int64) or (
                 self.np_dtype.kind in "iu" and self.np_dtype.itemsize < 4) or \
                 self.np_dtype == np.uint32:

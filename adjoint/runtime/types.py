@@ -15,14 +15,14 @@ int64 = np.int64
 
 # ints narrower than int32 (and uint32): arrays and scalars of them are ints of the kernel
 # (int64) once loaded, converted back as stored (frontend/scalarize.py)
-NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16, np.uint32))
+# uint64 is held as an int64 of the same bits (loaded with ad.uint64(a[i]))
+NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16, np.uint32,
+                                          np.uint64))
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.int64), np.dtype(np.bool_)) + NARROW_INTS
 _REFUSED = {
     "float16": "float16 is not supported: numba computes no float16 on the CPU, and every "
                "load and store would have to convert; store float32",
-    "uint64": "uint64 is not supported: an int in a kernel is an int64, which cannot hold "
-              "uint64 values from 2**63 on; use int64",
 }
 
 
@@ -54,7 +54,7 @@ def as_dtype(t, dialect=ADJOINT):
         raise TypeError(_REFUSED[dt.name])
     if dt not in _DTYPES:
         raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64 (or "
-                        "int8, int16, uint8, uint16, uint32)")
+                        "int8, int16, uint8, uint16, uint32, uint64)")
     return dt
 
 

@@ -42,7 +42,7 @@ GROUPS = (
     _g("launches and tapes", "a launch feature adjoint does not have",
        "launch Tape Launch launch_tiled autograd"),
     _g("scalar types", "a scalar type adjoint's kernels do not take (float32, float64, "
-                       "int8, int16, int32, int64, uint8, uint16, uint32 and bool only)",
+                       "int8, int16, int32, int64, uint8, uint16, uint32, uint64 and bool only)",
        "float32 float64 int32 int64 bool float16 bfloat16 int8 int16 uint8 uint16 uint32 "
        "uint64 Float Int Scalar dtype_from_numpy dtype_to_numpy"),
     _g("vector, matrix, quaternion and transform types",
@@ -211,8 +211,6 @@ SPECIFIC = {
     "float16": "float16 arrays are not supported: numba computes no float16 on the CPU, and "
                "every load and store would have to convert; store float32",
     "bfloat16": "bfloat16 is not supported (numba has no bfloat16); store float32",
-    "uint64": "uint64 is not supported: an int in a kernel is an int64, which cannot hold "
-              "uint64 values from 2**63 on; use int64",
     "quaternion": "Warp's generic quaternion(dtype=...) is " + NOT_YET + ": write wp.quat "
                   "(float32) or wp.quatd",
     "transformation": "Warp's generic transformation(p, q, dtype=...) is " + NOT_YET +
@@ -297,6 +295,9 @@ NOTES = {
     "uint8": "as `int8`",
     "uint16": "as `int8`",
     "uint32": "as `int8`",
+    "uint64": "held in a kernel as an int64 of the same bits: +, -, *, bit operations and "
+              "<< wrap as Warp's do; a comparison, division, >> or float() of a value from "
+              "2**63 on reads it as negative",
     "lshift": "on int64: `x << 40` does not wrap at 32 bits as Warp's int32 does",
     "where": "in kernels the ternary `a if cond else b`, with its derivative",
     "select": "Warp's older argument order (false first); in kernels the ternary",
