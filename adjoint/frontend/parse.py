@@ -37,6 +37,7 @@ from ..runtime.vectypes import VectorType
 from . import choose
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
+from .refusals import PYTHON_ONLY, python_only, unsupported_call
 from .source import names_seen, read_source
 from .structs import StructParams
 
@@ -46,15 +47,6 @@ RESERVED = {"math", "rt", "np"}
 # (translation and rotation, as in Warp); a local's: arr.shape too (checked by pass scalarize)
 COMPONENTS = ("x", "y", "z", "w", "p", "q")
 ATTRIBUTES = ("shape",) + COMPONENTS
-# NumPy's names of math functions kernels spell otherwise (np.arctan2 is math.atan2)
-NUMPY_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
-               "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
-               "absolute": "abs", "minimum": "min", "maximum": "max", "fmin": "min",
-               "fmax": "max", "clip": "clamp", "linalg.norm": "length"}
-# adjoint's derivatives of funcs, which run in plain Python, not in kernels and funcs
-PYTHON_ONLY = ("grad", "value_and_grad", "jvp", "hessian")
-
-
 def resolve(spelling):
     """The Python object a rule's spelling names: ``math.sin``, ``ad.clamp`` (this
     package's ``adjoint.runtime.builtins``), ``abs`` (Python's builtin)."""
@@ -95,60 +87,6 @@ def _callables():
 
 
 CALLABLES = _callables()
-
-
-def _unsupported_call(obj, spelled, fname="f"):
-    """The message for a call of ``obj`` (written ``spelled``, its first argument
-    ``fname``), which a kernel or func cannot call."""
-    name = getattr(obj, "__name__", repr(obj))
-    module = getattr(obj, "__module__", None) or ""
-    if module == "adjoint.derivatives" and name in PYTHON_ONLY:
-        return _python_only(spelled, fname)
-    if module.partition(".")[0] == "numpy":
-        return _numpy_call(spelled, name, module)
-    if getattr(obj, "__module__", None) == "math" and getattr(math, name, None) is obj:
-        known = sorted({s for r in RULES.values() for s in r.spellings if s.startswith("math.")})
-        return (f"math.{name} is not supported in kernels and funcs (it has no derivative "
-                f"rule); the math functions that are: {', '.join(known)}")
-    if hasattr(obj, "spec_for"):                       # an @ad.kernel
-        return (f"kernel '{obj.name}' cannot be called inside a kernel or func (a kernel is "
-                "launched, with ad.launch): write the code both share as an @ad.func")
-    if inspect.isfunction(obj):
-        return (f"'{name}' is a plain Python function: decorate it with @ad.func (its "
-                "parameters annotated, as a kernel's) to call it inside a kernel or func")
-    return (f"call to unsupported function '{name}' (only math.* functions with a derivative "
-            "rule, ad.* and @ad.func functions can be called)")
-
-
-def _python_only(spelled, fname="f"):
-    """The message for ``ad.grad`` (``spelled``), ``ad.jvp``, ... of func ``fname`` in a
-    kernel or func."""
-    return (f"{spelled} is Python-only: it calls the derivative of a func from plain Python "
-            f"({spelled}({fname})(...) outside kernels), not inside a kernel or func. For the "
-            "gradients of a kernel's outputs (through the funcs it calls), launch it on an "
-            "ad.Tape and call tape.backward() from Python; for the derivative of "
-            f"'{fname}' as a value inside a kernel, make its JVP a func outside the kernel, "
-            f"{fname}_jvp = adjoint.printed.jvp_func({fname}), and call that: "
-            f"value, dvalue = {fname}_jvp(x, 1.0)")
-
-
-def _numpy_call(spelled, name, module):
-    """The message for a NumPy function (``np.sin``, written ``spelled``) in a kernel or
-    func: the spellings of the same function a kernel calls, where there are some."""
-    qualified = module.partition(".")[2] + "." + name if "." in module else name
-    n = NUMPY_NAMES.get(qualified, name)
-    known = {s for r in RULES.values() for s in r.spellings}
-    ours = adb.MATH.get(n, getattr(adb, n, None))
-    options = [s for s in (f"math.{n}", n) if s in known]
-    if (ours is not None and id(ours) in CALLABLES) or n in VECTOR_CALLABLES:
-        options.append(f"ad.{n}")
-    if not options:
-        return (f"{spelled} is NumPy's: NumPy functions cannot be called in kernels and funcs "
-                "(they take one number at a time): call math.* and ad.* functions (the list "
-                "is in docs/language.md), or write it as an @ad.func")
-    alt = options[0] + (f" (or {', '.join(options[1:])})" if options[1:] else "")
-    return (f"{spelled} is NumPy's: kernels and funcs call {alt} instead, on one number at "
-            "a time, with its derivative rule")
 
 
 @dataclass
@@ -351,7 +289,7 @@ def parse(pyfunc, role):
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
-    fdef.body = [resolver.visit(s) for s in fdef.body]
+    fdef.body = [n for s in fdef.body for n in _listed(resolver.visit(s))]
     fdef.returns = None
     for a in fdef.args.args:
         a.annotation = None
@@ -425,11 +363,23 @@ class _Resolver(gast.NodeTransformer):
             obj = self._lookup(expr.func)
             if getattr(obj, "__module__", None) == "adjoint.derivatives" and \
                     getattr(obj, "__name__", None) in PYTHON_ONLY:
-                raise self.pf.error(_python_only(gast_to_text(expr.func),
+                raise self.pf.error(python_only(gast_to_text(expr.func),
                                                  _first_argument(expr)), expr)
             raise self.pf.error(f"calling what a call returns ({gast_to_text(expr)}(...)) is "
                                 "not supported", expr)
         raise self.pf.error("unsupported call target", expr)
+
+    def visit_Assign(self, node):
+        """``s = MyStruct()``: its fields' locals, zeroed (frontend/structs.py)."""
+        v = node.value
+        if isinstance(v, gast.Call) and isinstance(v.func, (gast.Name, gast.Attribute)) and \
+                not (isinstance(v.func, gast.Name) and v.func.id in self.locals):
+            cls = self._lookup(v.func)
+            if is_struct(cls):
+                made = self.pf.structs.construct(node, cls, self.pf, _zero_vector)
+                self.locals |= {s.targets[0].id for s in made}
+                return made
+        return self.generic_visit(node)
 
     def visit_Expr(self, node):
         call = node.value
@@ -446,7 +396,7 @@ class _Resolver(gast.NodeTransformer):
         obj = self._lookup(node.func)
         if not (isinstance(obj, (DeviceFunction, VectorType)) or id(obj) in CALLABLES):
             # (before its arguments are read: ad.jvp(f, ...)'s f is no value of a kernel)
-            raise self.pf.error(_unsupported_call(obj, gast_to_text(node.func),
+            raise self.pf.error(unsupported_call(obj, gast_to_text(node.func), CALLABLES,
                                                   _first_argument(node)), node)
         if CALLABLES.get(id(obj), ("",))[0] == "choose":       # wp.where: the ternary
             return self.visit(choose.ternary(node, CALLABLES[id(obj)][1], self.pf.error))
@@ -585,6 +535,17 @@ def _first_argument(call):
     else "f"."""
     args = call.args
     return args[0].id if args and isinstance(args[0], gast.Name) else "f"
+
+
+def _listed(node):
+    return node if isinstance(node, list) else [node]
+
+
+def _zero_vector(vt):
+    """``vt()``, the zero vector, as the resolver spells a constructor's call."""
+    node = gast.Call(func=_name(vt.name), args=[], keywords=[])
+    node.callee = Callee("vector", vt.name)
+    return node
 
 
 def _name(id_):

@@ -7,7 +7,10 @@ order, the order ``launch`` flattens an instance in); ``field`` turns ``b.x`` in
 name ``b_x`` (``b.x.shape`` into ``b_x.shape``, ``b.g.x`` of a vector into ``b_g.x``);
 ``expand`` turns a struct passed whole to a func into its leaves, after checking the
 func takes that struct there.
-Every other use of a struct parameter is an error naming it.
+``construct`` makes a struct built in the function (``s = Body()``, Warp's zeroed
+instance) locals of the same leaf names, each zero; its fields are then assigned
+(``s.x = v``, ``s.g.y = w``), read and passed whole to a func as a parameter's are.
+Every other use of a struct is an error naming it.
 """
 import inspect
 
@@ -23,6 +26,7 @@ class StructParams:
     def __init__(self, taken):
         self.taken = set(taken)
         self.params = {}
+        self.locals = set()         # those of ``params`` built in the function
 
     def flatten(self, pname, cls):
         """``[(leaf name, leaf type)]`` of struct parameter ``pname``; a name that would
@@ -56,7 +60,8 @@ class StructParams:
         if not (isinstance(base, gast.Name) and base.id in self.params):
             return None
         cls, names = self.params[base.id]
-        if not isinstance(node.ctx, gast.Load):
+        store = not isinstance(node.ctx, gast.Load)
+        if store and base.id not in self.locals:
             raise pf.error(f"fields of struct parameter '{base.id}' cannot be assigned in a "
                            "kernel or func (store into an array field: s.arr[i] = v)", node)
         for k in range(len(attrs), 0, -1):
@@ -64,14 +69,15 @@ class StructParams:
             if leaf is None:
                 continue
             rest = attrs[k:]
-            out = gast.copy_location(gast.Name(id=leaf, ctx=gast.Load(), annotation=None,
+            out = gast.copy_location(gast.Name(id=leaf, ctx=node.ctx if store and not rest
+                                               else gast.Load(), annotation=None,
                                                type_comment=None), node)
             vector = isinstance(dict(leaves(cls)).get(tuple(attrs[:k])), VectorType)
             if rest == ["shape"] or (rest and vector):
                 # b.x.shape, and b.g.x, b.pose.p.x of a vector field (checked by scalarize)
-                for a in rest:
-                    out = gast.copy_location(gast.Attribute(value=out, attr=a,
-                                                            ctx=gast.Load()), node)
+                for k, a in enumerate(rest):
+                    ctx = node.ctx if k == len(rest) - 1 else gast.Load()
+                    out = gast.copy_location(gast.Attribute(value=out, attr=a, ctx=ctx), node)
                 return out
             if rest:
                 raise pf.error(f"'{'.'.join([base.id] + attrs)}': field "
@@ -85,6 +91,44 @@ class StructParams:
                            f"{', '.join(f for f, _ in layout(cls).fields)})", node)
         raise pf.error(f"'{'.'.join([base.id] + attrs)}' is a struct: use its fields, or pass "
                        "it whole to a func", node)
+
+    def construct(self, node, cls, pf, zero_vector):
+        """``s = Cls()`` (``node``, ``cls`` a struct class): the assignments of ``s``'s leaf
+        locals, each zero (``zero_vector(vt)``: a vector type's zero, a call node)."""
+        what = layout(cls).name
+        t = node.targets[0] if len(node.targets) == 1 else None
+        if not isinstance(t, gast.Name):
+            raise pf.error(f"a {what} built in a kernel or func is assigned to a name: "
+                           f"s = {what}()", node)
+        if node.value.args or node.value.keywords:
+            raise pf.error(f"{what}() takes no arguments in a kernel or func: build it "
+                           f"empty (zeroed, as in Warp), then assign its fields", node)
+        if t.id in self.params and t.id not in self.locals:
+            raise pf.error(f"'{t.id}' is a struct parameter; it cannot be assigned", node)
+        if t.id not in self.params:
+            self.flatten(t.id, cls)
+            self.locals.add(t.id)
+        elif self.params[t.id][0] is not cls:
+            raise pf.error(f"'{t.id}' is a {layout(self.params[t.id][0]).name}; it cannot "
+                           f"be assigned a {what}", node)
+        out = []
+        for path, ftype in leaves(cls):
+            if isinstance(ftype, VectorType):
+                value = zero_vector(ftype)
+            elif getattr(ftype, "kind", None) in ("f", "i", "u", "b"):
+                value = gast.Constant(value={"f": 0.0, "b": False}.get(ftype.kind, 0),
+                                      kind=None)
+            else:
+                raise pf.error(f"a {what} built in a kernel or func cannot hold arrays (its "
+                               f"field '{'.'.join(path)}'): pass a struct of arrays as a "
+                               "parameter", node)
+            leaf = gast.Name(id=self.params[t.id][1][path], ctx=gast.Store(), annotation=None,
+                             type_comment=None)
+            out.append(gast.Assign(targets=[leaf], value=value, type_comment=None))
+        for s in out:
+            for n in gast.walk(s):
+                gast.copy_location(n, node)
+        return out
 
     @staticmethod
     def _struct_at(cls, attrs):
