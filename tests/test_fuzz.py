@@ -192,6 +192,20 @@ def _run(prog, tmp_path, backend="python"):
     return run_backend(prog, load_module(prog, str(tmp_path)), finite_differences(prog), backend)
 
 
+def test_a_capture_replay_that_differs_is_a_mismatch(tmp_path, monkeypatch):
+    """Every CPU run also replays its tape's capture and compares it bit for bit
+    (benchmarks/fuzz/captured.py): a capture whose backward adds nothing is found."""
+    from adjoint.runtime.capture import Capture
+    prog = gen_program(1, SMALL)
+    mod = load_module(prog, str(tmp_path))
+    ref = finite_differences(prog)
+    with ad.backend_scope("python"):
+        assert run_backend(prog, mod, ref, "python").status == "ok"
+        monkeypatch.setattr(Capture, "backward", lambda self, loss=None, grads=None: None)
+        out = run_backend(prog, mod, ref, "python")
+    assert out.status == "mismatch" and out.detail.startswith("capture: "), out.detail
+
+
 WRONG_RULE = '''@ad.func
 def f0(a: float) -> float:
     return math.sin(a)

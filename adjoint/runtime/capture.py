@@ -38,7 +38,7 @@ from . import buffers, config, racecheck, verify, watch
 from .bounds import STATUS_SIZE
 from .capture_code import Pools, Source, lit, resolve, row, slot
 from .jit import cpu_backend_name
-from .steps import CopyStep, LaunchStep
+from .steps import CopyStep, FuncStep, LaunchStep
 
 
 class CaptureError(TapeError):
@@ -91,9 +91,12 @@ class Capture:
                 fwd, bwd = self._launch(step, n, kept_last)
             elif isinstance(step, CopyStep):
                 fwd, bwd = self._copy(step)
-            else:
+            elif isinstance(step, FuncStep):
                 raise CaptureError(f"{step.label} runs Python during the backward "
                                    "(Tape.record_func): a capture runs compiled code only")
+            else:
+                raise CaptureError(f"{step.label}: a {type(step).__name__} (ad.checkpoint, "
+                                   "ad.simulate) is not captured: capture its launches alone")
             forward.append(fwd)
             if bwd is not None:
                 backward.append(bwd)
@@ -278,9 +281,17 @@ class Capture:
         values = self._values()
         seeds = ([(loss, 1.0)] if loss is not None else []) + list((grads or {}).items())
         for arr, seed in seeds:
-            if self._arrays.get(id(arr), (0, 0, None))[2] is None:
-                raise CaptureError("a seed of the backward is for an array the capture holds "
-                                   "no gradient of: seed arrays the captured launches use")
+            if not _is_array(arr):
+                raise CaptureError("a seed of the backward is for an ad.Array (the loss, or "
+                                   f"a key of grads=), not {type(arr).__name__}")
+            entry = self._arrays.get(id(arr))
+            if entry is not None and entry[2] is None:
+                raise CaptureError(f"a seed of the backward is for an array (shape "
+                                   f"{arr.shape}) a captured launch uses with no gradient "
+                                   "(its part would be lost): give it requires_grad=True "
+                                   "before capturing")
+            if entry is None and arr.grad is None:
+                arr.requires_grad = True    # (as the tape: an array no step uses)
             if arr is loss and loss.size != 1:
                 raise CaptureError(f"loss must have one element, not shape {loss.shape}")
             value = seed.numpy() if hasattr(seed, "numpy") else seed

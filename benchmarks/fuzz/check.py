@@ -47,6 +47,7 @@ import numpy as np
 import adjoint as ad
 from adjoint.runtime.racecheck import RaceError, racecheck
 
+from . import captured
 from .program import program_data
 from .reference import Reference
 
@@ -198,12 +199,15 @@ def _array(prog, name, values, device, requires_grad=False):
     return ad.array(values, requires_grad=requires_grad, device=device, **kw)
 
 
-def record(prog, mod, data, device, segment=None):
+def record(prog, mod, data, device, segment=None, first=None):
     """Arrays and a tape holding the program's schedule, run on ``device``. ``segment``:
     ``(start, stop)``, steps ``start .. stop - 1`` run as one ``ad.checkpoint`` segment
-    (ckpt.py); None: every step recorded on its own."""
+    (ckpt.py); None: every step recorded on its own. ``first``: a dict given the arrays
+    the schedule starts from (clones rebind names in the one returned)."""
     arrays = {n: _array(prog, n, v, device, prog.arrays[n].kind in ("leaf", "buffer"))
               for n, v in data.items()}
+    if first is not None:
+        first.update(arrays)
     start, stop = segment or (len(prog.steps), len(prog.steps))
     tape = ad.Tape()
     with tape:
@@ -262,6 +266,11 @@ def run_backend(prog, mod, ref, backend):
     try:
         with backend_context(backend):
             forward, after, grads = taped(prog, mod, data, weights, device)
+            if device == "cpu":     # the tape's capture replays it bit for bit (captured.py)
+                replayed = captured.replay(prog, mod, data, weights, device, record)
+                differs = captured.mismatch((forward, after, grads), replayed)
+                if differs:
+                    return Outcome("mismatch", differs)
             try:
                 tangents = {c.leaf: directional(prog, mod, data, weights, device, c.leaf,
                                                 c.direction.astype(data[c.leaf].dtype))
