@@ -267,7 +267,12 @@ def markdown_table(namespace):
 
 # How a supported name's meaning differs from Warp's (the table shows it)
 NOTES = {
-    "func_grad": "the adjoint returns the adjoints; Warp's `wp.adjoint[x] += ...` is refused",
+    "func_grad": "the adjoint returns the adjoints (a vector's as a vector); Warp's "
+                 "`wp.adjoint[x] += ...` is refused",
+    "atomic_and": "as a statement, of int32, int64 and uint32 arrays: the old value Warp "
+                  "returns is refused in kernels",
+    "atomic_or": "as `atomic_and`",
+    "atomic_xor": "as `atomic_and`",
     "floor": "an int, as Python's `math.floor`; Warp's is a float",
     "ceil": "an int, as Python's `math.ceil`; Warp's is a float",
     "constant": "returns its argument",
