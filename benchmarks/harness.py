@@ -410,6 +410,36 @@ def format_targets(rows):
     return "\n".join(lines)
 
 
+# issue 39's target for a captured tape (adjoint-captured, the user forms): fwd+bwd within
+# 1.2x of the hand-written parallel pair, 1.3x for the stencil's 51 small launches
+CAPTURE_TARGET = {"stencil-user": 1.3}
+CAPTURE_DEFAULT = 1.2
+
+
+def format_capture_targets(rows, system="adjoint-captured", baseline=BASELINE):
+    """A markdown table of issue 39's capture target per workload with a captured system,
+    or "" where none ran."""
+    by_wl = {}
+    for r in rows:
+        by_wl.setdefault(r.workload, {})[r.system] = r
+    lines, missed = [], []
+    for wl, systems in by_wl.items():
+        r, base = systems.get(system), systems.get(baseline)
+        if r is None or base is None:
+            continue
+        bound = CAPTURE_TARGET.get(wl, CAPTURE_DEFAULT)
+        v = paired_ratio(r.fb, base.fb)
+        ok = v <= bound
+        if not ok:
+            missed.append(f"{wl}: {v:.2f}")
+        lines.append(f"| {wl} | {v:.2f} | <= {bound:g} | {'ok' if ok else 'MISSED'} |")
+    if not lines:
+        return ""
+    return "\n".join([f"| workload | {system} fwd+bwd vs {baseline} | target | |",
+                      "| --- | ---: | ---: | --- |"] + lines +
+                     ["missed: " + "; ".join(missed) if missed else "every target met"])
+
+
 def format_table(rows, baseline=BASELINE):
     """rows: list of Result for all workloads; returns a markdown table (medians,
     per-round ratios, the backward (``~``: fwd+bwd minus fwd of the same round) and the

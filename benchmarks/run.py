@@ -291,6 +291,9 @@ def main(argv=None):
     log("\nissue 14's targets for adjoint (medians of per-round ratios"
         + ("" if args.size == "full" else "; they are set for the full sizes, not these")
         + "):\n" + targets)
+    captured = harness.format_capture_targets(rows)
+    if captured:
+        log("\nissue 39's target for a captured tape (medians of per-round ratios):\n" + captured)
 
     extra = {}
     if args.busy:

@@ -285,3 +285,27 @@ def test_busy_targets_judge_the_slowdown_and_the_serial_pair():
     assert "1.60 MISSED, slower than numba-ser" in bad
     assert bad.splitlines()[-1] == ("missed: w: slowdown 1.60 > 1.5; w: 1.60 ms busy, slower "
                                     "than numba-ser's 1.10 ms")
+
+
+def test_captured_user_form_is_checked_and_judged(tmp_path):
+    """``adjoint-captured`` (the user form's tape captured once, replayed each round) passes
+    the float64 gradient check, and issue 39's capture target judges it."""
+    out = _run(["--tiny", "--only", "stencil-user", "--systems",
+                "adjoint,adjoint-captured,numba-par", "--repeat", "2", "--no-startup"], tmp_path)
+    assert out.count("gradient check OK") == 3, out
+    assert "adjoint-captured built+warm-up" in out and "[tape.capture()]" in out, out
+    assert "issue 39's target for a captured tape" in out, out
+    assert re.search(r"\| stencil-user \| \d+\.\d+ \| <= 1\.3 \| (ok|MISSED) \|", out), out
+
+
+def test_capture_target_table():
+    rows = [_result("stencil-user", "adjoint-captured", [1.0] * 3, [1.2] * 3),
+            _result("stencil-user", "numba-par", [1.0] * 3, [1.0] * 3),
+            _result("nbody-user", "adjoint-captured", [1.0] * 3, [1.3] * 3),
+            _result("nbody-user", "numba-par", [1.0] * 3, [1.0] * 3),
+            _result("dense", "adjoint", [1.0] * 3, [1.0] * 3)]
+    text = harness.format_capture_targets(rows)
+    assert "| stencil-user | 1.20 | <= 1.3 | ok |" in text, text
+    assert "| nbody-user | 1.30 | <= 1.2 | MISSED |" in text, text
+    assert text.splitlines()[-1] == "missed: nbody-user: 1.30"
+    assert harness.format_capture_targets(rows[4:]) == ""
