@@ -1,33 +1,24 @@
 """``Capture``: a tape's recorded steps replayed as one generated function each way.
 
-``tape.capture()`` (or ``ad.capture(fn, *args)``, which records ``fn(*args)`` on a new
-tape first) turns the launches and copies a tape recorded into the source of two
-functions (runtime/capture_code.py): ``captured_forward`` runs every step again, in
-order, and ``captured_backward`` runs their backwards in reverse, as ``Tape.backward``
-does. On the numba backend each is compiled into one function, so that a replay is
-one call: none of a launch's checks, conversions and bookkeeping in Python are paid
-again (they were made when the steps were recorded), which is most of the cost of many
-small launches. ``str(capture)`` (``capture.source``) is the source.
+``tape.capture()`` (``ad.capture(fn, *args)`` records ``fn(*args)`` first) writes the
+source of ``captured_forward`` (every launch and copy again, in order) and
+``captured_backward`` (their backwards in reverse, as ``Tape.backward`` runs them):
+runtime/capture_code.py. On numba each is one compiled function, so a replay pays none
+of a launch's Python checks and bookkeeping again. ``str(capture)`` is the source.
 
-What a capture binds, and what it refuses to replay on (a ``CaptureError`` naming
-what changed, never a stale result):
+Bound at capture: the arrays (a replay reads their current values; ``rebind`` swaps
+one for another of the same shape, dtype and device), the scalars, each kernel's
+generated code and which arrays have gradients. A replay checks them and refuses with
+a ``CaptureError`` naming what changed (a redefined kernel or func, a gradient given
+or dropped, a buffer of another shape): never a stale result.
 
-- The arrays of the recorded launches (and their gradients), as given: a replay reads
-  and writes the arrays' current values. ``rebind({old: new})`` puts another array of
-  the same shape, dtype and device in an array's place (its gradient too).
-- The scalar arguments, as they were at capture: capture again for others.
-- The generated code of each kernel: a replay after a kernel, or a func it calls, was
-  redefined (its module would be generated anew) is refused.
-- Which arrays have gradients: an array given (or dropped) a ``.grad`` since, or
-  whose buffer was replaced by one of another shape or dtype, is refused.
-
-A replay computes what the tape would, bit for bit: each step runs the same compiled
-variant the launch ran (the serial one for a launch too small to run in parallel);
-the backward runs the plain form of each backward (the tape may pick a storing or
-eager form where it knows buffers hold zeros: the same values). Values a later step
-overwrote are kept as the tape keeps them: the capture copies them right after the
-step that reads them. A launch on CUDA, or a ``record_func`` step (Python), cannot be
-captured (a ``CaptureError`` says which).
+A replay equals the tape bit for bit: each step calls the compiled variant its launch
+ran, and the plain form of its backward (where the tape knows buffers hold zeros it
+may store instead of adding: the same values). The exception: a loss's launch the
+tape ran with its VJP at once (runtime/eager.py) rounds, for a seed other than 1, one
+product per element otherwise; the replay runs its backward, as the tape does for 1.
+Values a later step overwrites are copied right after the step reading them, as the
+tape keeps them. CUDA launches, ``record_func`` and checkpointed steps are refused.
 """
 import contextlib
 

@@ -267,8 +267,8 @@ def run_backend(prog, mod, ref, backend):
         with backend_context(backend):
             forward, after, grads = taped(prog, mod, data, weights, device)
             if device == "cpu":     # the tape's capture replays it bit for bit (captured.py)
-                replayed = captured.replay(prog, mod, data, weights, device, record)
-                differs = captured.mismatch((forward, after, grads), replayed)
+                *replayed, eager = captured.replay(prog, mod, data, weights, device, record)
+                differs = captured.mismatch((forward, after, grads), replayed, eager)
                 if differs:
                     return Outcome("mismatch", differs)
             try:
