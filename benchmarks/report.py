@@ -88,6 +88,10 @@ def render(rep):
                   f"| adjoint | {lo['adjoint_launch_no_tape_us']:.1f} | "
                   f"{lo['adjoint_launch_on_tape_us']:.1f} | {lo['adjoint_backward_per_launch_us']:.1f} |",
                   f"| numba (direct call of a compiled serial function) | {lo['numba_direct_call_us']:.1f} | | |"]
+        if lo.get("adjoint_captured_forward_us") is not None:
+            lines.append(f"| adjoint, the tape captured (one call each way) | | "
+                         f"{lo['adjoint_captured_forward_us']:.1f} | "
+                         f"{lo['adjoint_captured_backward_us']:.1f} |")
         if lo.get("adjoint_compiled_forward_call_us") is not None:
             lines.append(f"| adjoint's compiled forward called directly (no launch, no tape) | "
                          f"{lo['adjoint_compiled_forward_call_us']:.1f} | | |")

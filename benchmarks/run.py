@@ -312,6 +312,9 @@ def main(argv=None):
         log(f"    adjoint: launch without tape {lo['adjoint_launch_no_tape_us']:.1f} us, "
             f"recorded on a tape {lo['adjoint_launch_on_tape_us']:.1f} us, "
             f"backward {lo['adjoint_backward_per_launch_us']:.1f} us per launch")
+        log(f"    adjoint: the tape captured (tape.capture()): forward replay "
+            f"{lo['adjoint_captured_forward_us']:.1f} us, backward replay "
+            f"{lo['adjoint_captured_backward_us']:.1f} us per launch")
         if lo["adjoint_compiled_forward_call_us"] is not None:
             log(f"    adjoint: its compiled forward called directly (no launch, no tape) "
                 f"{lo['adjoint_compiled_forward_call_us']:.1f} us")

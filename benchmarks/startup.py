@@ -62,6 +62,22 @@ def launch_overhead(n_launches=50, n_elems=16, repeat=200):
         t_rec.append(t1 - t0)
         t_bwd.append(t2 - t1)
         t_plain.append(t4 - t3)
+    # the same tape captured (tape.capture(), issue 39): its replay, one call each way
+    cap = record().capture()
+    cap.zero()
+    cap.forward()
+    cap.backward(grads={xs[-1]: seed})
+    t_cfwd, t_cbwd = [], []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        cap.forward()
+        t1 = time.perf_counter()
+        cap.backward(grads={xs[-1]: seed})
+        t2 = time.perf_counter()
+        cap.zero()
+        t_cfwd.append(t1 - t0)
+        t_cbwd.append(t2 - t1)
+    cap = None
     # adjoint's compiled forward called directly (no argument checks, no tape): the
     # difference to a launch is adjoint's Python-side overhead. Internal API, may move.
     t_kernel = []
@@ -92,6 +108,8 @@ def launch_overhead(n_launches=50, n_elems=16, repeat=200):
         "adjoint_launch_no_tape_us": statistics.median(t_plain) * us,
         "adjoint_launch_on_tape_us": statistics.median(t_rec) * us,
         "adjoint_backward_per_launch_us": statistics.median(t_bwd) * us,
+        "adjoint_captured_forward_us": statistics.median(t_cfwd) * us,
+        "adjoint_captured_backward_us": statistics.median(t_cbwd) * us,
         "numba_direct_call_us": statistics.median(t_numba) * us,
         "adjoint_compiled_forward_call_us": statistics.median(t_kernel) * us if t_kernel else None,
     }

@@ -21,6 +21,7 @@ Values a later step overwrites are copied right after the step reading them, as 
 tape keeps them. CUDA launches, ``record_func`` and checkpointed steps are refused.
 """
 import contextlib
+import operator
 
 import numpy as np
 
@@ -96,6 +97,7 @@ class Capture:
         backward = [(label, [(fn, [("row", last - t[1]) if t[0] == "brow" else t for t in args])
                              for fn, args in stmts]) for label, stmts in backward[::-1]]
         self._faults[1].reverse()
+        self._written = list({id(a): a for a in self._written}.values())
         self.source = src.text(forward, backward)
         self._status = [np.zeros((len(f), STATUS_SIZE), np.int64) for f in self._faults]
         self._typed, self._made = cpu_backend_name() == "numba", None
@@ -234,7 +236,7 @@ class Capture:
                                    "when it was captured: capture again")
         values = [getter() for _, _, getter, _ in self._pools.slots]
         bound = getattr(self, "_bound", None)
-        if bound is not None:
+        if bound is not None and not all(map(operator.is_, bound, values)):
             for k, (old, new) in enumerate(zip(bound, values)):
                 if new is not old and isinstance(old, np.ndarray) and \
                         (new.shape != old.shape or new.dtype != old.dtype):
@@ -257,7 +259,7 @@ class Capture:
     def forward(self):
         """Run every captured step, in order: one call."""
         values = self._values()
-        for arr in self._written:
+        for arr in self._written:       # (other tapes keep what they read; clean is not)
             watch.before_write(arr._data if _is_array(arr) else arr,
                                "a replay of a capture")
         self._run(self._forward, values, 0)
