@@ -1,10 +1,13 @@
 """``ad.atomic_and`` / ``atomic_or`` / ``atomic_xor`` (Warp's, issue 38) on arrays of ints:
-``arr[i] op= v`` in one atomic step (IR ``AtomicBits``; emit/cuda.py writes
+``arr[i] op= v`` in one atomic step (IR ``AtomicBits``; ``old = ad.atomic_or(...)``, the
+element's old value as Warp returns it: ``AtomicFetch``, refused where the backward
+would need that value; emit/cuda.py writes
 ``cuda.atomic.and_``/``or_``/``xor``; a colliding one runs serially on the CPU: pass
 parallel). Checked against NumPy on every backend (python, numba, the CUDA simulator),
 int32, int64 and uint32 (Warp's flags: the value wrapped to 32 bits), 2-D indices; a
 kernel that also computes a float output keeps its gradient (central differences in
-float64); Python calls return the old value; refusals name the line; and against NVIDIA
+float64); the old value a kernel takes, and Python calls, are Warp's; refusals name the
+line; and against NVIDIA
 Warp's CPU device where it is installed (skipped otherwise).
 """
 import numpy as np
@@ -105,9 +108,56 @@ def test_python_calls_return_the_old_value():
     assert ad.atomic_xor(a, 1, 3) == 1 and a[1] == 2
 
 
+OLD = '''
+@ad.kernel
+def claim(flags: ad.array(dtype=ad.int32), first: ad.array(dtype=ad.int32),
+          seen: ad.array(dtype=ad.uint32), bits: ad.array(dtype=ad.int32),
+          x: ad.array(dtype=float), y: ad.array(dtype=float)):
+    i = ad.tid()
+    old = ad.atomic_or(flags, i % 2, ad.lshift(1, i // 2))
+    first[i] = old
+    s = ad.atomic_xor(seen, 0, i * 3)
+    f = ad.atomic_and(flags, 2, ~i)
+    bits[i] = (s & 7) + f
+    y[i] = x[i] * x[i] * 1.5
+'''
+
+
+def test_the_old_value_is_warps(backend, kernel_module):
+    """``old = ad.atomic_or(...)``: the element before this thread's update (the threads
+    of a colliding one run in order on the CPU and in the simulator); the backward
+    does not need it here, so the kernel keeps its gradient."""
+    m = kernel_module(OLD)
+    dev = _device()
+    n = 6
+    flags = ad.array(np.array([0, 0, -1], np.int32), dtype=ad.int32, device=dev)
+    first, bits = (ad.zeros(n, dtype=ad.int32, device=dev) for _ in range(2))
+    seen = ad.zeros(1, dtype=ad.uint32, device=dev)
+    x = ad.array(np.linspace(-1.0, 1.0, n), requires_grad=True, device=dev)
+    y = ad.zeros(n, requires_grad=True, device=dev)
+    tape = ad.Tape()
+    with tape:
+        ad.launch(m.claim, n, inputs=[flags, first, seen, bits, x, y])
+    want_flags, want_first, want_bits, acc, f2 = [0, 0], [], [], 0, -1
+    for i in range(n):
+        want_first.append(want_flags[i % 2])
+        want_flags[i % 2] |= 1 << (i // 2)
+        want_bits.append((acc & 7) + f2)
+        acc ^= i * 3
+        f2 &= ~i
+    np.testing.assert_array_equal(flags.numpy(), want_flags + [f2])
+    np.testing.assert_array_equal(first.numpy(), want_first)
+    np.testing.assert_array_equal(bits.numpy(), want_bits)
+    assert seen.numpy()[0] == acc
+    tape.backward(grads={y: ad.array(np.ones(n), device=dev)})
+    np.testing.assert_allclose(x.grad.numpy(), 3.0 * np.linspace(-1.0, 1.0, n), rtol=1e-15)
+
+
 @pytest.mark.parametrize("body, message", [
-    ("old = ad.atomic_or(a, i, 1)", r"the value atomic_or\(\) returns .* call it as a "
-                                    r"statement"),
+    ("y = 1 + ad.atomic_or(a, i, 1)", r"the value atomic_or\(\) returns .* taken only in "
+                                      r"an assignment: assign it to a name"),
+    ("old = ad.atomic_or(a, i, 1)\n    if old == 0:\n        x[i] = 2.0",
+     "the old value this atomic returns decides what the backward computes"),
     ("ad.atomic_xor(x, i, 1)", "atomic_xor needs an array of ints; 'x' is an array of "
                                "float64"),
     ("ad.atomic_and(s, i, 1)", "'s' is an array of uint8: it is stored into"),
@@ -127,11 +177,13 @@ def k(a: ad.array(dtype=ad.int32), x: ad.array(dtype=float), s: ad.array(dtype=a
 
 WARP_PROGRAM = '''
 @wp.kernel
-def bits(b: wp.array(dtype=int), a: wp.array(dtype=int), u: wp.array(dtype=wp.uint32)):
+def bits(b: wp.array(dtype=int), a: wp.array(dtype=int), u: wp.array(dtype=wp.uint32),
+         o: wp.array(dtype=int)):
     i = wp.tid()
     wp.atomic_or(a, i % 2, b[i])
     wp.atomic_and(a, 2, b[i] | 16)
-    wp.atomic_xor(a, 3, b[i])
+    old = wp.atomic_xor(a, 3, b[i])
+    o[i] = old
     wp.atomic_or(u, 0, wp.uint32(1) << wp.uint32(b[i] & 31))
     wp.atomic_xor(u, 1, wp.uint32(b[i] * 1000003))
 
@@ -139,15 +191,17 @@ def bits(b: wp.array(dtype=int), a: wp.array(dtype=int), u: wp.array(dtype=wp.ui
 def run(b):
     a = wp.array(np.array([0, 0, -1, 5]), dtype=int)
     u = wp.zeros(2, dtype=wp.uint32)
-    wp.launch(bits, dim=len(b), inputs=[wp.array(b, dtype=int)], outputs=[a, u])
-    return a.numpy(), u.numpy()
+    o = wp.zeros(len(b), dtype=int)
+    wp.launch(bits, dim=len(b), inputs=[wp.array(b, dtype=int)], outputs=[a, u, o])
+    return a.numpy(), u.numpy(), o.numpy()
 '''
 
 
 def test_warp_spellings(kernel_module):
     m = kernel_module("import adjoint.warp as wp\n" + WARP_PROGRAM)
-    a, u = m.run(B)
+    a, u, o = m.run(B)
     want_a = _expected()[0]
+    np.testing.assert_array_equal(o, np.bitwise_xor.accumulate(np.r_[5, B[:-1]]))
     np.testing.assert_array_equal(a, want_a)
     want_u = [np.bitwise_or.reduce(1 << (B.astype(np.int64) & 31)),
               np.bitwise_xor.reduce(B.astype(np.int64) * 1000003 % 2**32)]

@@ -30,7 +30,7 @@ import copy
 import gast
 
 from . import ieee
-from ..transform.ir import AtomicBits, AtomicMinMax, StackNew, StackPush, const, if_, name
+from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment, holds_stacks
 
@@ -90,6 +90,11 @@ class LowerCuda(gast.NodeTransformer):
 
     def visit_Assign(self, node):
         v = node.value
+        if isinstance(v, AtomicFetch):          # old = cuda.atomic.or_(arr, i, v)
+            fn = {gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(v.op)]
+            node.value = _call(_attr("cuda", "atomic", fn), name(v.target.value.id),
+                               copy.deepcopy(v.target.slice), v.value)
+            return node
         if isinstance(v, StackNew):
             v.capacity = const(self.capacity)    # numba.cuda sizes local arrays when compiling
             return node

@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import AtomicBits, AtomicMinMax, CheckStmt, Comment, Print
+from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment, Print
 
 INDENT = "    "
 WIDTH = 99
@@ -149,6 +149,13 @@ class Printer:
                 args=s.args, keywords=[]))))
         elif isinstance(s, AtomicMinMax):
             self.emit(depth, atomic_minmax_src(s))
+        elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch):
+            v = s.value                     # old = ad.atomic_or(a, i, v): two steps, serial
+            self.emit(depth, f"{expr_src(s.targets[0])} = {expr_src(v.target)}")
+            self.stmt(AtomicBits(target=v.target, op=v.op, value=v.value), depth)
+        elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicResult):
+            self.emit(depth, f"{expr_src(s.targets[0])} = 0  # the old value of an atomic "
+                      "(its backward does not read it)")
         elif isinstance(s, AtomicBits):     # (a colliding one runs serially: pass parallel)
             aug = gast.AugAssign(target=s.target, op=s.op, value=s.value)
             fn = {gast.BitAnd: "and", gast.BitOr: "or", gast.BitXor: "xor"}[type(s.op)]

@@ -55,6 +55,9 @@ def reject_syntax(pf):
                             f"'{what}' is not supported", node)
 
 
+# Warp's atomics whose old value a kernel may take (old = ad.atomic_or(a, i, v))
+BIT_ATOMICS = ("atomic_and", "atomic_or", "atomic_xor")
+
 class _Fence:
     def __init__(self, pf):
         self.pf = pf
@@ -103,7 +106,13 @@ class _Fence:
             if len(s.targets) != 1:
                 raise self.err("chained assignment (a = b = c) is not supported", s)
             self.target(s.targets[0], s)
-            self.expr(s.value, top_call=True)
+            v = s.value
+            if isinstance(s.targets[0], gast.Name) and isinstance(v, gast.Call) and \
+                    getattr(v, "callee", None) is not None and v.callee.kind == "atomic" and \
+                    v.callee.name in BIT_ATOMICS:
+                self.atomic(v)          # old = ad.atomic_or(a, i, v): Warp's old value
+            else:
+                self.expr(v, top_call=True)
         elif isinstance(s, gast.AugAssign):
             if isinstance(s.target, gast.Subscript):
                 if not isinstance(s.op, (gast.Add, gast.Sub)):
@@ -217,16 +226,7 @@ class _Fence:
             return  # docstring or bare constant
         if isinstance(v, gast.Call) and getattr(v, "callee", None) is not None:
             if v.callee.kind == "atomic":
-                if len(v.args) < 3 or not isinstance(v.args[0], gast.Name) or v.args[0].id not in self.arrays:
-                    raise self.err(f"{v.callee.name}(arr, i, ..., value) needs an array parameter, "
-                                   "its indices and a value", v)
-                dtype = self.dtypes[v.args[0].id]
-                if v.callee.name in ("atomic_and", "atomic_or", "atomic_xor") and \
-                        dtype.kind not in "iu":
-                    raise self.err(f"{v.callee.name} needs an array of ints; '{v.args[0].id}' "
-                                   f"is an array of {dtype.name}", v)
-                for a in v.args[1:]:
-                    self.expr(a)
+                self.atomic(v)
                 return
             if v.callee.kind == "print":         # forward only: strings and numbers
                 for a in v.args:
@@ -236,6 +236,20 @@ class _Fence:
             self.expr(v, top_call=True, statement=True)
             return
         raise self.err("expression statements other than calls are not supported", s)
+
+    def atomic(self, v):
+        """``ad.atomic_add(arr, i, ..., value)`` and the others: an array parameter (of
+        ints for the bit ones), its indices, a value."""
+        if len(v.args) < 3 or not isinstance(v.args[0], gast.Name) or \
+                v.args[0].id not in self.arrays:
+            raise self.err(f"{v.callee.name}(arr, i, ..., value) needs an array parameter, "
+                           "its indices and a value", v)
+        dtype = self.dtypes[v.args[0].id]
+        if v.callee.name in BIT_ATOMICS and dtype.kind not in "iu":
+            raise self.err(f"{v.callee.name} needs an array of ints; '{v.args[0].id}' "
+                           f"is an array of {dtype.name}", v)
+        for a in v.args[1:]:
+            self.expr(a)
 
     def expr(self, e, top_call=False, statement=False):
         for bad, what in UNSUPPORTED.items():
@@ -273,9 +287,10 @@ class _Fence:
             if callee is None:
                 raise self.err("unsupported call", e)
             if callee.kind == "atomic":
+                took = "assign it to a name (old = ...)" if callee.name in BIT_ATOMICS \
+                    else f"call it as a statement, {callee.name}(arr, i, value)"
                 raise self.err(f"the value {callee.name}() returns (the element's old value, "
-                               "in Warp) is not supported: call it as a statement, "
-                               f"{callee.name}(arr, i, value)", e)
+                               f"in Warp) is taken only in an assignment: {took}", e)
             if callee.kind in ("range", "print"):
                 raise self.err(f"{callee.name}() cannot be used here", e)
             if callee.kind == "tid" and (e.args or not top_call):

@@ -160,6 +160,10 @@ class _Scalarize(Expressions):
 
     def stmt(self, s):
         if isinstance(s, gast.Assign):
+            if getattr(s.value, "callee", None) is not None and s.value.callee.kind == "atomic":
+                out = self.expr_stmt(gast.Expr(value=s.value))  # old = ad.atomic_or(a, i, v)
+                s.value = out[-1].value
+                return out[:-1] + [s]
             return self.assign(s.targets[0], s.value, s) if len(s.targets) == 1 else [s]
         if isinstance(s, gast.AugAssign):
             return self.augassign(s)

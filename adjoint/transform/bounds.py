@@ -253,7 +253,7 @@ def _exits(stmt):
 def _accesses(stmt, arrays):
     """(array, [index components]) of each array element ``stmt`` reads or writes."""
     if isinstance(stmt, gast.Assign):
-        subs = [stmt.targets[0], stmt.value]
+        subs = [stmt.targets[0], getattr(stmt.value, "fetched", stmt.value)]
     elif isinstance(stmt, gast.AugAssign):
         subs = [stmt.target]
     else:

@@ -23,7 +23,7 @@ import ast
 import gast
 
 from .inline import custom_call_arrays
-from .ir import AtomicMinMax, walk_stmts
+from .ir import AtomicFetch, AtomicMinMax, walk_stmts
 from .parallel import is_exclusive
 
 
@@ -56,6 +56,7 @@ def _own_stores(ws, looped, owner, dims):
     thread's (indices that differ only in constant components: see the module
     docstring); else None."""
     if any(not isinstance(w, gast.Assign) or id(w) in looped or
+           not isinstance(w.targets[0], gast.Subscript) or
            not is_exclusive(owner, dims, w.targets[0].slice) for w in ws):
         return None
     idx = [[_slice_key(c) for c in _components(w.targets[0].slice)] for w in ws]
@@ -82,6 +83,8 @@ def check(ssa, dims, owner):
                 writes.setdefault(t.value.id, []).append(s)
             if isinstance(s.value, gast.Subscript) and isinstance(s.value.value, gast.Name):
                 loads.setdefault(s.value.value.id, []).append(s)
+            if isinstance(s.value, AtomicFetch):      # (an update, as AtomicBits)
+                writes.setdefault(s.value.target.value.id, []).append(s)
             for arr in custom_call_arrays(s, arrays):
                 called.setdefault(arr, s)
         elif isinstance(s, gast.AugAssign):
@@ -142,6 +145,8 @@ def arrays_used(ssa):
             v = s.value
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
                 reads.add(v.value.id)
+            if isinstance(v, AtomicFetch):
+                writes.add(v.target.value.id)
         elif isinstance(s, gast.AugAssign):
             writes.add(s.target.value.id)
             if isinstance(s, AtomicMinMax):      # its adjoint reads the element left

@@ -140,6 +140,30 @@ class AtomicBits(gast.AugAssign):
     ``cuda.atomic.and_``/``or_``/``xor``."""
 
 
+class AtomicFetch(gast.expr):
+    """``old = ad.atomic_or(arr, i, v)`` (and, xor): the value of the statement ``old =
+    AtomicFetch(arr[i], op, v)``, which updates the element as ``AtomicBits`` does and
+    gives its old value (Warp's). A backward cannot recompute that value: its replay
+    holds ``AtomicResult`` instead, which pass reverse refuses where the backward needs
+    it."""
+    _fields = ("target", "op", "value")
+
+    @property
+    def fetched(self):
+        """The element it updates (what pass bounds checks)."""
+        return self.target
+
+
+class AtomicResult(gast.expr):
+    """In a backward's replay, the value an ``AtomicFetch`` gave (``line``: its line); only
+    where nothing the backward keeps reads it (pass reverse checks), printed as 0."""
+    _fields = ()
+
+    def __init__(self, line=None):
+        super().__init__()
+        self.line = line
+
+
 class Float32(gast.expr):
     """``value`` as a float32 number: a float32 kernel's literal, or an int meeting a float
     there (emit/precision.py). A printing decision: emit/ieee.py prints it as

@@ -35,7 +35,7 @@ import gast
 from ..frontend.parse import Callee
 from ..rules import lookup
 from ..rules.types import of
-from .ir import (AtomicBits, AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
+from .ir import (AtomicBits, AtomicFetch, AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
                  StackPush, StackRead, assign, at, const, if_, is_atom, loop_like, name)
 
 BIT_ATOMICS = {"atomic_and": gast.BitAnd, "atomic_or": gast.BitOr, "atomic_xor": gast.BitXor}
@@ -236,6 +236,13 @@ class _Anf:
         line = s.lineno
         if isinstance(s, gast.Assign):
             t = s.targets[0]
+            v = s.value
+            if isinstance(t, gast.Name) and isinstance(v, gast.Call) and \
+                    getattr(v, "callee", None) is not None and v.callee.name in BIT_ATOMICS:
+                pre, args = self.atoms(v.args[1:], line)     # old = ad.atomic_or(a, i, v)
+                fetch = AtomicFetch(target=self.subscript(v.args[0].id, args[:-1]),
+                                    op=BIT_ATOMICS[v.callee.name](), value=args[-1])
+                return pre + [assign(t.id, fetch, line)]
             if isinstance(t, gast.Name):
                 return self.into(t.id, s.value, line)
             if isinstance(t, gast.Subscript):

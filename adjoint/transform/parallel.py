@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import gast
 
 from .inline import custom_call_arrays
-from .ir import AtomicBits, AtomicMinMax, walk_stmts
+from .ir import AtomicBits, AtomicFetch, AtomicMinMax, walk_stmts
 
 
 @dataclass
@@ -345,6 +345,9 @@ def accesses(ssa, dims, owner):
                 out.append(Access(t.value.id, "store", exclusive(t.slice), row(t.slice)))
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
                 out.append(Access(v.value.id, "load", exclusive(v.slice), row(v.slice)))
+            if isinstance(v, AtomicFetch):          # old = ad.atomic_or(a, i, v)
+                out.append(Access(v.target.value.id, "bits", exclusive(v.target.slice),
+                                  row(v.target.slice)))
         elif isinstance(s, gast.AugAssign):
             kind = "minmax" if isinstance(s, AtomicMinMax) else \
                 "bits" if isinstance(s, AtomicBits) else "accum"

@@ -31,7 +31,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (AtomicMinMax, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, copy_tree, if_, name, operation, rt_attr,
+from .ir import (AtomicFetch, AtomicMinMax, AtomicResult, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, copy_tree, if_, name, operation, rt_attr,
                  target_names, walk_stmts)
 from .order import forward_order
 from .prune import prune
@@ -128,6 +128,9 @@ class Reverser:
                 body = self.plain(s.body, keep_stores) + self.plain(s.loop.latch, keep_stores)
                 self.plain_depth -= 1
                 out.append(self.loop_node(s, body))
+            elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch) and \
+                    not keep_stores:        # (its old value: refused where needed, below)
+                out.append(assign(s.targets[0].id, AtomicResult(s.lineno), s.lineno))
             else:
                 out.append(copy_tree(s))
         return out
@@ -458,6 +461,7 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
         return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
                         {})
     forward, backward, adj_params, adj_vars = assemble(r)
+    _old_values_unneeded(ssa.norm.pf, backward)
     stacks = {stack: ssa.kinds.get(v, FLOAT) for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
@@ -470,6 +474,17 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
         fused = _pruned(r, [copy_tree(s) for s in forward] + r.reverse_part)
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
                     loop_stacks, fused, tuple(r.walked_forward))
+
+
+def _old_values_unneeded(pf, backward):
+    """A ``TransformError`` where the backward reads the old value an ``ad.atomic_or`` (and,
+    xor) gave: its replay cannot recompute it after the launch."""
+    for s in walk_stmts(prune(backward)):
+        if isinstance(s, gast.Assign) and isinstance(s.value, AtomicResult):
+            raise pf.error("the old value this atomic returns decides what the backward "
+                           "computes (a branch, an index or a value of it), and the backward "
+                           "cannot recompute it once the launch changed the element: use it "
+                           "only for the ints the kernel stores", s, stage="reverse")
 
 
 def _pruned(r, body):

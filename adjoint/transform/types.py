@@ -12,7 +12,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import BOOL, FLOAT, INT, join, of, stack_of
-from .ir import StackNew, StackPush, StackRead, walk_stmts
+from .ir import AtomicFetch, AtomicResult, StackNew, StackPush, StackRead, walk_stmts
 
 
 def infer(norm):
@@ -96,6 +96,8 @@ def expr_kind(v, kinds, arrays, pf):
         return BOOL
     if isinstance(v, StackNew):
         return stack_of(v.kind)
+    if isinstance(v, (AtomicFetch, AtomicResult)):     # old = ad.atomic_or(a, i, v)
+        return INT
     if isinstance(v, StackPush):
         return atom_kind(v.stack, kinds)
     if isinstance(v, StackRead):

@@ -269,8 +269,8 @@ def markdown_table(namespace):
 NOTES = {
     "func_grad": "the adjoint returns the adjoints (a vector's as a vector); Warp's "
                  "`wp.adjoint[x] += ...` is refused",
-    "atomic_and": "as a statement, of int32, int64 and uint32 arrays: the old value Warp "
-                  "returns is refused in kernels",
+    "atomic_and": "of int32, int64 and uint32 arrays; its old value assigned to a name, "
+                  "where the backward does not need it",
     "atomic_or": "as `atomic_and`",
     "atomic_xor": "as `atomic_and`",
     "floor": "an int, as Python's `math.floor`; Warp's is a float",
