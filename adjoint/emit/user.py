@@ -159,9 +159,11 @@ def annotation(param):
     return "bool" if param.type.name == "bool" else f"ad.{param.type.name}"
 
 
-def function_text(tr, fname, params, body):
+def function_text(tr, fname, params, body, rewrite=None):
     """Source of ``def fname(params): body`` in user-level spelling. ``params``:
-    ``[(name, annotation text)]``; ``body`` from ``tr`` (for the kinds of its names)."""
+    ``[(name, annotation text)]``; ``body`` from ``tr`` (for the kinds of its names).
+    ``rewrite``: a function of the user-level statements (adjoint/vector.py's copies of
+    the tangent statements, one per direction), applied before they are printed."""
     body = _strip(copy.deepcopy(body))
     decls, ok = declare(body, [n for n, _ in params], tr)
     if not ok:
@@ -170,6 +172,8 @@ def function_text(tr, fname, params, body):
     taken = {n.id for s in body for n in gast.walk(s) if isinstance(n, gast.Name)}
     unpack = _Unpack(taken)
     body = _with_thread_index(tr, [_Spell().visit(unpack.visit(s)) for s in body], taken)
+    if rewrite is not None:
+        body = rewrite(body)
     p = Printer(tr.pf.source)
     p.function(fname, [f"{n}: {a}" for n, a in params], body)
     return p.text()
