@@ -190,10 +190,25 @@ def test_redefined_func_is_refused(cpu_backend, kernel_module, tmp_path):
             return x * 0.2
     '''))
     exec(compile(path.read_text(), str(path), "exec"), vars(m))   # noqa: S102 (a cell)
-    with pytest.raises(ad.CaptureError, match="kernel 'diffuse'.*redefined"):
+    with pytest.raises(ad.CaptureError, match="kernel 'diffuse'.*other code now.*redefined"):
         cap.forward()
     with pytest.raises(ad.CaptureError, match="redefined"):
         cap.backward(loss)
+
+
+def test_another_backend_or_optimization_is_refused(kernel_module):
+    """The kernels' code is bound: a replay under another backend, or with the
+    optimization passes off, would run other code than the capture's."""
+    from adjoint import passes
+    m = kernel_module(SRC)
+    us, loss = _setup(np.random.default_rng(7))
+    with ad.backend_scope("python"):
+        cap = ad.capture(_record, m, us, loss)
+        cap.forward()
+        with passes.optimizing(False), pytest.raises(ad.CaptureError, match="optimization"):
+            cap.forward()
+    with ad.backend_scope("numba"), pytest.raises(ad.CaptureError, match="backend"):
+        cap.forward()
 
 
 def test_changes_to_what_it_binds_are_refused(cpu_backend, kernel_module):

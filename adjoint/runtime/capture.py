@@ -226,9 +226,10 @@ class Capture:
         """The current value of every slot, after checking that nothing it binds changed."""
         for kernel, spec in self._kernels.values():
             if kernel.spec_for("cpu") is not spec:
-                raise CaptureError(f"kernel '{spec.name}' ({spec.origin}) was redefined, or a "
-                                   "func or constant it uses was, since it was captured: "
-                                   "capture again")
+                raise CaptureError(f"kernel '{spec.name}' ({spec.origin}) runs other code now "
+                                   "than when it was captured: it, or a func or constant it "
+                                   "uses, was redefined, or the backend or the optimization "
+                                   "passes changed since: capture again")
         for arr, _, grad in self._arrays.values():
             if (grad is None) != (arr.grad is None):
                 has = "has none now" if grad is not None else "has one now"
