@@ -1,7 +1,9 @@
 """Jacobians and gradient checks: the kernel's backward against finite differences.
 
-``jacobian`` builds each block row by row from backward launches (one-hot
-output adjoint); ``jacobian_fd`` builds it column by column from central
+``jacobian`` builds each block ``CHUNK`` columns at a time from vector-mode JVP
+launches (one-hot input tangents, adjoint/vector.py), or row by row from backward
+launches (one-hot output adjoint) for a kernel without a JVP; ``gradcheck`` checks the
+backward's rows; ``jacobian_fd`` builds it column by column from central
 differences of forward launches. Neither touches the caller's arrays: every
 launch runs on private copies, and nothing is recorded on an active tape.
 
@@ -11,15 +13,21 @@ arrays. Only float arrays have blocks; scalars and integer arrays are passed
 through unchanged.
 """
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
-from .errors import AdjointError
+from .api import Kernel
+from .errors import AdjointError, LaunchError
 from .runtime import array as _array
 from .runtime import buffers
 from .runtime.array import Array
 from .runtime.launch import launch
 from .runtime.steps import LaunchStep
+from .vector import jvp_launch
+
+CHUNK = 16
+"""Directions per vector-mode launch of ``jacobian`` and of ``hvp``'s columns."""
 
 __all__ = ["jacobian", "jacobian_fd", "gradcheck", "gradcheck_tape", "GradcheckError", "hvp"]
 
@@ -170,6 +178,27 @@ def _ad_blocks(problem, pairs):
     return blocks
 
 
+def _jvp_blocks(problem, pairs):
+    """The blocks ``CHUNK`` columns at a time: one vector JVP launch along ``k`` one-hot
+    input tangents gives ``k`` columns of every block of that input."""
+    n, args0 = problem.n_inputs, problem.args
+    blocks = {key: np.zeros((args0[o].size, args0[i].size)) for key, i, o in pairs}
+    for i in sorted({i for _, i, _ in pairs}):
+        size = args0[i].size
+        for start in range(0, size, CHUNK):
+            k = min(CHUNK, size - start)
+            seeds = np.zeros((k, size), dtype=args0[i].dtype)
+            seeds[np.arange(k), start + np.arange(k)] = 1.0
+            dev = [_on_device(a, problem.device) for a in problem.fresh_args()]
+            seeds = _on_device(seeds.reshape((k,) + args0[i].shape), problem.device)
+            out = jvp_launch(problem.kernel, problem.dims, dev[:n], dev[n:], device=problem.device,
+                             tangents={problem.name(i): seeds})
+            for key, ii, o in pairs:
+                if ii == i:
+                    blocks[key][:, start:start + k] = _host(out[problem.name(o)]).reshape(k, -1).T
+    return blocks
+
+
 def _fd_blocks(problem, pairs, eps):
     blocks = {key: np.zeros((problem.args[o].size, problem.args[i].size)) for key, i, o in pairs}
     for i in sorted({i for _, i, _ in pairs}):
@@ -188,12 +217,21 @@ def _fd_blocks(problem, pairs, eps):
 
 
 def jacobian(kernel, dim, inputs, outputs, input_output_mask=None):
-    """``{(input index, output index): d output / d input}`` from the kernel's backward.
+    """``{(input index, output index): d output / d input}``, ``CHUNK`` columns per
+    vector-mode JVP launch (the kernel's backward, a row per launch, where it has no JVP).
 
     ``input_output_mask``: pairs ``(input, output)``, each a parameter name or an
     index into ``inputs``/``outputs`` (mixed freely); default: every float array pair."""
     problem = _problem(kernel, dim, inputs, outputs)
-    return _ad_blocks(problem, _pairs(problem, input_output_mask))
+    pairs = _pairs(problem, input_output_mask)
+    if not isinstance(kernel, Kernel):         # (a generated module's kernel)
+        return _ad_blocks(problem, pairs)
+    try:
+        return _jvp_blocks(problem, pairs)
+    except (AdjointError, LaunchError) as exc:
+        if "JVP" not in str(exc) and "func_grad" not in str(exc):
+            raise
+        return _ad_blocks(problem, pairs)       # (a func with only @ad.func_grad: no JVP)
 
 
 def jacobian_fd(kernel, dim, inputs, outputs, input_output_mask=None, eps=1e-6):
@@ -305,7 +343,7 @@ def gradcheck_tape(tape, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
     return True
 
 
-def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
+def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev", k=None):
     """Hessian-vector products of a kernel: for each input, ``H_w v`` restricted to it,
     where ``H_w`` is the Hessian of ``sum(w * outputs)`` over all float array inputs.
 
@@ -321,9 +359,18 @@ def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
     adjoints are ``H_w v``. One JVP and one differentiated backward, no stored tape of
     the JVP. ``mode="rev-fwd"`` (reverse over forward): the kernel's JVP, printed as a
     kernel (``jvp_kernel``), is differentiated by its backward with the seed ``w`` on
-    the output tangents."""
+    the output tangents.
+
+    ``k`` (vector mode, ``fwd-rev`` only): ``k`` directions at once, each entry of ``v``
+    of shape ``(k, *input's shape)``, row ``j`` direction ``j``; returns ``(k, *shape)``
+    arrays, row ``j`` the product along direction ``j`` (bit for bit), from two vector
+    JVP launches (adjoint/vector.py): the primal state and the backward's replay are
+    computed once for all ``k``."""
     if mode not in ("fwd-rev", "rev-fwd"):
         raise ValueError(f"hvp: mode must be 'fwd-rev' or 'rev-fwd', got {mode!r}")
+    if k is not None and (mode != "fwd-rev" or type(k) is not int or k < 1):
+        raise ValueError(f"hvp: k is a number of directions >= 1 with mode='fwd-rev', got "
+                         f"k={k!r} with mode={mode!r}")
     from .printed import jvp_kernel, vjp_kernel
     base = _problem(kernel, dim, inputs, outputs)
     n = base.n_inputs
@@ -332,40 +379,47 @@ def hvp(kernel, dim, inputs, outputs, v, w=None, mode="fwd-rev"):
     if len(v) != n or len(w) != len(base.args) - n:
         raise ValueError(f"kernel '{base.spec.name}': v needs one entry per input ({n}) and w "
                          f"one per output ({len(base.args) - n}), got {len(v)} and {len(w)}")
-    floats = [k for k, p in enumerate(base.spec.params) if p.has_adjoint]
+    floats = [m for m, p in enumerate(base.spec.params) if p.has_adjoint]
     dots, seeds = [], []
-    for k in floats:
-        a = base.args[k]
-        given = v[k] if k < n else None
-        dots.append(np.zeros_like(a) if given is None else
-                    np.array(_host(given), dtype=a.dtype).reshape(a.shape))
-        weight = w[k - n] if k >= n else None
-        seeds.append(None if k < n else np.ones_like(a) if weight is None else
+    for m in floats:
+        a = base.args[m]
+        given = v[m] if m < n else None
+        shape = a.shape if k is None else (k,) + a.shape
+        if given is not None and k is not None and tuple(np.shape(_host(given))) != shape:
+            raise ValueError(f"hvp of kernel '{base.spec.name}': the directions for "
+                             f"'{base.name(m)}' must have shape {shape} (k={k} directions of "
+                             f"its shape {a.shape}), got {tuple(np.shape(_host(given)))}")
+        dots.append(np.zeros(shape, a.dtype) if given is None else
+                    np.array(_host(given), dtype=a.dtype).reshape(shape))
+        weight = w[m - n] if m >= n else None
+        seeds.append(None if m < n else np.ones_like(a) if weight is None else
                      np.array(_host(weight), dtype=a.dtype).reshape(a.shape))
-    adjs = [np.zeros_like(d) if s is None else s.copy() for d, s in zip(dots, seeds)]
+    adjs = [np.zeros_like(base.args[m]) if s is None else s.copy()
+            for m, s in zip(floats, seeds)]
     if mode == "fwd-rev":
-        return _forward_over_reverse(vjp_kernel(kernel), base, floats, dots, adjs)
+        return _forward_over_reverse(vjp_kernel(kernel), base, floats, dots, adjs, k)
     args = base.fresh_args() + dots
     problem = Problem(jvp_kernel(kernel), base.dims, args, len(args), [], [], base.device)
     problem.run(args)          # the primal state a recorded launch's backward would see
-    adjs = [np.zeros_like(a) if k in floats else None for k, a in enumerate(base.args)] + adjs
+    adjs = [np.zeros_like(a) if m in floats else None for m, a in enumerate(base.args)] + adjs
     problem.adjoint(args, adjs)
-    return [adjs[k] if k in floats else None for k in range(n)]
+    return [adjs[m] if m in floats else None for m in range(n)]
 
 
-def _forward_over_reverse(backward, base, floats, dots, adjs):
-    """``hvp``'s forward over reverse: the JVP of the printed ``backward`` kernel."""
+def _forward_over_reverse(backward, base, floats, dots, adjs, k=None):
+    """``hvp``'s forward over reverse: the JVP of the printed ``backward`` kernel (along
+    ``k`` directions at once with ``k``: vector mode)."""
+    run = partial(launch, record_tape=False) if k is None else jvp_launch
     dev = [_on_device(a, base.device) for a in base.fresh_args()]
     names = [base.spec.params[k].name for k in floats]
     # the kernel's JVP: the state after the forward, and its tangents along v
-    tangents = launch(base.kernel, base.dims, inputs=dev, device=base.device, record_tape=False,
-                      tangents={p: _on_device(d, base.device) for p, d in zip(names, dots)})
+    tangents = run(base.kernel, base.dims, inputs=dev, device=base.device,
+                   tangents={p: _on_device(d, base.device) for p, d in zip(names, dots)})
     adj = [_on_device(a, base.device) for a in adjs]
     given = dict(tangents)
-    given.update({f"adj_{p}": _on_device(np.zeros_like(a), base.device)
-                  for p, a in zip(names, adjs)})
-    out = launch(backward, base.dims, inputs=dev + adj, device=base.device, record_tape=False,
-                 tangents=given)
+    given.update({f"adj_{p}": _on_device(np.zeros_like(d), base.device)
+                  for p, d in zip(names, dots)})
+    out = run(backward, base.dims, inputs=dev + adj, device=base.device, tangents=given)
     by_param = dict(zip(floats, names))
     return [_host(out[f"adj_{by_param[k]}"]) if k in by_param else None
             for k in range(base.n_inputs)]

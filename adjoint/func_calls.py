@@ -223,7 +223,7 @@ def hessian(f, positions, many, args, mode):
     of the kernel (``ad.autograd.hvp``) per component of each parameter in
     ``positions``. A block is shaped as its two parameters side by side (``(3, 3)`` for
     two vec3, ``(n,)`` for an array of n and a float); a float's is a float."""
-    from .autograd import hvp
+    from .autograd import CHUNK, hvp
     if len(f.return_kinds) != 1:
         raise AdjointError(f"ad.hessian needs a func returning one float; '{f.name}' returns "
                            f"{len(f.return_kinds)} value(s)")
@@ -233,13 +233,21 @@ def hessian(f, positions, many, args, mode):
     blocks = {}
     for j in positions:
         columns = {i: [] for i in positions}
-        for c in range(int(np.prod(shapes[j], dtype=int))):
-            e = np.zeros(inputs[j].shape)
-            e.reshape(-1)[c] = 1.0
-            v = [e if k == j else None for k in range(len(inputs))]
-            products = hvp(call_kernel(f), 1, inputs, [_ret(1)], v, mode=mode)
+        size = int(np.prod(shapes[j], dtype=int))
+        step = CHUNK if mode == "fwd-rev" else 1     # CHUNK columns per vector-mode launch
+        for start in range(0, size, step):
+            k = min(step, size - start)
+            e = np.zeros((k,) + tuple(inputs[j].shape))
+            e.reshape(k, -1)[np.arange(k), start + np.arange(k)] = 1.0
+            v = [e if m == j else None for m in range(len(inputs))]
+            if mode == "fwd-rev":
+                products = hvp(call_kernel(f), 1, inputs, [_ret(1)], v, mode=mode, k=k)
+            else:
+                products = [None if p is None else p[None]
+                            for p in hvp(call_kernel(f), 1, inputs, [_ret(1)], [
+                                None if x is None else x[0] for x in v], mode=mode)]
             for i in positions:
-                columns[i].append(np.asarray(products[i], np.float64).reshape(-1))
+                columns[i].extend(np.asarray(products[i], np.float64).reshape(k, -1))
         for i in positions:
             block = np.stack(columns[i], axis=-1).reshape(shapes[i] + shapes[j])
             blocks[i, j] = float(block) if block.ndim == 0 else block

@@ -149,7 +149,9 @@ def vector_jvp_kernel(kernel, k):
     def rewrite(body):
         return copies(body, k, locals_, arrays, taken | {n for s in body for n in _names(s)})
     text = function_text(tr, name, params, tangent.body, rewrite=rewrite)
-    pyfunc = compile_printed(text, name, _callees(tr, text))
+    # (forward only: it is never differentiated, and may read what it clears, as a
+    # printed backward does)
+    pyfunc = compile_printed(text, name, _callees(tr, text), forward_only=True)
     kernel.built[key] = Kernel(pyfunc, enable_backward=False, loop_capacity=kernel.loop_capacity,
                                bounds_check=kernel.bounds_check)
     return kernel.built[key]
