@@ -21,7 +21,7 @@ from .runtime.builtins import MATH as _MATH  # noqa: E402
 globals().update(_MATH)     # ad.round, ad.pow too (left out of the star import's __all__)
 from .runtime.builtins import (stack_bool, stack_float, stack_int, stack_push,  # noqa: E402,F401
                                stack_read)
-from .runtime.types import float32, float64, int32, int64  # noqa: E402
+from .runtime.types import float16, float32, float64, int32, int64  # noqa: E402
 from .runtime.builtins import int8, int16, uint8, uint16, uint32, uint64  # noqa: E402,F401
 from .runtime.structs import struct  # noqa: E402
 from .runtime import config  # noqa: E402
@@ -46,7 +46,7 @@ globals().update(_VECTOR)
 __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "kernel", "source", "AdjointError",
            "BoundsError", "LaunchError", "StaleModuleError", "TapeError", "TransformError", "Array", "Tape",
            "array", "empty", "full", "launch", "ones", "ones_like", "zeros", "zeros_like",
-           "float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64", "int32", "int64", "int8", "int16", "uint8", "uint16", "uint32", "uint64",
            "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
            "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Capture", "CaptureError", "capture", "Trace", "evaluation_trace", "Transposition", "transpose_view", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)

@@ -11,7 +11,7 @@ whose machinery the tables here use.
 - narrow int arrays: loads are ints (``255 + 1`` is 256, not uint8's 0), stores wrap
   as C converts, ``+=`` is refused naming the line; a narrow scalar parameter is range
   checked at the launch;
-- a float operand of a bit operation is an error naming the line; float16
+- a float operand of a bit operation is an error naming the line; bfloat16
   is refused with the reason (uint64: tests/test_uint64.py);
 - ``import adjoint.warp as wp``: the same operations spelled as Warp spells them, and
   against NVIDIA Warp's CPU device where it is installed (skipped otherwise).
@@ -156,17 +156,10 @@ def test_what_integers_refuse_names_the_line(kernel_module, body, message):
     assert body in str(err.value)
 
 
-@pytest.mark.parametrize("dtype, message", [
-    (np.float16, "float16 is not supported: numba computes no float16"),
-])
-def test_float16_is_refused_with_the_reason(dtype, message):
-    with pytest.raises(TypeError, match=message):
-        ad.zeros(3, dtype=dtype)
-    with pytest.raises(TypeError, match=message):
-        ad.array(np.zeros(3), dtype=dtype)
-    name = np.dtype(dtype).name
-    with pytest.raises(wp_ns.WarpNameError, match=f"wp.{name} is not supported"):
-        getattr(wp_ns, name)
+def test_bfloat16_is_refused_with_the_reason():
+    # (float16 arrays are supported: tests/test_float16.py)
+    with pytest.raises(wp_ns.WarpNameError, match="wp.bfloat16 is not supported"):
+        getattr(wp_ns, "bfloat16")
 
 
 # -- Warp's spellings, and Warp itself ---------------------------------------------------

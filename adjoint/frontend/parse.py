@@ -205,6 +205,9 @@ def _param_type(pf, dialect, name, annotation, role):
                        f"{name}: int for a number, {name}: ad.array(dtype=float) for an array",
                        where)
     dt = scalar_dtype(annotation, dialect)
+    if dt is None and annotation is np.float16:
+        raise pf.error(f"parameter '{name}': float16 is an array dtype only (stored as "
+                       "float16, computed in float32); annotate a scalar float32", where)
     if dt is None:
         raise pf.error(f"parameter '{name}' has unsupported annotation {annotation!r}", where)
     return dt

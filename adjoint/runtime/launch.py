@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers, eager, structs, verify, watch
+from . import buffers, eager, half, structs, verify, watch
 from .array import Array, check_device, default_device, zeros_like
 from .jit import cpu_backend_name
 from .steps import LaunchStep
@@ -88,6 +88,9 @@ def _convert(spec, param, value, device):
         else:
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(value)}")
         if data.ndim != param.ndim or data.dtype != param.np_dtype:
+            if data.dtype == half.FLOAT16 and param.np_dtype == half.FLOAT32 and \
+                    data.ndim == param.ndim:
+                raise half.Float16Argument()    # (launch hands it to half.run)
             raise LaunchError(f"{where}: expects {param.describe()}, got {_describe(data)}")
         return data
     if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
@@ -153,7 +156,11 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
                           f"arguments ({names}), got {len(args)} "
                           f"({len(inputs)} inputs + {len(outputs)} outputs)")
     dims = _dims(spec, dim)
-    values = [_convert(spec, p, a, device) for p, a in zip(spec.params, args)]
+    try:
+        values = [_convert(spec, p, a, device) for p, a in zip(spec.params, args)]
+    except half.Float16Argument:        # (run on float32 copies, rounded back)
+        return half.run(launch, kernel, spec, dims, inputs, outputs, device, adjoint,
+                        adj_inputs, adj_outputs, record_tape, tangents)
     if adjoint:
         _check_aliasing(spec, values)
         if tangents is not None:

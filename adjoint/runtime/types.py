@@ -8,6 +8,7 @@ from ..errors import user_line
 from .dialect import ADJOINT
 from .vectypes import VectorType
 
+float16 = np.float16
 float32 = np.float32
 float64 = np.float64
 int32 = np.int32
@@ -20,10 +21,9 @@ NARROW_INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16
                                           np.uint64))
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32),
            np.dtype(np.int64), np.dtype(np.bool_)) + NARROW_INTS
-_REFUSED = {
-    "float16": "float16 is not supported: numba computes no float16 on the CPU, and every "
-               "load and store would have to convert; store float32",
-}
+# float16 is an array's storage only: a kernel computes in float32 on a float32 copy of
+# it, rounded back as the launch ends (runtime/half.py); no float16 scalars
+FLOAT16 = np.dtype(np.float16)
 
 
 # the attribute marking an @ad.struct class (runtime/structs.py, which reads this module)
@@ -50,11 +50,9 @@ def as_dtype(t, dialect=ADJOINT):
     if isinstance(t, type) and STRUCT_ATTR in t.__dict__:
         raise struct_array_error(t)
     dt = np.dtype(t)
-    if dt.name in _REFUSED:
-        raise TypeError(_REFUSED[dt.name])
-    if dt not in _DTYPES:
+    if dt not in _DTYPES and dt != FLOAT16:
         raise TypeError(f"unsupported dtype {dt}; use float32, float64, int32 or int64 (or "
-                        "int8, int16, uint8, uint16, uint32, uint64)")
+                        "float16, int8, int16, uint8, uint16, uint32, uint64)")
     return dt
 
 
@@ -73,11 +71,16 @@ class ArrayType:
 
     An array of vectors (``dtype=ad.vec3``) has ``vtype`` that type, ``dtype`` its
     float dtype and ``ndim`` its index dimensions; it is stored as a float array
-    with ``vtype.shape`` as trailing dimensions (frontend/scalarize.py)."""
+    with ``vtype.shape`` as trailing dimensions (frontend/scalarize.py). A float16 array
+    has ``storage`` float16 and ``dtype`` float32: the kernel is a float32 array's, and a
+    launch hands it a float32 copy (runtime/half.py)."""
 
     def __init__(self, dtype=float, ndim=1, dialect=ADJOINT):
         self.vtype = dtype if isinstance(dtype, VectorType) else None
         self.dtype = self.vtype.dtype if self.vtype else as_dtype(dtype, dialect)
+        self.storage = self.dtype
+        if self.dtype == FLOAT16:
+            self.dtype = np.dtype(np.float32)
         if ndim not in (1, 2, 3, 4) or (self.vtype and ndim + len(self.vtype.shape) > 4):
             raise TypeError(f"arrays have 1 to 4 dimensions (a vector's own included), "
                             f"not {ndim}")
@@ -95,7 +98,7 @@ class ArrayType:
         return hash((self.dtype, self.ndim))
 
     def __repr__(self):
-        return f"array(dtype={self.vtype or self.dtype.name}, ndim={self.ndim})"
+        return f"array(dtype={self.vtype or self.storage.name}, ndim={self.ndim})"
 
 
 def scalar_dtype(annotation, dialect=ADJOINT):

@@ -58,6 +58,7 @@ tid = _ad.tid
 float32, float64, int32, int64 = _np.float32, _np.float64, _np.int32, _np.int64
 # (also casts in kernels: wp.uint8(x) is int(x) wrapped to 0..255, an int of the kernel)
 int8, int16, uint8, uint16, uint32 = _np.int8, _np.int16, _np.uint8, _np.uint16, _np.uint32
+float16 = _np.float16   # (arrays only: stored as float16, computed in float32: runtime/half.py)
 uint64 = _np.uint64     # (an int64 holding its bits in a kernel: docs/from-warp.md)
 bool = bool  # noqa: A001 - wp.bool, a kernel's bool parameter
 

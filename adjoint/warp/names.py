@@ -42,7 +42,8 @@ GROUPS = (
     _g("launches and tapes", "a launch feature adjoint does not have",
        "launch Tape Launch launch_tiled autograd"),
     _g("scalar types", "a scalar type adjoint's kernels do not take (float32, float64, "
-                       "int8, int16, int32, int64, uint8, uint16, uint32, uint64 and bool only)",
+                       "int8, int16, int32, int64, uint8, uint16, uint32, uint64 and bool "
+                       "only; float16 arrays)",
        "float32 float64 int32 int64 bool float16 bfloat16 int8 int16 uint8 uint16 uint32 "
        "uint64 Float Int Scalar dtype_from_numpy dtype_to_numpy"),
     _g("vector, matrix, quaternion and transform types",
@@ -208,8 +209,6 @@ SPECIFIC = {
     "printf": "write print(...) in kernels (forward only)",
     "grad": "Warp's wp.grad is " + NOT_YET + " (ad.grad is a different thing: the gradient "
             "of a func)",
-    "float16": "float16 arrays are not supported: numba computes no float16 on the CPU, and "
-               "every load and store would have to convert; store float32",
     "bfloat16": "bfloat16 is not supported (numba has no bfloat16); store float32",
     "quaternion": "Warp's generic quaternion(dtype=...) is " + NOT_YET + ": write wp.quat "
                   "(float32) or wp.quatd",
@@ -269,6 +268,8 @@ def markdown_table(namespace):
 NOTES = {
     "func_grad": "the adjoint returns the adjoints (a vector's as a vector); Warp's "
                  "`wp.adjoint[x] += ...` is refused",
+    "float16": "arrays only, on the CPU: a launch computes in float32 on a float32 copy, "
+               "rounded back (so are gradients); no float16 scalars, casts or vectors",
     "atomic_and": "of int32, int64 and uint32 arrays; its old value assigned to a name, "
                   "where the backward does not need it",
     "atomic_or": "as `atomic_and`",
