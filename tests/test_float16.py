@@ -2,11 +2,12 @@
 float16, as Warp does (runtime/half.py: a launch runs on float32 copies, rounded back).
 
 Values against NumPy computing in float32 then rounding to float16; gradients through a
-float16 intermediate against central differences of a float64 copy of the kernels (float16
-tolerances); on the python and numba backends; struct fields; a recorded step keeps the float32 values
-its backward reads; ``launch(adjoint=True)`` on float16 adjoints; the Warp spelling, and
-NVIDIA Warp 1.19's CPU device where it is installed (skipped otherwise); what is refused
-(CUDA, forward mode, float16 scalars) names why, and the user's line.
+float16 intermediate against central differences of a float64 copy of the kernels
+(float16 tolerances); on the python and numba backends; struct fields; a recorded step
+keeps the float32 values its backward reads; ``launch(adjoint=True)`` on float16
+adjoints; the Warp spelling, and NVIDIA Warp 1.19's CPU device where it is installed
+(skipped otherwise); what is refused (CUDA, forward mode, a checkpointed segment, a
+capture, float16 scalars) names why, and the user's line.
 """
 import numpy as np
 import pytest
@@ -148,6 +149,10 @@ def test_what_float16_refuses(kernel_module):
                 outputs=[ad.zeros(3, dtype=F16)])
     with pytest.raises(ad.LaunchError, match="forward mode"):
         ad.launch(m.step, 3, tangents={}, **args)
+    segment = ad.checkpoint(lambda: ad.launch(m.step, 3, **args))
+    with pytest.raises(ad.LaunchError, match="float16 arrays in a checkpointed segment"):
+        with ad.Tape():
+            segment()
     with ad.backend_scope("cuda"):
         dev = [ad.zeros(3, dtype=F16, device="cuda") for _ in range(3)]
         with pytest.raises(ad.LaunchError, match="float16 arrays are supported on the CPU"):
