@@ -10,7 +10,13 @@ tangent array is indexed with the direction first (``dot_x[1, i]``). The primal
 statements stay single, so each thread computes the primal once and its ``k``
 tangents from it, with the same operations as ``k`` separate JVP launches: the results
 are theirs bit for bit. That kernel goes through the pipeline as any printed kernel
-does, so it runs on every backend and is parallel where the JVP is.
+does, so it runs on every backend and is parallel where the JVP is. Three columns of the Jacobian of DESIGN.md's ``energy``:
+
+from adjoint.vector import jvp_launch
+
+T = np.zeros((3, 8)); T[0, 0] = T[1, 1] = T[2, 2] = 1.0      # k = 3 one-hot directions
+dots = jvp_launch(energy, 8, inputs=[x], outputs=[out], tangents={"x": T})
+dots["out"].numpy()[j]   # the JVP along T[j]: column j of d out / d x
 
 A func called from the kernel keeps its own JVP, called once per direction (its
 primal is computed again each time: the values are the same). ``k`` is part of the
