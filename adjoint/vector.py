@@ -1,4 +1,5 @@
-"""Vector mode: ``k`` tangents in one JVP launch, the primal computed once.
+"""Vector mode: ``k`` tangents in one JVP launch (or ``k`` seeds in one backward launch),
+the primal computed once.
 
 ``jvp_launch(kernel, dim, inputs, outputs, tangents)`` runs a kernel's JVP along ``k``
 directions at once (Tapenade's and Enzyme's vector mode): every tangent array has a
@@ -22,6 +23,11 @@ A func called from the kernel keeps its own JVP, called once per direction (its
 primal is computed again each time: the values are the same). ``k`` is part of the
 printed kernel (one compiled kernel per ``k``, at most ``MAX_DIRECTIONS``);
 ``ad.autograd.jacobian`` takes the columns of its blocks ``CHUNK`` at a time.
+
+``vjp_launch(kernel, dim, inputs, outputs, seeds)`` does the same for the backward
+(``vector_vjp_kernel``): the kernel's backward printed as user code (as
+``printed.vjp_kernel``), each adjoint statement once per seed, adjoint arrays indexed
+with the seed first; the replay of the primal (and its loop stacks) stays single.
 """
 import copy
 
@@ -33,7 +39,7 @@ from .errors import LaunchError
 from .runtime.array import Array, zeros
 from .runtime.launch import launch
 
-__all__ = ["jvp_launch", "vector_jvp_kernel", "MAX_DIRECTIONS"]
+__all__ = ["jvp_launch", "vjp_launch", "vector_jvp_kernel", "vector_vjp_kernel", "MAX_DIRECTIONS"]
 
 MAX_DIRECTIONS = 64
 """The most directions one vector launch takes (the printed kernel holds ``k`` copies of
@@ -163,6 +169,61 @@ def vector_jvp_kernel(kernel, k):
     return kernel.built[key]
 
 
+def _rows(kernel, dim, inputs, outputs, given, device, what, noun):
+    """``(args, k, {parameter name: (k, *shape) array})`` from ``given`` (see
+    ``jvp_launch``), a zeroed one for each float array parameter left out; a
+    ``LaunchError`` naming the parameter for a bad key, ``k``, shape or dtype."""
+    args = list(inputs) + list(outputs)
+    if not isinstance(kernel, Kernel):
+        raise LaunchError(f"{what} expects an @ad.kernel, got {type(kernel).__name__}")
+    spec = kernel.spec
+    if len(args) != len(spec.params):
+        launch(kernel, dim, inputs=inputs, outputs=outputs, device=device,
+               record_tape=False)       # (raises the launch's own error)
+    where = f"{what} of kernel '{spec.name}' ({spec.origin})"
+    if not hasattr(given, "items") or not given:
+        raise LaunchError(f"{where}: {noun}s must be a non-empty dict from arguments or "
+                          f"parameter names to (k, ...) arrays, not {given!r}")
+    floats = list(spec.adjoint_params)
+    by_param = {}
+    for key, value in given.items():
+        found = [m for m, p in enumerate(spec.params) if p.name == key] if type(key) is str \
+            else [m for m, a in enumerate(args) if a is key]
+        if not found:
+            raise LaunchError(f"{where}: a {noun} is given for {key!r}, which is not one of "
+                              "its parameters' names or arguments")
+        for m in found:
+            if m not in floats:
+                raise LaunchError(f"{where}: parameter '{spec.params[m].name}' is not a float "
+                                  f"array: it has no {noun}")
+            by_param[m] = value
+    ks = {spec.params[m].name: tuple(v.shape)[0] if getattr(v, "ndim", 0) else None
+          for m, v in by_param.items()}
+    k = next(iter(ks.values()))
+    if any(n != k for n in ks.values()) or not isinstance(k, int) or k < 1:
+        told = ", ".join(f"'{n}': {c}" for n, c in ks.items())
+        raise LaunchError(f"{where}: every {noun} array needs the same number k >= 1 of "
+                          f"directions along its first axis; got {told}")
+    if k > MAX_DIRECTIONS:
+        raise LaunchError(f"{where}: {k} directions; one launch takes at most "
+                          f"{MAX_DIRECTIONS} (split them)")
+    dev = device or next((a.device for a in args if isinstance(a, Array)), None) or "cpu"
+    out = {}
+    for m in floats:
+        p, arg = spec.params[m], args[m]
+        shape, dtype = tuple(arg.shape), np.dtype(arg.dtype)
+        value = by_param.get(m)
+        if value is None:
+            value = zeros((k,) + shape, dtype=dtype, device=dev)
+        elif tuple(value.shape) != (k,) + shape or value.dtype != dtype:
+            raise LaunchError(f"{where}: the {noun}s of '{p.name}' must have shape "
+                              f"{(k,) + shape} ({k} directions of its shape {shape}) and dtype "
+                              f"{dtype}, got shape {tuple(value.shape)} and dtype "
+                              f"{value.dtype}")
+        out[p.name] = value
+    return args, k, out
+
+
 def jvp_launch(kernel, dim, inputs=(), outputs=(), tangents=None, device=None):
     """Run ``kernel``'s JVP along ``k`` directions in one launch, the primal computed once.
 
@@ -174,55 +235,55 @@ def jvp_launch(kernel, dim, inputs=(), outputs=(), tangents=None, device=None):
     ``(k, *shape)`` each, for every float array parameter: row ``j`` is what
     ``ad.launch(kernel, ..., tangents=<rows j>)`` gives, bit for bit. Not recorded on a
     tape."""
-    args = list(inputs) + list(outputs)
-    if not isinstance(kernel, Kernel):
-        raise LaunchError(f"jvp_launch expects an @ad.kernel, got {type(kernel).__name__}")
-    spec = kernel.spec
-    if len(args) != len(spec.params):
-        launch(kernel, dim, inputs=inputs, outputs=outputs, device=device,
-               record_tape=False)       # (raises the launch's own error)
-    where = f"jvp_launch of kernel '{spec.name}' ({spec.origin})"
-    if not hasattr(tangents, "items") or not tangents:
-        raise LaunchError(f"{where}: tangents must be a non-empty dict from arguments or "
-                          f"parameter names to (k, ...) arrays, not {tangents!r}")
-    floats = list(spec.adjoint_params)
-    by_param = {}
-    for key, value in tangents.items():
-        found = [m for m, p in enumerate(spec.params) if p.name == key] if type(key) is str \
-            else [m for m, a in enumerate(args) if a is key]
-        if not found:
-            raise LaunchError(f"{where}: a tangent is given for {key!r}, which is not one of "
-                              "its parameters' names or arguments")
-        for m in found:
-            if m not in floats:
-                raise LaunchError(f"{where}: parameter '{spec.params[m].name}' is not a float "
-                                  "array: it has no tangent")
-            by_param[m] = value
-    ks = {spec.params[m].name: tuple(v.shape)[0] if getattr(v, "ndim", 0) else None
-          for m, v in by_param.items()}
-    k = next(iter(ks.values()))
-    if any(n != k for n in ks.values()) or not isinstance(k, int) or k < 1:
-        told = ", ".join(f"'{n}': {c}" for n, c in ks.items())
-        raise LaunchError(f"{where}: every tangent needs the same number k >= 1 of directions "
-                          f"along its first axis; got {told}")
-    if k > MAX_DIRECTIONS:
-        raise LaunchError(f"{where}: {k} directions; one launch takes at most "
-                          f"{MAX_DIRECTIONS} (split them)")
-    dev = device or next((a.device for a in args if isinstance(a, Array)), None) or "cpu"
-    dots, given = [], {}
-    for m in floats:
-        p, arg = spec.params[m], args[m]
-        shape, dtype = tuple(arg.shape), np.dtype(arg.dtype)
-        value = by_param.get(m)
-        if value is None:
-            value = zeros((k,) + shape, dtype=dtype, device=dev)
-        elif tuple(np.shape(value)) != (k,) + shape or value.dtype != dtype:
-            raise LaunchError(f"{where}: the tangents of '{p.name}' must have shape "
-                              f"{(k,) + shape} ({k} directions of its shape {shape}) and dtype "
-                              f"{dtype}, got shape {tuple(np.shape(value))} and dtype "
-                              f"{value.dtype}")
-        dots.append(value)
-        given[p.name] = value
-    launch(vector_jvp_kernel(kernel, k), dim, inputs=args, outputs=dots, device=device,
-           record_tape=False)
+    args, k, given = _rows(kernel, dim, inputs, outputs, tangents, device, "jvp_launch",
+                           "tangent")
+    launch(vector_jvp_kernel(kernel, k), dim, inputs=args, outputs=list(given.values()),
+           device=device, record_tape=False)
     return given
+
+
+def vector_vjp_kernel(kernel, k):
+    """The backward of ``kernel`` with ``k`` seeds as a kernel of its own: its parameters,
+    then an adjoint array per float array parameter with a leading axis of ``k``
+    (``adj_<name>[j, ...]``: seed ``j``). Made once per ``k``."""
+    kernel.refresh()
+    key = ("vector_vjp_kernel", k)
+    cached = kernel.built.get(key)
+    if cached is not None:
+        return cached
+    from .emit.user import annotation, function_text
+    from .printed import _callee_scope, compile_printed
+    tr = kernel.transformed
+    if tr.rev.backward is None:
+        raise LaunchError(f"kernel '{kernel.name}' has no backward to run with k seeds")
+    arrays = set(tr.rev.adj_params)
+    by_name = {f"adj_{p.name}": p for p in tr.pf.params}
+    params = [(p.name, annotation(p)) for p in tr.pf.params] + \
+        [(a, _annotation(by_name[a], 1)) for a in tr.rev.adj_params]
+    locals_ = set(tr.rev.kinds) - arrays
+    taken = {n for s in tr.rev.backward for n in _names(s)} | {n for n, _ in params}
+    name = f"{kernel.name}_vjp{k}"
+
+    def rewrite(body):
+        return copies(body, k, locals_, arrays, taken | {n for s in body for n in _names(s)})
+    text = function_text(tr, name, params, tr.rev.backward, rewrite=rewrite)
+    pyfunc = compile_printed(text, name, _callee_scope(tr, text), forward_only=True)
+    kernel.built[key] = Kernel(pyfunc, enable_backward=False, loop_capacity=kernel.loop_capacity,
+                               bounds_check=kernel.bounds_check)
+    return kernel.built[key]
+
+
+def vjp_launch(kernel, dim, inputs=(), outputs=(), seeds=None, device=None):
+    """Run ``kernel``'s backward with ``k`` seeds in one launch, the primal replayed once.
+
+    ``seeds`` maps a float array argument or its parameter name to ``k`` output adjoints,
+    ``(k, *shape)`` as ``jvp_launch``'s tangents. Returns ``{parameter name: (k, *shape)
+    adjoints}`` for every float array parameter: row ``j`` is what the kernel's backward
+    printed as a kernel (``adjoint.printed.vjp_kernel``) accumulates with seed ``j``, bit
+    for bit (to rounding, what ``ad.launch(..., adjoint=True)`` gives: that runs the
+    optimized backward). A seed array given is read and, where the kernel stores, cleared,
+    as a backward launch clears its output adjoints. Not recorded on a tape."""
+    args, k, adjs = _rows(kernel, dim, inputs, outputs, seeds, device, "vjp_launch", "seed")
+    launch(vector_vjp_kernel(kernel, k), dim, inputs=args, outputs=list(adjs.values()),
+           device=device, record_tape=False)
+    return adjs

@@ -151,3 +151,41 @@ def test_bad_tangents_are_refused_naming_what_is_wrong(mix):
         ad.autograd.hvp(mix, N, *args, v=[None, tx, None], k=2)
     with pytest.raises(ValueError, match="k is a number of directions"):
         ad.autograd.hvp(mix, N, *args, v=[None, tx, None], k=K, mode="rev-fwd")
+
+
+def test_k_seeds_are_k_backward_launches_bit_for_bit(backend, mix):
+    from adjoint.printed import vjp_kernel
+    from adjoint.vector import vjp_launch
+    x, y, _, _ = _data(3)
+    rng = np.random.default_rng(4)
+    s_out, s_total = rng.normal(size=(K, N)), rng.normal(size=(K, 2))
+    got = vjp_launch(mix, N, [3, ad.array(x), ad.array(y)], [ad.zeros(N), ad.zeros(2)],
+                     seeds={"out": ad.array(s_out), "total": ad.array(s_total)})
+    assert got["x"].shape == (K, N) and got["y"].shape == (K, N, 2)
+    for j in range(K):
+        ax, ay = ad.zeros(N), ad.zeros((N, 2))
+        ad.launch(vjp_kernel(mix), N, [3, ad.array(x), ad.array(y), ad.zeros(N), ad.zeros(2),
+                                       ax, ay, ad.array(s_out[j]), ad.array(s_total[j])],
+                  record_tape=False)
+        assert np.array_equal(got["x"].numpy()[j], ax.numpy()), j
+        assert np.array_equal(got["y"].numpy()[j], ay.numpy()), j
+        xs, ys = ad.array(x, requires_grad=True), ad.array(y, requires_grad=True)
+        ad.launch(mix, N, [3, xs, ys], [ad.zeros(N), ad.zeros(2)], adjoint=True,
+                  adj_outputs=[ad.array(s_out[j]), ad.array(s_total[j])], record_tape=False)
+        np.testing.assert_allclose(got["x"].numpy()[j], xs.grad.numpy(), rtol=1e-13, atol=1e-14)
+    # the seeds are cleared where the kernel stores (out), as a backward launch clears them
+    assert not got["out"].numpy().any()
+
+
+def test_k_seeds_give_rows_of_the_central_differences_jacobian(mix):
+    from adjoint.vector import vjp_launch
+    x, y, _, _ = _data(5)
+    seeds = np.eye(K, N)
+    got = vjp_launch(mix, N, [3, ad.array(x), ad.array(y)], [ad.zeros(N), ad.zeros(2)],
+                     seeds={"out": seeds})
+    fd = ad.autograd.jacobian_fd(mix, N, [3, ad.array(x), ad.array(y)],
+                                 [ad.zeros(N), ad.zeros(2)], input_output_mask=[("x", "out")])
+    np.testing.assert_allclose(got["x"].numpy(), fd[(1, 0)][:K], rtol=1e-6, atol=1e-8)
+    with pytest.raises(LaunchError, match=r"seeds of 'total' must have shape \(5, 2\)"):
+        vjp_launch(mix, N, [3, ad.array(x), ad.array(y)], [ad.zeros(N), ad.zeros(2)],
+                   seeds={"out": seeds, "total": np.zeros((K, 3))})
