@@ -189,3 +189,10 @@ def test_k_seeds_give_rows_of_the_central_differences_jacobian(mix):
     with pytest.raises(LaunchError, match=r"seeds of 'total' must have shape \(5, 2\)"):
         vjp_launch(mix, N, [3, ad.array(x), ad.array(y)], [ad.zeros(N), ad.zeros(2)],
                    seeds={"out": seeds, "total": np.zeros((K, 3))})
+
+
+def test_the_benchmark_runs_and_checks_bit_for_bit():
+    from benchmarks.vector_mode import measure
+    with ad.backend_scope("numba"):
+        r = measure(40, 4, 1, "pos")
+    assert r["bitwise_equal"] and r["k"] == 4 and r["separate_s"] > 0 and r["vector_s"] > 0
