@@ -35,7 +35,6 @@ from .runtime.capture import Capture, CaptureError  # noqa: E402
 from .runtime.tape import capture  # noqa: E402
 # ad.evaluation_trace: ad.trace is the matrix trace (runtime/vecfuncs.py, as in Warp)
 from .traces import Trace, evaluation_trace  # noqa: E402
-from .transposes import Transposition, transpose_view  # noqa: E402
 from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
 # ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py).
 # ad.transform (the type) hides the subpackage adjoint.transform, imported before it
@@ -50,3 +49,13 @@ __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "k
            "struct", "clone", "copy",
            "autograd", "generate", "backend_name", "backend_scope", "use_backend", "config",
            "NonFiniteError", "grad", "hessian", "jvp", "value_and_grad", "checkpoint", "simulate", "Capture", "CaptureError", "capture", "Trace", "evaluation_trace", "Transposition", "transpose_view", "optim", "synchronize"] + _BUILTINS + sorted(_VECTOR)
+
+
+def __getattr__(name):
+    """``ad.transpose_view`` and ``ad.Transposition`` (adjoint/transposes.py) load the
+    transformer (gast) when first asked for: ``import adjoint`` alone does not, so that
+    committed gradient modules run where gast and astor are not installed."""
+    if name in ("transpose_view", "Transposition"):
+        from . import transposes
+        return getattr(transposes, name)
+    raise AttributeError(f"module 'adjoint' has no attribute {name!r}")
