@@ -29,21 +29,20 @@ import copy
 
 import gast
 
-from . import ieee
+from .stacks import dotted
+from .targets import code
 from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment, holds_stacks
 
-DEVICE = "@cuda.jit(device=True)"
-KERNEL = "@cuda.jit"
+CUDA = code("cuda")      # its spellings (runtime/targets.py)
+DEVICE, KERNEL = CUDA.func_decorator, CUDA.kernel_decorator
 STATUS = "rt_status"
 
 
-def _attr(base, *attrs):
-    node = name(base)
-    for a in attrs:
-        node = gast.Attribute(value=node, attr=a, ctx=gast.Load())
-    return node
+def _attr(path, *attrs):
+    """``a.b.c`` from "a.b" and "c"."""
+    return dotted(".".join((path,) + attrs))
 
 
 def _call(func, *args):
@@ -68,7 +67,7 @@ class LowerCuda(gast.NodeTransformer):
                                               _root(t) in self.shared):
             fn = "add" if isinstance(node.op, gast.Add) else "sub"
             idx = copy.deepcopy(t.slice)
-            return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id), idx,
+            return gast.Expr(value=_call(_attr(CUDA.atomic, fn), name(t.value.id), idx,
                                          node.value))
         return node
 
@@ -77,7 +76,7 @@ class LowerCuda(gast.NodeTransformer):
         self.generic_visit(node)
         t = node.target
         fn = "min" if node.is_min else "max"
-        return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id),
+        return gast.Expr(value=_call(_attr(CUDA.atomic, fn), name(t.value.id),
                                      copy.deepcopy(t.slice), node.value))
 
     def visit_AtomicBits(self, node):
@@ -85,14 +84,14 @@ class LowerCuda(gast.NodeTransformer):
         self.generic_visit(node)
         t = node.target
         fn = {gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(node.op)]
-        return gast.Expr(value=_call(_attr("cuda", "atomic", fn), name(t.value.id),
+        return gast.Expr(value=_call(_attr(CUDA.atomic, fn), name(t.value.id),
                                      copy.deepcopy(t.slice), node.value))
 
     def visit_Assign(self, node):
         v = node.value
         if isinstance(v, AtomicFetch):          # old = cuda.atomic.or_(arr, i, v)
             fn = {gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(v.op)]
-            node.value = _call(_attr("cuda", "atomic", fn), name(v.target.value.id),
+            node.value = _call(_attr(CUDA.atomic, fn), name(v.target.value.id),
                                copy.deepcopy(v.target.slice), v.value)
             return node
         if isinstance(v, StackNew):
@@ -185,7 +184,7 @@ def grid(thread_fn, tids, dims, args):
     """Body of a ``@cuda.jit`` kernel running ``thread_fn`` for each thread in range."""
     target = name(tids[0], store=True) if len(tids) == 1 else gast.Tuple(
         elts=[name(t, store=True) for t in tids], ctx=gast.Store())
-    read = gast.Assign(targets=[target], value=_call(_attr("cuda", "grid"), const(len(tids))),
+    read = gast.Assign(targets=[target], value=_call(_attr(CUDA.thread_index), const(len(tids))),
                        type_comment=None)
     tests = [gast.Compare(left=name(t), ops=[gast.Lt()], comparators=[name(d)])
              for t, d in zip(tids, dims)]
@@ -194,9 +193,3 @@ def grid(thread_fn, tids, dims, args):
     return [comment("one GPU thread per grid point; threads past the launch size do nothing"),
             read, gast.If(test=test, body=[call], orelse=[])]
 
-
-def header(float32=False):
-    """The module's imports; float32 kernels' loop stacks also need numba's ``float32``."""
-    types = "cuda, float32, float64, int8, int64" if float32 else "cuda, float64, int8, int64"
-    return [f"from numba import {types}", "", "import adjoint.runtime", "",
-            'rt = adjoint.runtime.backend("cuda")  # numba.cuda (or its simulator)', ieee.NOTE]

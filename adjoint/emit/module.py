@@ -21,7 +21,7 @@ from .declare import declare
 from .precision import float32_kernel
 from .spec import gather_clean, has, jvp_refusal, spec_lines
 from .printer import Printer
-from .targets import TARGETS
+from .targets import code as code_of
 from ..transform import once, zeroed
 from ..transform.ir import Comment, copy_tree, name, number_constant, rt_call
 
@@ -89,7 +89,9 @@ def _jvp_functions(tr, target, custom_grads):
 def _kernel_functions(tr, target, custom_grads):
     params = [p.name for p in tr.pf.params]
     adj_params = tr.rev.adj_params
-    cuda_status = [cuda.STATUS] if target == "cuda" else []
+    code = code_of(target)
+    # (a backward's loop may overflow a fixed-capacity stack: it always takes the status)
+    stack_status = [cuda.STATUS] if code.fixed_stacks else []
 
     def status(body):
         return [cuda.STATUS] if bounds.reports(body) else []
@@ -99,15 +101,15 @@ def _kernel_functions(tr, target, custom_grads):
     if tr.rev.backward is None:
         return out
     # the clears of the handed adjoints run only if rt_clear (transform/zeroed.py): on the
-    # CPU, where the runtime may owe their zeros instead (runtime/steps.py)
-    handed = tr.handed if target == "cpu" else ()
+    # host, where the runtime may owe their zeros instead (runtime/steps.py)
+    handed = tr.handed if code.host else ()
     adj_params = adj_params + ([zeroed.CLEAR_FLAG] if handed else [])
 
     def lower(body):
         return _lower(zeroed.optional_clears(body, handed), tr)
     backward = lower(tr.rev.backward)
-    bparams = params + adj_params + (cuda_status or status(backward))
-    if tr.gather is not None and target == "cpu":
+    bparams = params + adj_params + (stack_status or status(backward))
+    if tr.gather is not None and code.host:
         out += _gathered(tr, backward, bparams)
     else:
         out += _pair(tr, target, custom_grads, "backward", backward, bparams, tr.plans[1],
@@ -118,21 +120,21 @@ def _kernel_functions(tr, target, custom_grads):
         out += _pair(tr, target, custom_grads, "forward_save", forward,
                      params + saved + status(forward), tr.plans[0], backward=False)
         out += _pair(tr, target, custom_grads, "backward_saved", backward,
-                     params + saved + adj_params + (cuda_status or status(backward)),
+                     params + saved + adj_params + (stack_status or status(backward)),
                      tr.plans[1], backward=True)
-    if tr.eager is not None and target == "cpu":   # pass eager: forward and VJP in one launch
+    if tr.eager is not None and code.host:   # pass eager: forward and VJP in one launch
         fused = _lower(tr.eager.body, tr)
         out += _pair(tr, target, custom_grads, "forward_vjp", fused,
                      params + tr.rev.adj_params + status(fused), tr.eager.plan, backward=False)
     if tr.once is not None:         # pass once: the same backwards, storing into clean buffers
         backward = lower(tr.once.backward)
         out += _pair(tr, target, custom_grads, "backward_clean", backward,
-                     params + adj_params + (cuda_status or status(backward)), tr.plans[1],
+                     params + adj_params + (stack_status or status(backward)), tr.plans[1],
                      backward=True)
         if tr.saved is not None:
             backward = lower(tr.once.backward_saved)
             out += _pair(tr, target, custom_grads, "backward_saved_clean", backward,
-                         params + saved + adj_params + (cuda_status or status(backward)),
+                         params + saved + adj_params + (stack_status or status(backward)),
                          tr.plans[1], backward=True)
     return out
 
@@ -144,14 +146,15 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
     tids = [f"tid{d}" for d in range(tr.dims)]
     dims = [f"dim{d}" for d in range(tr.dims)]
     thread = f"{k}_{part}_thread"
-    if target == "cuda":
+    code = code_of(target)
+    if not code.host:               # one device thread per grid point (emit/cuda.py)
         lowered = cuda.lower_body(_declared(body, tids + params, tr, target), tr,
                                   tr.loop_capacity, custom_grads)
         if bounds.reports(lowered) and cuda.STATUS not in params:
             params = params + [cuda.STATUS]     # (a printed backward's stacks may overflow)
-        return [(thread, tids + params, lowered, cuda.DEVICE),
+        return [(thread, tids + params, lowered, code.func_decorator),
                 (f"{k}_{part}", dims + params, cuda.grid(thread, tids, dims, params),
-                 cuda.KERNEL)]
+                 code.kernel_decorator)]
     sums = []
     lanes = False
     if plan.mode == "privatize" and "sums" in tr.optimizations:   # kept in locals
@@ -254,7 +257,7 @@ def _declared(body, names, tr, target):
     """``body`` with its maybe-unassigned locals declared first (emit/declare.py), where
     their kinds are known: numba must see a value on every path, also when it prunes a
     branch whose test it can fold (``if 1 > 0``)."""
-    decls, ok = declare(body, names, tr, with_stacks=target != "cuda")
+    decls, ok = declare(body, names, tr, with_stacks=not code_of(target).fixed_stacks)
     return decls + body if ok else body
 
 
@@ -285,26 +288,27 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
     JVP, or where ``jvp_refusal`` says why not."""
     f = tr.pf.name
     params = [p.name for p in tr.pf.params]
-    deco = cuda.DEVICE if target == "cuda" else DECORATOR
+    code = code_of(target)
+    deco = code.func_decorator
 
     def lower(body, names):
         body = _declared(_lower(body, tr), names, tr, target)
-        return cuda.lower_body(body, tr, 256, custom_grads) if target == "cuda" else body
+        return body if code.host else cuda.lower_body(body, tr, 256, custom_grads)
 
     def pushing(names):
         """A CUDA func that holds loop stacks (a printed backward) reports an overflow."""
-        return [cuda.STATUS] if target == "cuda" and cuda.holds_pushes(tr) else []
-    shown = params if target == "cuda" else with_defaults(tr.pf, params)
+        return [cuda.STATUS] if code.fixed_stacks and cuda.holds_pushes(tr) else []
+    shown = with_defaults(tr.pf, params) if code.host else params
     out = [(f"{f}_forward", shown + pushing(params), lower(tr.rev.forward, params), deco)]
     if custom_grad is not None:
         gpf = custom_grad
         gparams = [a.id for a in gpf.node.args.args]
         gbody = _lower(gpf.node.body, None)
-        if target == "cuda":        # its adj_arr[i] += v: atomic, as every colliding one
+        if not code.host:           # its adj_arr[i] += v: atomic, as every colliding one
             gbody = cuda.lower_body(gbody, tr, 256, custom_grads)
         out.append((f"{f}_adjoint", gparams, gbody, deco, gpf.source))
     elif tr.rev.backward is not None:       # (none for a printed backward: holds_stacks)
-        status = [cuda.STATUS] if target == "cuda" else []
+        status = [cuda.STATUS] if code.fixed_stacks else []
         out.append((f"{f}_adjoint", params + tr.rev.adj_params + status,
                     lower(tr.rev.backward, params + tr.rev.adj_params), deco))
     if custom_jvp is not None:
@@ -320,9 +324,7 @@ def func_functions(tr, custom_grad=None, target="cpu", custom_grads=(), custom_j
 
 def _known_target(target):
     """``target`` if it is one adjoint can emit, else a ValueError naming the choices."""
-    if target not in TARGETS:
-        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    return target
+    return code_of(target).name
 
 
 def function_sources(tr, stage, target="cpu", threads_only=False):
@@ -373,7 +375,7 @@ def function_sources(tr, stage, target="cpu", threads_only=False):
 def _target_line(target):
     """The header line naming a non-CPU target; CPU modules have none (and so keep the
     header they had before there were targets)."""
-    return [] if target == "cpu" else [f"# adjoint-target: {target}"]
+    return [f"# adjoint-target: {target}"] if code_of(target).named else []
 
 
 def _optimize_line():
@@ -386,11 +388,7 @@ def _optimize_line():
 
 
 def _header(target, float32):
-    if target == "cuda":
-        return cuda.header(float32)
-    return ["import adjoint.runtime", "",
-            "rt = adjoint.runtime.backend()  # numba.njit, or plain Python under ADJOINT_JIT=0",
-            ieee.NOTE]
+    return code_of(target).header(float32) + [ieee.NOTE]
 
 
 def module_source(items, relname, source_text, target="cpu"):

@@ -6,6 +6,7 @@ import gast
 from ..transform.ir import Print
 from . import bounds
 from .precision import float32_kernel
+from .targets import code
 
 
 def jvp_refusal(tr):
@@ -74,7 +75,7 @@ def _launcher(tr, target, fns, part):
         return None
     if part == "jvp" and jvp_refusal(tr) is not None:
         return (f"kernel {n!r} has no JVP", jvp_refusal(tr))
-    if target == "cuda":
+    if not code(target).host:       # a device code: one thread per grid point
         serial = tr.plans[1 if part == "backward" else 0].mode == "serial"
         if part == "backward" and serial:
             return f"rt.refused({tr.plans[1].reason!r})"
@@ -163,7 +164,7 @@ def _clean_lines(tr, target, fns):
     """The ``KernelSpec`` entries of pass once: the array parameters whose adjoint the
     backward adds into at most once per element, and the backwards storing into them
     instead (run when all their gradient buffers are clean); none when there are none."""
-    if gather_clean(tr) and target == "cpu":
+    if gather_clean(tr) and code(target).host:
         arrays = tuple(r.array[len("adj_"):] for r in tr.gather.receivers)
         lines = [f"    clean_arrays={arrays!r},",
                  f"    backward_clean={_launcher(tr, target, fns, 'backward_clean')},"]
