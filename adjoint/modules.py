@@ -21,6 +21,7 @@ from . import passes
 from .cache import LOCK, cache_dir, load, load_indexed, module_stem, remember
 from .errors import AdjointError
 from .inputs import module_key
+from .runtime.targets import target as backend_target
 
 
 def func_closure(roots):
@@ -109,7 +110,7 @@ def _load(obj, kernels, funcs, backend_name):
     """Found by the key of its inputs when an earlier process made it; else generated,
     stored, and recorded under that key (unless the key changed meanwhile: a global the
     transformer read was rebound while it ran)."""
-    target = "cuda" if backend_name == "cuda" else "cpu"
+    target = backend_target(backend_name).code.name     # the printed code it runs
     folder = cache_dir()
     with LOCK:
         optimizations = module_optimizations(kernels) if funcs else kernels[0].optimizations()

@@ -15,8 +15,9 @@ two threads (or asyncio tasks) may launch on two backends at once:
 
 ``use_backend`` inside a scope also replaces that scope's backend, so the caller sees
 what it asked for at once; leaving the scope restores what the context had before
-it. The default device follows the backend in force: "cuda" under ``cuda``, else
-"cpu". Each kernel keeps one compiled module per backend.
+it. The default device follows the backend in force (its ``Target.device``:
+runtime/targets.py, where each backend is declared). Each kernel keeps one compiled
+module per backend.
 """
 import contextlib
 import contextvars
@@ -24,9 +25,9 @@ import importlib
 import os
 
 from .backend_cuda import require_cuda
+from .targets import View, target
 
-BACKENDS = {"python": "adjoint.runtime.backend_python", "numba": "adjoint.runtime.backend_numba",
-            "cuda": "adjoint.runtime.backend_cuda"}
+BACKENDS = View(lambda t: t.runtime)   # each backend's runtime module, as registered
 _process_default = "python" if os.environ.get("ADJOINT_JIT", "1").strip().lower() in (
     "0", "false", "no", "off") else "numba"
 _scoped = contextvars.ContextVar("adjoint_backend", default=None)   # backend_scope's, or None
@@ -37,7 +38,7 @@ def backend(name=None):
     modules; otherwise the CPU backend in force (python or numba)."""
     if name is None:
         name = cpu_backend_name()
-    return importlib.import_module(BACKENDS[name])
+    return importlib.import_module(target(name).runtime)
 
 
 def backend_name():
@@ -47,18 +48,16 @@ def backend_name():
 
 def cpu_backend_name():
     """The backend CPU launches use: python, or numba (also while cuda is in force)."""
-    return "python" if backend_name() == "python" else "numba"
+    return target(backend_name()).cpu
 
 
 def default_device():
-    """Where new arrays and launches go unless told: "cuda" under the cuda backend."""
-    return "cuda" if backend_name() == "cuda" else "cpu"
+    """Where new arrays and launches go unless told: the device of the backend in force."""
+    return target(backend_name()).device
 
 
 def _checked(name):
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    if name == "cuda":
+    if target(name).device == "cuda":
         require_cuda()
     return name
 

@@ -18,12 +18,13 @@ backends of its targets.
 from dataclasses import dataclass
 
 from .all_builtins import BUILTINS
+from .targets import View
 
 CPU, CUDA = "cpu", "cuda"
 BOTH = (CPU, CUDA)
 
-# which target each backend module (runtime/jit.py BACKENDS) serves
-BACKEND_TARGET = {"python": CPU, "numba": CPU, "cuda": CUDA}
+# which code each backend serves (runtime/targets.py), as registered
+BACKEND_TARGET = View(lambda t: t.code.name)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ loading the transformer, the runtime reads the targets without the emitter). Gua
 ``TARGETS`` maps each backend name to its frozen ``Target``, ``CODES`` each code name to
 its frozen ``Code``; ``target`` and ``code`` raise a ``ValueError`` naming the choices.
 """
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -81,6 +82,22 @@ NUMBA = Target("numba", CPU, "adjoint.runtime.backend_numba", "numba.njit", comp
 CUDA_TARGET = Target("cuda", CUDA, "adjoint.runtime.backend_cuda",
                      "numba.cuda.jit (or numba's simulator)", device="cuda", host="numba")
 TARGETS = {t.name: t for t in (PYTHON, NUMBA, CUDA_TARGET)}
+
+
+class View(Mapping):
+    """A live mapping of each registered backend's name to ``read(its Target)``."""
+
+    def __init__(self, read):
+        self.read = read
+
+    def __getitem__(self, name):
+        return self.read(TARGETS[name])
+
+    def __iter__(self):
+        return iter(TARGETS)
+
+    def __len__(self):
+        return len(TARGETS)
 
 
 def target(name):
