@@ -190,7 +190,7 @@ def _jvp_blocks(problem, pairs):
             seeds[np.arange(k), start + np.arange(k)] = 1.0
             dev = [_on_device(a, problem.device) for a in problem.fresh_args()]
             seeds = _on_device(seeds.reshape((k,) + args0[i].shape), problem.device)
-            from .vector import jvp_launch     # (the transformer: gast, when first used)
+            from .vector_mode import jvp_launch     # (the transformer: gast, when first used)
             out = jvp_launch(problem.kernel, problem.dims, dev[:n], dev[n:], device=problem.device,
                              tangents={problem.name(i): seeds})
             for key, ii, o in pairs:
@@ -410,7 +410,7 @@ def _forward_over_reverse(backward, base, floats, dots, adjs, k=None):
     """``hvp``'s forward over reverse: the JVP of the printed ``backward`` kernel (along
     ``k`` directions at once with ``k``: vector mode)."""
     if k is not None:
-        from .vector import jvp_launch         # (the transformer: gast, when first used)
+        from .vector_mode import jvp_launch         # (the transformer: gast, when first used)
     run = partial(launch, record_tape=False) if k is None else jvp_launch
     dev = [_on_device(a, base.device) for a in base.fresh_args()]
     names = [base.spec.params[k].name for k in floats]

@@ -7,7 +7,7 @@ output reads every input): ``k`` columns of the Jacobian of the energies, ``d ou
 d mass[j]`` for ``j < k`` (``--wrt mass``: one-hot tangents) or ``k`` directional
 derivatives along random directions of all positions (``--wrt pos``). ``separate``:
 ``k`` launches ``ad.launch(..., tangents={name: T[j]})``, each computing the primal
-again; ``vector``: one ``adjoint.vector.jvp_launch`` with ``T`` of shape ``(k, ...)``,
+again; ``vector``: one ``adjoint.vector_mode.jvp_launch`` with ``T`` of shape ``(k, ...)``,
 the primal once.
 Both are compiled first (numba backend, CPU); times are the fastest of ``--repeat``
 runs, and the two results are checked to be equal bit for bit before timing.
@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import adjoint as ad
-from adjoint.vector import jvp_launch
+from adjoint.vector_mode import jvp_launch
 from benchmarks.workloads.nbody import nbody_energy
 
 

@@ -10,7 +10,7 @@ import pytest
 import adjoint as ad
 from adjoint.autograd import _ad_blocks, _pairs, _problem
 from adjoint.errors import LaunchError
-from adjoint.vector import MAX_DIRECTIONS, jvp_launch
+from adjoint.vector_mode import MAX_DIRECTIONS, jvp_launch
 
 SOURCE = """
 @ad.func
@@ -155,7 +155,7 @@ def test_bad_tangents_are_refused_naming_what_is_wrong(mix):
 
 def test_k_seeds_are_k_backward_launches_bit_for_bit(backend, mix):
     from adjoint.printed import vjp_kernel
-    from adjoint.vector import vjp_launch
+    from adjoint.vector_mode import vjp_launch
     x, y, _, _ = _data(3)
     rng = np.random.default_rng(4)
     s_out, s_total = rng.normal(size=(K, N)), rng.normal(size=(K, 2))
@@ -178,7 +178,7 @@ def test_k_seeds_are_k_backward_launches_bit_for_bit(backend, mix):
 
 
 def test_k_seeds_give_rows_of_the_central_differences_jacobian(mix):
-    from adjoint.vector import vjp_launch
+    from adjoint.vector_mode import vjp_launch
     x, y, _, _ = _data(5)
     seeds = np.eye(K, N)
     got = vjp_launch(mix, N, [3, ad.array(x), ad.array(y)], [ad.zeros(N), ad.zeros(2)],

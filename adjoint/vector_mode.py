@@ -13,7 +13,7 @@ tangents from it, with the same operations as ``k`` separate JVP launches: the r
 are theirs bit for bit. That kernel goes through the pipeline as any printed kernel
 does, so it runs on every backend and is parallel where the JVP is. Three columns of the Jacobian of DESIGN.md's ``energy``:
 
-from adjoint.vector import jvp_launch
+from adjoint.vector_mode import jvp_launch
 
 T = np.zeros((3, 8)); T[0, 0] = T[1, 1] = T[2, 2] = 1.0      # k = 3 one-hot directions
 dots = jvp_launch(energy, 8, inputs=[x], outputs=[out], tangents={"x": T})
