@@ -31,7 +31,7 @@ import gast
 
 from .stacks import dotted
 from .targets import code
-from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, StackNew, StackPush, const, if_, name
+from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, MaxOp, MinOp, StackNew, StackPush, const, if_, name
 from ..transform.parallel import is_exclusive
 from ..transform.reverse import comment, holds_stacks
 
@@ -89,8 +89,9 @@ class LowerCuda(gast.NodeTransformer):
 
     def visit_Assign(self, node):
         v = node.value
-        if isinstance(v, AtomicFetch):          # old = cuda.atomic.or_(arr, i, v)
-            fn = {gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(v.op)]
+        if isinstance(v, AtomicFetch):          # old = cuda.atomic.add(arr, i, v)
+            fn = {gast.Add: "add", gast.Sub: "sub", MinOp: "min", MaxOp: "max",
+                  gast.BitAnd: "and_", gast.BitOr: "or_", gast.BitXor: "xor"}[type(v.op)]
             node.value = _call(_attr(CUDA.atomic, fn), name(v.target.value.id),
                                copy.deepcopy(v.target.slice), v.value)
             return node
@@ -167,7 +168,8 @@ def shared_arrays(body, owner, dims):
     out = set()
     for s in body:
         for n in gast.walk(s):
-            if isinstance(n, (AtomicMinMax, AtomicBits)) or isinstance(n, gast.AugAssign) and \
+            if isinstance(n, (AtomicMinMax, AtomicBits, AtomicFetch)) or \
+                    isinstance(n, gast.AugAssign) and \
                     isinstance(n.target, gast.Subscript) and \
                     not is_exclusive(owner, dims, n.target.slice):
                 out.add(_root(n.target))

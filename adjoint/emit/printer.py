@@ -11,7 +11,8 @@ import textwrap
 
 import gast
 
-from ..transform.ir import AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment, Print
+from ..transform.ir import (AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment,
+                            Print, atomic_update)
 
 INDENT = "    "
 WIDTH = 99
@@ -150,11 +151,12 @@ class Printer:
         elif isinstance(s, AtomicMinMax):
             self.emit(depth, atomic_minmax_src(s))
         elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch):
-            v = s.value                     # old = ad.atomic_or(a, i, v): two steps, serial
+            v = s.value                     # old = ad.atomic_add(a, i, v): two steps, serial
             self.emit(depth, f"{expr_src(s.targets[0])} = {expr_src(v.target)}")
-            self.stmt(AtomicBits(target=v.target, op=v.op, value=v.value), depth)
+            self.stmt(atomic_update(s), depth)
         elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicResult):
-            self.emit(depth, f"{expr_src(s.targets[0])} = 0  # the old value of an atomic "
+            zero = "0.0" if s.value.is_float else "0"
+            self.emit(depth, f"{expr_src(s.targets[0])} = {zero}  # the old value of an atomic "
                       "(its backward does not read it)")
         elif isinstance(s, AtomicBits):     # (a colliding one runs serially: pass parallel)
             aug = gast.AugAssign(target=s.target, op=s.op, value=s.value)

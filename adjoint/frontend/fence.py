@@ -55,7 +55,7 @@ def reject_syntax(pf):
                             f"'{what}' is not supported", node)
 
 
-# Warp's atomics whose old value a kernel may take (old = ad.atomic_or(a, i, v))
+# the atomics of int arrays only
 BIT_ATOMICS = ("atomic_and", "atomic_or", "atomic_xor")
 
 class _Fence:
@@ -106,13 +106,7 @@ class _Fence:
             if len(s.targets) != 1:
                 raise self.err("chained assignment (a = b = c) is not supported", s)
             self.target(s.targets[0], s)
-            v = s.value
-            if isinstance(s.targets[0], gast.Name) and isinstance(v, gast.Call) and \
-                    getattr(v, "callee", None) is not None and v.callee.kind == "atomic" and \
-                    v.callee.name in BIT_ATOMICS:
-                self.atomic(v)          # old = ad.atomic_or(a, i, v): Warp's old value
-            else:
-                self.expr(v, top_call=True)
+            self.expr(s.value, top_call=True)
         elif isinstance(s, gast.AugAssign):
             if isinstance(s.target, gast.Subscript):
                 if not isinstance(s.op, (gast.Add, gast.Sub)):
@@ -287,10 +281,8 @@ class _Fence:
             if callee is None:
                 raise self.err("unsupported call", e)
             if callee.kind == "atomic":
-                took = "assign it to a name (old = ...)" if callee.name in BIT_ATOMICS \
-                    else f"call it as a statement, {callee.name}(arr, i, value)"
-                raise self.err(f"the value {callee.name}() returns (the element's old value, "
-                               f"in Warp) is taken only in an assignment: {took}", e)
+                self.atomic(e)          # old = ad.atomic_add(a, i, v): Warp's old value
+                return
             if callee.kind in ("range", "print"):
                 raise self.err(f"{callee.name}() cannot be used here", e)
             if callee.kind == "tid" and (e.args or not top_call):

@@ -160,10 +160,6 @@ class _Scalarize(Expressions):
 
     def stmt(self, s):
         if isinstance(s, gast.Assign):
-            if getattr(s.value, "callee", None) is not None and s.value.callee.kind == "atomic":
-                out = self.expr_stmt(gast.Expr(value=s.value))  # old = ad.atomic_or(a, i, v)
-                s.value = out[-1].value
-                return out[:-1] + [s]
             return self.assign(s.targets[0], s.value, s) if len(s.targets) == 1 else [s]
         if isinstance(s, gast.AugAssign):
             return self.augassign(s)
@@ -473,12 +469,8 @@ class _Scalarize(Expressions):
             return out
         if callee.kind == "atomic" and call.args and isinstance(call.args[0], gast.Name) \
                 and call.args[0].id in self.narrow:
-            arr = call.args[0].id        # (a uint32's bits, Warp's flags: the value wrapped)
-            if callee.name in ("atomic_and", "atomic_or", "atomic_xor") and \
-                    self.narrow[arr] == "uint32":
-                call.args[-1] = expr(self.narrowed(arr, self.ev(call.args[-1]), None, s))
-                return [s]
-            self.narrowed(arr, None, callee.name, s)
+            self.narrow_atomic(call, s)
+            return [s]
         if callee.kind == "print":
             args = []
             for a in call.args:
@@ -491,6 +483,30 @@ class _Scalarize(Expressions):
             return []       # a vector computed and dropped: nothing to do
         s.value = v
         return [s]
+
+    def narrow_atomic(self, call, s):
+        """An atomic on a narrow int array: only a uint32's bits (Warp's flags), the value
+        wrapped to 32 bits."""
+        arr, callee = call.args[0].id, call.callee
+        if callee.name in ("atomic_and", "atomic_or", "atomic_xor") and \
+                self.narrow[arr] == "uint32":
+            call.args[-1] = expr(self.narrowed(arr, self.ev(call.args[-1]), None, s))
+            return
+        self.narrowed(arr, None, callee.name, s)
+
+    def atomic_value(self, call):
+        """The value an atomic returns (Warp's: the element's old value), of an array of
+        scalars; its indices and value scalars."""
+        arr = call.args[0].id
+        if arr in self.varrays:
+            raise self.err(f"the old value {call.callee.name}() returns of '{arr}', an array "
+                           f"of {self.varrays[arr][0].name}, is not supported: call it as a "
+                           f"statement, {call.callee.name}({arr}, i, v)", call)
+        call.args = [call.args[0]] + [self.scalar(a, f"{call.callee.name}()")
+                                      for a in call.args[1:]]
+        if arr in self.narrow:
+            self.narrow_atomic(call, self.line)
+        return call
 
     # -- expressions -----------------------------------------------------------------
 

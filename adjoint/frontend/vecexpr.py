@@ -249,6 +249,8 @@ class Expressions:
             return self.vector_call(e, callee.name)
         if callee.kind == "func":
             return self.func_call(e, callee)
+        if callee.kind == "atomic":
+            return self.atomic_value(e)
         if callee.kind == "op" and callee.name in ("min", "max"):
             args = [self.ev(a) for a in e.args]
             if any(isinstance(a, V) for a in args):

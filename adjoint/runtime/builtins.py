@@ -19,34 +19,37 @@ def tid():
     raise RuntimeError("ad.tid() can only be called inside an @ad.kernel")
 
 
-def atomic_add(arr, *args):
-    """``arr[idx] += value`` as one atomic step: ``atomic_add(arr, i, [j, k,] value)``."""
+def _atomic(arr, args, update):
+    """``arr[idx] = update(arr[idx], value)``; the element's old value (a copy of a row)."""
     *idx, value = args
     data = arr.numpy() if hasattr(arr, "numpy") else arr
-    data[tuple(idx)] += value
+    old = data[tuple(idx)]
+    old = old.copy() if hasattr(old, "copy") and getattr(old, "ndim", 0) else old
+    data[tuple(idx)] = update(old, value)
+    return old
+
+
+def atomic_add(arr, *args):
+    """``arr[idx] += value`` as one atomic step: ``atomic_add(arr, i, [j, k,] value)``;
+    returns the element's old value (Warp's)."""
+    return _atomic(arr, args, lambda a, v: a + v)
 
 
 def atomic_sub(arr, *args):
-    """``arr[idx] -= value`` as one atomic step."""
-    *idx, value = args
-    data = arr.numpy() if hasattr(arr, "numpy") else arr
-    data[tuple(idx)] -= value
+    """``arr[idx] -= value`` as one atomic step; returns the old value."""
+    return _atomic(arr, args, lambda a, v: a - v)
 
 
 def atomic_min(arr, *args):
     """``arr[idx] = min(arr[idx], value)`` as one atomic step: ``atomic_min(arr, i, [j, k,]
-    value)``. Its gradient goes to ``value`` where it equals the element after the launch
-    (Warp's rule; see docs/from-warp.md)."""
-    *idx, value = args
-    data = arr.numpy() if hasattr(arr, "numpy") else arr
-    data[tuple(idx)] = _py.min(data[tuple(idx)], value)
+    value)``; returns the old value. Its gradient goes to ``value`` where it equals the
+    element after the launch (Warp's rule; see docs/from-warp.md)."""
+    return _atomic(arr, args, _py.min)
 
 
 def atomic_max(arr, *args):
-    """``arr[idx] = max(arr[idx], value)`` as one atomic step."""
-    *idx, value = args
-    data = arr.numpy() if hasattr(arr, "numpy") else arr
-    data[tuple(idx)] = _py.max(data[tuple(idx)], value)
+    """``arr[idx] = max(arr[idx], value)`` as one atomic step; returns the old value."""
+    return _atomic(arr, args, _py.max)
 
 
 def _atomic_bits(arr, args, op):

@@ -2,8 +2,8 @@
 
 Expects: an ``SSA`` function.
 Guarantees: ``active(ssa)`` returns the set of versions that are floats, depend
-on a differentiable input (a float array element in a kernel, a float
-parameter in a func) through differentiable operations, and reach an output (a
+on a differentiable input (a float array element in a kernel, or the old value
+an atomic on a float array returns; a float parameter in a func) through differentiable operations, and reach an output (a
 store, an accumulation, a returned value). Only these get ``adj_`` variables;
 everything else (indices, counters, flags, comparisons) is replayed only.
 A loop stack of floats (a generated backward printed as user code) is active
@@ -13,7 +13,7 @@ import gast
 
 from ..rules import lookup
 from .inline import custom_call_arrays
-from .ir import StackNew, StackPush, StackRead, walk_stmts
+from .ir import AtomicFetch, StackNew, StackPush, StackRead, walk_stmts
 
 
 def _edges(s, ssa):
@@ -66,6 +66,9 @@ def active(ssa):
         if isinstance(s, gast.Assign) and isinstance(s.value, gast.Subscript) and \
                 isinstance(s.value.value, gast.Name) and s.value.value.id in float_arrays:
             varied.add(s.targets[0].id)
+        if isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch) and \
+                s.value.target.value.id in float_arrays:      # the element's old value
+            varied.add(s.targets[0].id)
         if custom_call_arrays(s, float_arrays):      # a func reading float arrays
             t = s.targets[0]
             varied |= {e.id for e in t.elts} if isinstance(t, gast.Tuple) else {t.id}
@@ -87,6 +90,8 @@ def active(ssa):
             useful |= set(_names([s.value]))
         elif isinstance(s, gast.AugAssign):
             useful |= set(_names([s.value]))
+        elif isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch):
+            useful |= set(_names([s.value.value]))      # (its update, as the statement's)
         elif isinstance(s, gast.Return):
             vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
             useful |= set(_names(vals))

@@ -23,7 +23,7 @@ import ast
 import gast
 
 from .inline import custom_call_arrays
-from .ir import AtomicFetch, AtomicMinMax, walk_stmts
+from .ir import AtomicFetch, AtomicMinMax, atomic_update, walk_stmts
 from .parallel import is_exclusive
 
 
@@ -83,8 +83,8 @@ def check(ssa, dims, owner):
                 writes.setdefault(t.value.id, []).append(s)
             if isinstance(s.value, gast.Subscript) and isinstance(s.value.value, gast.Name):
                 loads.setdefault(s.value.value.id, []).append(s)
-            if isinstance(s.value, AtomicFetch):      # (an update, as AtomicBits)
-                writes.setdefault(s.value.target.value.id, []).append(s)
+            if isinstance(s.value, AtomicFetch):      # an update, as its statement form
+                writes.setdefault(s.value.target.value.id, []).append(atomic_update(s))
             for arr in custom_call_arrays(s, arrays):
                 called.setdefault(arr, s)
         elif isinstance(s, gast.AugAssign):
@@ -147,6 +147,8 @@ def arrays_used(ssa):
                 reads.add(v.value.id)
             if isinstance(v, AtomicFetch):
                 writes.add(v.target.value.id)
+                if isinstance(atomic_update(s), AtomicMinMax):
+                    reads.add(v.target.value.id)
         elif isinstance(s, gast.AugAssign):
             writes.add(s.target.value.id)
             if isinstance(s, AtomicMinMax):      # its adjoint reads the element left

@@ -21,7 +21,9 @@ def copy_tree(node):
     """``copy.deepcopy(node)`` of a gast tree (a node or a list of them), a few times faster:
     nodes and lists are copied here (a node's every attribute: fields, positions, declared
     facts), anything else (a ``LoopInfo``, ...) by ``copy.deepcopy``, all with one memo, so
-    an object reached twice is copied once, as deepcopy does. The emitter copies each
+    an object reached twice is copied once, as deepcopy does. A node with no attributes at
+    all (a context such as ``Load``, an operator such as ``Add``) is shared, not copied:
+    nothing can tell the two apart but ``is``. The emitter copies each
     function's tree once per printing pass; deepcopy's generic protocol was a third of
     the transformer's time (a cold start's first gradient)."""
     return _copy(node, {})
@@ -39,6 +41,8 @@ def _copy(x, memo):
         out.extend([_copy(e, memo) for e in x])
         return out
     if isinstance(x, gast.AST):
+        if not x.__dict__:      # a context or operator (Load, Add, ...): nothing to copy
+            return x
         out = memo[id(x)] = cls.__new__(cls)
         out.__dict__.update({k: _copy(v, memo) for k, v in x.__dict__.items()})
         return out
@@ -141,11 +145,14 @@ class AtomicBits(gast.AugAssign):
 
 
 class AtomicFetch(gast.expr):
-    """``old = ad.atomic_or(arr, i, v)`` (and, xor): the value of the statement ``old =
-    AtomicFetch(arr[i], op, v)``, which updates the element as ``AtomicBits`` does and
-    gives its old value (Warp's). A backward cannot recompute that value: its replay
-    holds ``AtomicResult`` instead, which pass reverse refuses where the backward needs
-    it."""
+    """``old = ad.atomic_add(arr, i, v)`` (and every other atomic, as Warp's return the
+    element's old value): the value of the statement ``old = AtomicFetch(arr[i], op, v)``,
+    which updates the element as the statement form does (``update()``: an ``AugAssign``
+    for add/sub, an ``AtomicMinMax``, an ``AtomicBits``) and gives its old value. Passes
+    that differentiate, plan or print the update ask ``update()``. A backward cannot
+    recompute the old value: its replay holds ``AtomicResult`` instead, which pass
+    reverse refuses where the backward needs it, and the old value has no adjoint (it
+    depends on the order in which threads ran): pass reverse refuses one that would."""
     _fields = ("target", "op", "value")
 
     @property
@@ -153,15 +160,37 @@ class AtomicFetch(gast.expr):
         """The element it updates (what pass bounds checks)."""
         return self.target
 
+    def update(self):
+        """The statement form of the same atomic (a fresh node, its target a store)."""
+        target = gast.Subscript(value=copy.deepcopy(self.target.value),
+                                slice=copy.deepcopy(self.target.slice), ctx=gast.Store())
+        op, value = copy.deepcopy(self.op), copy.deepcopy(self.value)
+        if isinstance(op, (MinOp, MaxOp)):
+            return AtomicMinMax(target=target, op=op, value=value)
+        if isinstance(op, (gast.BitAnd, gast.BitOr, gast.BitXor)):
+            return AtomicBits(target=target, op=op, value=value)
+        return gast.AugAssign(target=target, op=op, value=value)
+
+
+def atomic_update(s):
+    """The update of ``old = AtomicFetch(...)`` (see ``AtomicFetch.update``), else None."""
+    if isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch):
+        u = s.value.update()
+        if hasattr(s, "lineno"):
+            at(u, s.lineno)
+        return u
+    return None
+
 
 class AtomicResult(gast.expr):
     """In a backward's replay, the value an ``AtomicFetch`` gave (``line``: its line); only
-    where nothing the backward keeps reads it (pass reverse checks), printed as 0."""
+    where nothing the backward keeps reads it (pass reverse checks), printed as 0 (0.0 of
+    a float array: ``is_float``)."""
     _fields = ()
 
-    def __init__(self, line=None):
+    def __init__(self, line=None, is_float=False):
         super().__init__()
-        self.line = line
+        self.line, self.is_float = line, is_float
 
 
 class Float32(gast.expr):

@@ -30,7 +30,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (AtomicMinMax, StackNew, StackPush, StackRead, assign, at, const, if_, name,
+from .ir import (AtomicMinMax, atomic_update, StackNew, StackPush, StackRead, assign, at, const, if_, name,
                  operation)
 from .reverse import at_all
 
@@ -96,6 +96,15 @@ class _Jvp:
         if isinstance(s, gast.Return):
             return [self.ret(s)]
         primal = copy.deepcopy(s)
+        update = atomic_update(s)
+        if update is not None:              # old = ad.atomic_add(a, i, v)
+            if s.targets[0].id in self.active:
+                raise self.pf.error("the old value an atomic returns has no tangent adjoint "
+                                    "can compute (it depends on the order threads ran): use "
+                                    "it for ints, indices or flags", s, stage="jvp")
+            if isinstance(update, AtomicMinMax):
+                return self.minmax(update) + [primal]
+            return [primal] + self.accumulate(update)
         if isinstance(s, AtomicMinMax):
             return self.minmax(s) + [primal]
         if isinstance(s, gast.AugAssign):

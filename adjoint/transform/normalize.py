@@ -17,7 +17,9 @@ Guarantees, for the returned ``Normalized`` body:
 - stores ``arr[i, j] = atom``, accumulations ``arr[i] += atom`` /
   ``arr[i] -= atom`` (``ad.atomic_add``/``atomic_sub`` become these), and
   ``AtomicMinMax`` statements (``ad.atomic_min``/``atomic_max``) and ``AtomicBits``
-  (``ad.atomic_and``/``atomic_or``/``atomic_xor``);
+  (``ad.atomic_and``/``atomic_or``/``atomic_xor``); an atomic whose value is taken
+  (``old = ad.atomic_add(a, i, v)``, or inside an expression: Warp's old value) is
+  ``old = AtomicFetch(a[i], op, v)`` wherever it stands;
 - ``for k in range(start, stop, step)`` with all three atoms, ``while c:``
   with ``c`` a name recomputed by ``node.loop.cond``; every loop is an IR
   ``For``/``While`` whose declared field ``loop`` is its ``LoopInfo``. Every
@@ -39,6 +41,9 @@ from .ir import (AtomicBits, AtomicFetch, AtomicMinMax, LoopInfo, MaxOp, MinOp, 
                  StackPush, StackRead, assign, at, const, if_, is_atom, loop_like, name)
 
 BIT_ATOMICS = {"atomic_and": gast.BitAnd, "atomic_or": gast.BitOr, "atomic_xor": gast.BitXor}
+# the operator of each atomic, in the statement form and in ``AtomicFetch`` (its old value)
+ATOMIC_OPS = {"atomic_add": gast.Add, "atomic_sub": gast.Sub, "atomic_min": MinOp,
+              "atomic_max": MaxOp, **BIT_ATOMICS}
 
 
 @dataclass
@@ -236,13 +241,6 @@ class _Anf:
         line = s.lineno
         if isinstance(s, gast.Assign):
             t = s.targets[0]
-            v = s.value
-            if isinstance(t, gast.Name) and isinstance(v, gast.Call) and \
-                    getattr(v, "callee", None) is not None and v.callee.name in BIT_ATOMICS:
-                pre, args = self.atoms(v.args[1:], line)     # old = ad.atomic_or(a, i, v)
-                fetch = AtomicFetch(target=self.subscript(v.args[0].id, args[:-1]),
-                                    op=BIT_ATOMICS[v.callee.name](), value=args[-1])
-                return pre + [assign(t.id, fetch, line)]
             if isinstance(t, gast.Name):
                 return self.into(t.id, s.value, line)
             if isinstance(t, gast.Subscript):
@@ -424,6 +422,11 @@ class _Anf:
             pre, c = self.atom(e.test, line)
             return pre + [if_(c, self.into(target, e.body, line),
                               self.into(target, e.orelse, line), line)]
+        if isinstance(e, gast.Call) and e.callee.kind == "atomic":
+            pre, args = self.atoms(e.args[1:], line)     # old = ad.atomic_add(a, i, v)
+            fetch = AtomicFetch(target=self.subscript(e.args[0].id, args[:-1]),
+                                op=ATOMIC_OPS[e.callee.name](), value=args[-1])
+            return pre + [assign(target, fetch, line)]
         if isinstance(e, gast.Call):
             pre, args = self.atoms(e.args, line)
             if e.callee.kind == "stack":

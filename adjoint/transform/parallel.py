@@ -24,8 +24,8 @@ elements. Otherwise threads may collide.
   the first and the last block, the two that meet across the seam, never run
   at once. This needs ``dim0 <= N``, which holds because every thread reads
   ``X[i, ...]`` (the launch checks ``dim0 <= X.shape[0]`` before any thread runs).
-- ``serial``: an ``ad.atomic_min``/``atomic_max`` (or ``atomic_and``/``or``/``xor``)
-  may collide (forward only: the CPU has no such atomics; its backward only reads), or a plain store may collide (the last writer wins), so the forward
+- ``serial``: an ``ad.atomic_min``/``atomic_max`` (or ``atomic_and``/``or``/``xor``,
+  or an atomic whose old value is taken: ``old = ad.atomic_add(a, i, v)``) may collide (forward only: the CPU has no such atomics; its backward only reads), or a plain store may collide (the last writer wins), so the forward
   runs threads in order and the backward in reverse order, which hands each
   stored element's adjoint to the thread whose value survived.
 """
@@ -48,7 +48,7 @@ class Plan:
 @dataclass
 class Access:
     array: str
-    kind: str          # load, store or accum
+    kind: str          # load, store, accum, minmax, bits or fetch (an atomic's old value)
     exclusive: bool
     row: tuple = None  # (component, offset) when a component is thread index 0 + offset
 
@@ -345,8 +345,8 @@ def accesses(ssa, dims, owner):
                 out.append(Access(t.value.id, "store", exclusive(t.slice), row(t.slice)))
             if isinstance(v, gast.Subscript) and isinstance(v.value, gast.Name):
                 out.append(Access(v.value.id, "load", exclusive(v.slice), row(v.slice)))
-            if isinstance(v, AtomicFetch):          # old = ad.atomic_or(a, i, v)
-                out.append(Access(v.target.value.id, "bits", exclusive(v.target.slice),
+            if isinstance(v, AtomicFetch):          # old = ad.atomic_add(a, i, v)
+                out.append(Access(v.target.value.id, "fetch", exclusive(v.target.slice),
                                   row(v.target.slice)))
         elif isinstance(s, gast.AugAssign):
             kind = "minmax" if isinstance(s, AtomicMinMax) else \
@@ -379,8 +379,9 @@ def plan(ssa, dims, owner, adj_arrays):
     if colliding_store:
         why = f"'{colliding_store[0].array}' is stored at an index other threads may also store to"
         return Plan("serial", reason=why), Plan("serial", reason=why)
-    stored = {a.array for a in acc if a.kind in ("store", "minmax", "bits")}
-    colliding_minmax = [a for a in acc if a.kind in ("minmax", "bits") and not a.exclusive]
+    stored = {a.array for a in acc if a.kind in ("store", "minmax", "bits", "fetch")}
+    colliding_minmax = [a for a in acc if a.kind in ("minmax", "bits", "fetch") and
+                        not a.exclusive]
     loaded = {a.array for a in acc if a.kind == "load"}
     fwd_private = sorted({a.array for a in acc if a.kind == "accum" and not a.exclusive})
     mixed = [a for a in fwd_private if a in stored or a in loaded]
@@ -391,10 +392,10 @@ def plan(ssa, dims, owner, adj_arrays):
         if fwd_private else Plan("parallel")
     if colliding_minmax:
         # (the CPU has no atomic min; the backward only reads, so it keeps its plan)
-        which = "atomic_min/atomic_max" if colliding_minmax[0].kind == "minmax" else \
-            "atomic_and/atomic_or/atomic_xor"
+        which = {"minmax": "ad.atomic_min/atomic_max", "bits": "ad.atomic_and/atomic_or/atomic_xor",
+                 "fetch": "an atomic whose old value is taken"}[colliding_minmax[0].kind]
         forward = Plan("serial", reason=f"'{colliding_minmax[0].array}' is updated by "
-                       f"ad.{which} at an index other threads may also update")
+                       f"{which} at an index other threads may also update")
     written = stored | {a.array for a in acc if a.kind == "accum"}
     bwd_private = sorted({a.array for a in acc if a.kind == "load" and not a.exclusive
                           and a.array in adj_arrays})

@@ -96,8 +96,10 @@ def expr_kind(v, kinds, arrays, pf):
         return BOOL
     if isinstance(v, StackNew):
         return stack_of(v.kind)
-    if isinstance(v, (AtomicFetch, AtomicResult)):     # old = ad.atomic_or(a, i, v)
-        return INT
+    if isinstance(v, AtomicFetch):       # old = ad.atomic_add(a, i, v): the element's kind
+        return of(arrays[v.target.value.id].kind)
+    if isinstance(v, AtomicResult):
+        return FLOAT if v.is_float else INT
     if isinstance(v, StackPush):
         return atom_kind(v.stack, kinds)
     if isinstance(v, StackRead):

@@ -270,8 +270,12 @@ NOTES = {
                  "`wp.adjoint[x] += ...` is refused",
     "float16": "arrays only, on the CPU: a launch computes in float32 on a float32 copy, "
                "rounded back (so are gradients); no float16 scalars, casts or vectors",
-    "atomic_and": "of int32, int64 and uint32 arrays; its old value assigned to a name, "
-                  "where the backward does not need it",
+    "atomic_add": "returns the old value (also straight into a store or an expression) "
+                  "where the backward does not need it and no gradient flows through it",
+    "atomic_sub": "as `atomic_add`",
+    "atomic_min": "as `atomic_add`; the gradient goes to the value that survived",
+    "atomic_max": "as `atomic_min`",
+    "atomic_and": "of int32, int64 and uint32 arrays; the old value as `atomic_add`'s",
     "atomic_or": "as `atomic_and`",
     "atomic_xor": "as `atomic_and`",
     "floor": "an int, as Python's `math.floor`; Warp's is a float",
