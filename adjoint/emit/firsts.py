@@ -28,19 +28,22 @@ def _negative_zero(v):
         math.copysign(1.0, v.value) < 0
 
 
-def _mentions(s, n):
-    """Whether statement ``s`` (nested blocks and loop latches included) names ``n``."""
-    for st in walk_stmts([s]):
-        for node in gast.walk(st):
-            if isinstance(node, gast.Name) and node.id == n:
-                return True
-    return False
+def _names(s):
+    """The names statement ``s`` mentions (nested blocks and loop latches included)."""
+    return {node.id for st in walk_stmts([s]) for node in gast.walk(st)
+            if isinstance(node, gast.Name)}
 
 
 def fold(body):
     """``body`` with the first adds folded (module docstring)."""
     body = copy_tree(body)
-    drop, made = set(), {}
+    drop, made, names = set(), {}, {}
+
+    def mentions(j, n):
+        if j not in names:
+            names[j] = _names(body[j])
+        return n in names[j]
+
     for k, s in enumerate(body):
         if not (type(s) is gast.Assign and len(s.targets) == 1 and
                 isinstance(s.targets[0], gast.Name) and _negative_zero(s.value)):
@@ -48,7 +51,7 @@ def fold(body):
         n = s.targets[0].id
         for j in range(k + 1, len(body)):
             x = body[j]
-            if isinstance(x, Comment) or j in made or not _mentions(x, n):
+            if isinstance(x, Comment) or j in made or not mentions(j, n):
                 continue
             if type(x) is gast.AugAssign and isinstance(x.target, gast.Name) and \
                     x.target.id == n and isinstance(x.op, (gast.Add, gast.Sub)) and \

@@ -268,12 +268,11 @@ def _returns_only_after_faults(body, sums=frozenset()):
     return block(body)
 
 
-def _parents(body):
+def _parents(nodes):
     out = {}
-    for s in body:
-        for node in _nodes(s):
-            for child in gast.iter_child_nodes(node):
-                out[id(child)] = node
+    for node in nodes:
+        for child in gast.iter_child_nodes(node):
+            out[id(child)] = node
     return out
 
 
@@ -281,24 +280,24 @@ def _escaping(body, arrays, written):
     """The arrays of ``arrays`` used other than by reading elements (``written``) or
     other than by adding into elements (not ``written``); asking an array its shape is
     neither."""
-    parents = _parents(body)
+    nodes = [node for s in body for node in _nodes(s)]
+    parents = _parents(nodes)
     arrays = set(arrays)
     out = set()
-    for s in body:
-        for node in _nodes(s):
-            if not (isinstance(node, gast.Name) and node.id in arrays):
+    for node in nodes:
+        if not (isinstance(node, gast.Name) and node.id in arrays):
+            continue
+        up = parents.get(id(node))
+        if isinstance(up, gast.Attribute) and up.attr == "shape":
+            continue
+        if isinstance(up, gast.Subscript) and up.value is node:
+            if written and isinstance(up.ctx, gast.Load):
                 continue
-            up = parents.get(id(node))
-            if isinstance(up, gast.Attribute) and up.attr == "shape":
+            above = parents.get(id(up))
+            if not written and type(above) is gast.AugAssign and above.target is up and \
+                    isinstance(above.op, (gast.Add, gast.Sub)):
                 continue
-            if isinstance(up, gast.Subscript) and up.value is node:
-                if written and isinstance(up.ctx, gast.Load):
-                    continue
-                above = parents.get(id(up))
-                if not written and type(above) is gast.AugAssign and above.target is up and \
-                        isinstance(above.op, (gast.Add, gast.Sub)):
-                    continue
-            out.add(node.id)
+        out.add(node.id)
     return out
 
 
