@@ -9,9 +9,13 @@
     adjoint trace SRC.py:NAME --args X Y [--tangent DX DY] [--seed S] [--format F]
                                                a func's primal, tangent and adjoint
                                                traces with numbers (adjoint/traces.py)
+    adjoint trace SRC.py:KERNEL --dim N --inputs EXPR ... --outputs EXPR ... [--thread I]
+                  [--tangent NAME=EXPR] [--seed S]   the same for one thread of a launch
     adjoint transpose SRC.py:NAME --args X Y [--seed S] [--format F]
-                                               a func's linearized program next to its
-                                               transpose, with numbers (adjoint/transposes.py)
+    adjoint transpose SRC.py:KERNEL --dim N --inputs EXPR ... --outputs EXPR ... [--thread I]
+                                               a func's (one thread's) linearized program
+                                               next to its transpose, with numbers
+                                               (adjoint/transposes.py); the point: cli_point.py
     adjoint capture SRC.py:FUNCTION            record FUNCTION() on a tape and print its
                                                capture's source (runtime/capture.py)
     adjoint check OUT.py [gen/ ...] [--diff]   exit 0 if up to date, 1 if stale
@@ -29,6 +33,7 @@ import textwrap
 
 from . import __version__
 from .api import Func, Kernel, after_source, optimization_summary, source
+from .cli_point import PointError, point
 from .emit.targets import TARGETS
 from .errors import AdjointError, TransformError
 from .passes import BY_NAME as PASS_NAMES
@@ -175,17 +180,21 @@ def cmd_show(args):
     return 0
 
 
-def cmd_trace(args):
+def _at_point(view, args):
+    """``view`` (ad.evaluation_trace or ad.transpose_view) of the kernel or func the command
+    line names, at the point its options give (adjoint/cli_point.py)."""
     obj = find_object(args.name)
-    if isinstance(obj, Kernel):
-        raise UsageError(f"{args.name} is a kernel; `adjoint trace` traces funcs (of numbers): "
-                         "trace one thread of a kernel with ad.evaluation_trace(kernel, dim, "
-                         "inputs=..., outputs=..., thread=i)")
     try:
-        t = evaluation_trace(obj, *args.args, tangent=args.tangent, seed=args.seed,
-                  max_iterations=args.max_iterations)
+        at = point(obj, args)
+        return view(obj, *at.args, max_iterations=args.max_iterations, **at.options)
+    except PointError as e:
+        raise UsageError(str(e)) from None
     except (TypeError, ValueError) as e:
         raise UsageError(f"{args.name}: {e}") from None
+
+
+def cmd_trace(args):
+    t = _at_point(evaluation_trace, args)
     phases = PHASES if args.replay else SHOWN
     text = {"text": t.text, "markdown": t.markdown, "html": t.html}[args.format]
     sys.stdout.write(text(phases, args.digits))
@@ -193,15 +202,7 @@ def cmd_trace(args):
 
 
 def cmd_transpose(args):
-    obj = find_object(args.name)
-    if isinstance(obj, Kernel):
-        raise UsageError(f"{args.name} is a kernel; `adjoint transpose` takes funcs (of "
-                         "numbers): see one thread of a kernel with ad.transpose_view(kernel, "
-                         "dim, inputs=..., outputs=..., thread=i)")
-    try:
-        t = transpose_view(obj, *args.args, seed=args.seed, max_iterations=args.max_iterations)
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"{args.name}: {e}") from None
+    t = _at_point(transpose_view, args)
     sys.stdout.write(t.markdown() if args.format == "markdown" else t.text())
     return 0
 
@@ -221,6 +222,43 @@ def cmd_capture(args):
 
 class UsageError(AdjointError):
     """A command line that names missing files or objects."""
+
+
+POINT_HELP = """\
+a func:   --args X Y ...      one number per parameter
+a kernel: --dim N [M [L]]     the launch's size (required)
+          --inputs EXPR ...   then --outputs EXPR ...: one per parameter, in order; an
+          --outputs EXPR ...  EXPR is Python with np, math and ad in scope: a number for a
+                              scalar parameter; for an array its values
+                              (np.linspace(0, 1, 8), [1, 2, 3]) or a size or shape (8,
+                              '(4, 3)') giving zeros, in the parameter's dtype
+          --thread I [J [K]]  the thread shown (default 0)
+"""
+
+
+def _point_options(p, tangent):
+    """The options saying where ``trace``/``transpose`` evaluate (adjoint/cli_point.py)."""
+    p.add_argument("--args", nargs="+", type=float, metavar="X",
+                   help="a func's arguments, one number per parameter")
+    p.add_argument("--dim", nargs="+", type=int, metavar="N",
+                   help="a kernel's launch size (N M for 2-D)")
+    p.add_argument("--inputs", nargs="+", metavar="EXPR",
+                   help="a kernel's inputs, one expression per parameter")
+    p.add_argument("--outputs", nargs="+", metavar="EXPR",
+                   help="a kernel's outputs, one expression per parameter after the inputs")
+    p.add_argument("--thread", nargs="+", type=int, metavar="I",
+                   help="the kernel thread shown (default 0)")
+    if tangent:
+        p.add_argument("--tangent", nargs="+", metavar="DX",
+                       help="the JVP's direction: a func's, one number per parameter "
+                            "(default: 1 for the first float parameter, 0 for the others); "
+                            "a kernel's, NAME=EXPR per input array (broadcast to its shape; "
+                            "default: ones for the first float array input)")
+    p.add_argument("--seed", type=float, default=1.0,
+                   help="the adjoint of the result the backward starts from (a kernel: of "
+                        "each element of each float output; default 1)")
+    p.add_argument("--max-iterations", type=int, default=3, metavar="N",
+                   help="show each loop's first N iterations and its last (default 3)")
 
 
 def parser():
@@ -269,37 +307,29 @@ def parser():
                         "faster (ADJOINT_OPTIMIZE=0, or -NAME, turns them off).")
     ps.set_defaults(run=cmd_passes)
 
-    t = sub.add_parser("trace", help="a func's evaluation trace with numbers",
+    t = sub.add_parser("trace", help="a func's or one kernel thread's evaluation trace",
                        description="Run the plain (unoptimized) generated forward, JVP and "
-                       "backward of a func on the given arguments and print each value "
-                       "they assign, line by line: the primal, tangent and adjoint traces.")
+                       "backward of a func on the given arguments, or of a kernel launched "
+                       "on the given arrays, and print each value they assign (a kernel: "
+                       "one thread's), line by line: the primal, tangent and adjoint traces.",
+                       epilog=POINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("name", metavar="SRC.py:NAME")
-    t.add_argument("--args", nargs="+", type=float, required=True, metavar="X",
-                   help="the func's arguments, one number per parameter")
-    t.add_argument("--tangent", nargs="+", type=float, metavar="DX",
-                   help="the JVP's direction, one number per parameter (default: 1 for "
-                        "the first float parameter, 0 for the others)")
-    t.add_argument("--seed", type=float, default=1.0,
-                   help="the adjoint of the result the backward starts from (default 1)")
-    t.add_argument("--max-iterations", type=int, default=3, metavar="N",
-                   help="show each loop's first N iterations and its last (default 3)")
+    _point_options(t, tangent=True)
     t.add_argument("--format", choices=("text", "markdown", "html"), default="text")
     t.add_argument("--digits", type=int, default=6, help="significant digits (default 6)")
     t.add_argument("--replay", action="store_true",
                    help="also the values the backward recomputes and stores")
     t.set_defaults(run=cmd_trace)
 
-    tp = sub.add_parser("transpose", help="a func's linearized program and its transpose",
-                        description="Show the JVP of a func with the primal values fixed "
-                        "(a linear program) next to its transpose, one adj_ line per term, "
-                        "both from the rule table, and the transpose run bottom up.")
+    tp = sub.add_parser("transpose", help="a func's or one kernel thread's linearized "
+                        "program and its transpose",
+                        description="Show the JVP of a func (or of one thread of a kernel's "
+                        "launch) with the primal values fixed (a linear program) next to its "
+                        "transpose, one adj_ line per term, both from the rule table, and the "
+                        "transpose run bottom up.",
+                        epilog=POINT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     tp.add_argument("name", metavar="SRC.py:NAME")
-    tp.add_argument("--args", nargs="+", type=float, required=True, metavar="X",
-                    help="the func's arguments, one number per parameter")
-    tp.add_argument("--seed", type=float, default=1.0,
-                    help="the adjoint of the result the transpose starts from (default 1)")
-    tp.add_argument("--max-iterations", type=int, default=3, metavar="N",
-                    help="show each loop's first N iterations and its last (default 3)")
+    _point_options(tp, tangent=False)
     tp.add_argument("--format", choices=("text", "markdown"), default="text")
     tp.set_defaults(run=cmd_transpose)
 

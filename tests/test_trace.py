@@ -9,6 +9,7 @@ import inspect
 import os
 import sys
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -234,7 +235,9 @@ def test_cli_prints_the_table(tmp_path, capsys):
     assert cli.main(["trace", f"{path}:f", "--args", "0.5", "1.2", "--format", "markdown"]) == 0
     assert capsys.readouterr().out == ad.evaluation_trace(_load(path).f, 0.5, 1.2).markdown()
     assert cli.main(["trace", f"{path}:k", "--args", "1"]) == 2
-    assert "is a kernel" in capsys.readouterr().err      # (ad.evaluation_trace traces one)
+    assert "is a kernel: give --dim N" in capsys.readouterr().err
+    assert cli.main(["trace", f"{path}:f", "--args", "1", "2", "--dim", "3"]) == 2
+    assert "--dim is for kernels" in capsys.readouterr().err
     assert cli.main(["trace", f"{path}:f", "--args", "1"]) == 2
     assert "takes 2 arguments" in capsys.readouterr().err
 
@@ -363,3 +366,99 @@ def test_while_loop_multiple_returns_and_vector_components():
     assert t.value("tangent", "return") == 6.0
     with pytest.raises(TypeError, match=r"v_x, v_y, v_z: a vector parameter is given as its"):
         ad.evaluation_trace(squared_norm, ad.vec3(1.0, 2.0, 3.0))
+
+
+def smooth_numpy(n, x, w):
+    """``smooth``'s outputs, computed independently with numpy."""
+    s = np.zeros_like(x)
+    for _ in range(n):
+        s = s + w * np.sin(s + x)
+    return s * x
+
+
+X_EXPR, W_EXPR = "np.linspace(0.2, 0.9, 4)", "np.linspace(1.5, 0.5, 4)"
+KERNEL_ARGS = ["--dim", "4", "--inputs", "5", X_EXPR, W_EXPR, "--outputs", "4"]
+
+
+def _cli_values(argv, capsys):
+    """{(phase, variable): [values in order]} of the table `adjoint trace argv` prints."""
+    assert cli.main(["trace"] + argv + ["--digits", "17"]) == 0
+    out = capsys.readouterr().out
+    values = {}
+    for line in out.splitlines()[2:]:
+        row = re.match(r"(primal|tangent|adjoint) +(\S.*?)  +(\S+)  ", line)
+        if row:
+            values.setdefault(row.group(1, 2), []).append(float(row[3]))
+    return out, values
+
+
+def test_cli_traces_one_kernel_thread_against_numpy_and_central_differences(capsys):
+    """`adjoint trace FILE:KERNEL --dim --inputs --outputs --thread`: the primal is what
+    the kernel computes (a numpy model), the adjoints are central differences of it in
+    float64 (times --seed), the tangent along --tangent NAME=EXPR is too."""
+    x, w = np.linspace(0.2, 0.9, 4), np.linspace(1.5, 0.5, 4)
+    argv = [f"{__file__}:smooth"] + KERNEL_ARGS + ["--thread", "2", "--seed", "2",
+                                                   "--tangent", "w=0.5"]
+    out, v = _cli_values(argv, capsys)
+    assert out.startswith("# trace of smooth, thread 2 of a launch over 4\n")
+    assert v[("primal", "i")] == [2]
+    assert v[("primal", "out[i]")] == [pytest.approx(smooth_numpy(5, x, w)[2], rel=1e-14)]
+    eps = 1e-6
+
+    def fd(which, k):
+        hi, lo = [x.copy(), w.copy()], [x.copy(), w.copy()]
+        hi[which][k] += eps
+        lo[which][k] -= eps
+        return (smooth_numpy(5, *hi).sum() - smooth_numpy(5, *lo).sum()) / (2 * eps)
+    assert v[("adjoint", "adj_x[i]")][-1] == pytest.approx(2 * fd(0, 2), rel=1e-7)
+    assert v[("adjoint", "adj_w[i]")][-1] == pytest.approx(2 * fd(1, 2), rel=1e-7)
+    assert v[("tangent", "dot_out[i]")] == [pytest.approx(0.5 * fd(1, 2), rel=1e-7)]
+    # the default direction: ones for the first float array input (x)
+    _, v = _cli_values([f"{__file__}:smooth"] + KERNEL_ARGS + ["--thread", "1"], capsys)
+    assert v[("tangent", "dot_out[i]")] == [pytest.approx(fd(0, 1), rel=1e-7)]
+    assert v[("adjoint", "adj_x[i]")][-1] == pytest.approx(fd(0, 1), rel=1e-7)
+
+
+@ad.kernel
+def square2d(a: ad.array(dtype=float, ndim=2), c: float, b: ad.array(dtype=float, ndim=2)):
+    i, j = ad.tid()
+    b[i, j] = c * a[i, j] * a[i, j] + float(j)
+
+
+def test_cli_traces_a_2d_kernel_with_a_shape_giving_zeros(capsys):
+    argv = [f"{__file__}:square2d", "--dim", "2", "3", "--inputs",
+            "np.arange(6.0).reshape(2, 3)", "1.5", "--outputs", "(2, 3)", "--thread", "1", "2"]
+    out, v = _cli_values(argv, capsys)
+    assert out.startswith("# trace of square2d, thread 1, 2 of a launch over (2, 3)\n")
+    assert v[("primal", "b[i, j]")] == [1.5 * 5.0 ** 2 + 2]
+    assert v[("adjoint", "adj_a[i, j]")][-1] == 2 * 1.5 * 5.0
+
+
+BAD_KERNEL_LINES = [
+    (["--inputs", "5", X_EXPR, W_EXPR, "--outputs", "4"], "give the launch's size with --dim N"),
+    (["--dim", "4", "--inputs", "5", X_EXPR, "--outputs", "4"],
+     "takes 4 arguments (n, x, w, out), got 2 --inputs + 1 --outputs"),
+    (["--dim", "4", "--args", "1", "2"], "is a kernel: give --dim N"),
+    (KERNEL_ARGS + ["--thread", "4"], "--thread 4 is not a thread of a launch over --dim 4"),
+    (KERNEL_ARGS + ["--thread", "1", "1"], "is not a thread of a launch over --dim 4"),
+    (["--dim", "4", "--inputs", "5", "np.nosuch(4)", W_EXPR, "--outputs", "4"],
+     "--inputs 'np.nosuch(4)': AttributeError"),
+    (["--dim", "4", "--inputs", "[5]", X_EXPR, W_EXPR, "--outputs", "4"],
+     "parameter 'n' is a number, not an array"),
+    (KERNEL_ARGS + ["--tangent", "out=1"], "NAME=EXPR for a float array input of 'smooth' (x, w)"),
+    (KERNEL_ARGS + ["--tangent", "x=np.ones(3)"], "shape (3,) does not fit 'x' (shape (4,))"),
+    (["--dim", "8", "--inputs", "5", X_EXPR, W_EXPR, "--outputs", "4"], "out of bounds"),
+]
+
+
+@pytest.mark.parametrize("command,argv,message", [
+    (command, argv, message) for command in ("trace", "transpose")
+    for argv, message in BAD_KERNEL_LINES
+    if command == "trace" or "--tangent" not in argv], ids=lambda a: str(a)[:30])
+def test_cli_kernel_usage_errors_are_named(command, argv, message, capsys):
+    """A kernel's command line that does not fit it is a usage error (exit 2) naming what
+    is wrong, for `adjoint trace` and `adjoint transpose` alike (adjoint/cli_point.py)."""
+    assert cli.main([command, f"{__file__}:smooth"] + argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"adjoint {command}: error: ") and message in err, err
+    assert "Traceback" not in err
