@@ -261,7 +261,7 @@ def test_docs_page_renders_live_traces_with_the_values_it_states():
         sys.path.remove(os.path.join(ROOT, "docs"))
     with open(os.path.join(ROOT, "docs", "traces.md"), encoding="utf-8") as fh:
         page = fh.read()
-    assert page.count("<!-- adjoint trace ") == 2
+    assert page.count("<!-- adjoint trace ") == 3
     out = gen_stages.expand(page)
     assert "<!--" not in out
     table = ad.evaluation_trace(trace_example.baydin, 2, 5).markdown()
@@ -273,6 +273,11 @@ def test_docs_page_renders_live_traces_with_the_values_it_states():
     loop = ad.evaluation_trace(trace_example.compound, 0.1, 5, max_iterations=2)
     assert "```text\n" + loop.text().rstrip() + "\n```" in out
     assert f"`{loop.value('adjoint', 'adj_x'):.6g}` at `x = 0.1, n = 5`" in page
+    # one thread of a kernel, from the command line: its last adj_x[i] is 2 cos(1) + 2
+    kernel = out.split("adjoint trace docs/transpose_kernel.py:wave", 1)[1]
+    assert kernel.split("```", 2)[1].rstrip().splitlines()[-1].split()[:3] == \
+        ["adjoint", "adj_x[i]", f"{2 * math.cos(1.0) + 2:.6g}"]
+    assert f"2 cos(1) + 2 ≈ {2 * math.cos(1.0) + 2:.5g}" in page
     with open(os.path.join(ROOT, "mkdocs.yml"), encoding="utf-8") as fh:
         assert "  - Evaluation traces with numbers: traces.md\n" in fh.read()
 
