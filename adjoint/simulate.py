@@ -23,6 +23,10 @@ The adjoint of the state being reversed lives in two state-sized gradient buffer
 that swap roles each step; the user's ``state`` and the returned arrays have their
 own ``.grad`` (seeded and accumulated as with any array). The gradient is the plain
 tape's (of the same ping-pong loop), bit for bit.
+
+``capture=True``: the backward replays each step it runs again with a capture of one
+step (one compiled call instead of its launches' Python), after the forward checked that
+every step launches what step 0 did (simulate_capture.py; docs/tape.md).
 """
 import math
 import weakref
@@ -33,6 +37,7 @@ from .runtime import buffers, watch
 from .runtime.array import zeros_like
 from .runtime.memory import nbytes
 from .runtime.tape import Tape, active_tape, quiet, recording_on
+from .simulate_capture import Replays, Signer
 
 
 def beta(c, r):
@@ -55,12 +60,15 @@ def split(m, c):
     return min(j, m - 1)
 
 
-def simulate(step, state, n_steps, checkpoints="auto", max_bytes=None):
+def simulate(step, state, n_steps, checkpoints="auto", max_bytes=None, capture=False):
     """Run ``step(src, dst, t)`` for ``t`` in ``range(n_steps)`` from ``state``; return
     the final state in new arrays. Recorded on a tape as one ``SimulateStep`` keeping
     ``checkpoints`` states: an int, or ``"auto"``: what ``max_bytes`` (the memory the
     loop may own: its two buffers, two gradient buffers and the slots) allows, else
-    what the recording tape's ``max_bytes`` leaves, else about ``sqrt(n_steps)``."""
+    what the recording tape's ``max_bytes`` leaves, else about ``sqrt(n_steps)``.
+    ``capture=True``: the backward's steps are captured replays (module docstring); a
+    step that launches other kernels, scalars or arrays than step 0 is a CaptureError.
+    Without a tape it changes nothing (no step runs twice)."""
     single = hasattr(state, "numpy")
     states = [state] if single else list(state)
     n = int(n_steps)
@@ -72,7 +80,7 @@ def simulate(step, state, n_steps, checkpoints="auto", max_bytes=None):
         loop.advance(loop.states, 0, n)
     else:
         loop.slots_for(_slots(checkpoints, max_bytes, loop, n, tape))
-        SimulateStep.record(tape, loop)
+        SimulateStep.record(tape, loop, capture)
     return loop.pack(loop.out)
 
 
@@ -107,6 +115,7 @@ class Loop:
         self.slots = []
         self.state_bytes = sum(nbytes(s.data) for s in states)
         self.forward_steps = 0              # steps run forward (untaped), for measurements
+        self.run = self.plain               # how advance runs a step (or a Replays' forward)
 
     def slots_for(self, k):
         self.slots = [[zeros_like(s, requires_grad=False) for s in self.states]
@@ -125,10 +134,13 @@ class Loop:
         cur = src
         for t in range(t0, t1):
             nxt = self.next_buffer(cur, t)
-            self.step(self.pack(cur), self.pack(nxt), t)
+            self.run(cur, nxt, t)
             cur = nxt
         self.forward_steps += t1 - t0
         return cur
+
+    def plain(self, src, dst, t):
+        self.step(self.pack(src), self.pack(dst), t)
 
     def internal(self):
         return [a.data for group in [self.a, self.b, self.out] + self.slots for a in group]
@@ -146,20 +158,32 @@ class SimulateStep:
         self.inputs, self.values, self.touched, self.written = [], [], [], []
         self.stored = {}                    # depth -> step whose state slot[depth] holds
         self.recomputed = 0                 # steps run on a private tape (measurements)
+        self.replayed = 0                   # steps a capture replayed (measurements)
+        self.signature = self.replays = None    # capture=True: simulate_capture.py
 
     @classmethod
-    def record(cls, tape, loop):
+    def record(cls, tape, loop, capture=False):
         label = (f"simulate #{len(tape.steps)} of {describe(loop.step)} ({loop.n} steps, "
                  f"{len(loop.slots)} checkpoints)")
         self = cls(tape, loop, label)
-        scout, written = Scout(tape, label), {}
+        scout, written = (Signer if capture else Scout)(tape, label), {}
+        if capture:
+            def run(src, dst, t):
+                loop.plain(src, dst, t)
+                scout.check(src, dst, t)
+            loop.run = run
         internal = {watch.memory_key(b) for b in loop.internal()}
 
         def note(buf, writer):
             if watch.memory_key(buf) not in internal:
                 written.setdefault(id(buf), weakref.ref(buf))
-        with watch.observe_writes(note), recording_on(scout):
-            self._forward()
+        try:
+            with watch.observe_writes(note), recording_on(scout):
+                self._forward()
+        finally:
+            loop.run = loop.plain
+        if capture:
+            self.signature = scout.ref      # (step 0's launches: what the captures replay)
         self.written = [ref for ref in written.values()]
         self.inputs = [(obj, buf) for obj, buf in scout.reads.values()
                        if watch.memory_key(buf) not in internal]
@@ -219,6 +243,9 @@ class SimulateStep:
         self.g0, self.g1 = [a.grad for a in loop.a], [b.grad for b in loop.b]
         self.carry = [o.grad for o in loop.out]     # the adjoint of the state after the step
         stored, self.stored = self.stored, {}
+        if self.signature is not None:
+            self.replays = Replays(self)
+            loop.run = self.replays.forward
         try:
             self._reverse(0, loop.n, 0, loop.states, stored)
         finally:
@@ -231,6 +258,7 @@ class SimulateStep:
             for slot in loop.slots:
                 for s in slot:
                     s.grad = None
+            loop.run, self.replays = loop.plain, None   # (the captures go with it)
 
     def _reverse(self, start, end, depth, src, stored):
         """Reverse steps ``start .. end-1``; ``src`` holds state ``start`` and is only read.
@@ -266,13 +294,16 @@ class SimulateStep:
                 if g is not None:
                     g.zero_()
             _give_grads(src, fresh)
-        private = Tape(parent=self.owner)
-        try:
-            with quiet(self.owner), recording_on(private):
-                loop.step(loop.pack(src), loop.pack(dst), j)
-            private.backward()
-        finally:
-            private.release()
+        if self.replays is not None:
+            self.replays.reverse(src, dst, j)
+        else:
+            private = Tape(parent=self.owner)
+            try:
+                with quiet(self.owner), recording_on(private):
+                    loop.step(loop.pack(src), loop.pack(dst), j)
+                private.backward()
+            finally:
+                private.release()
         self.recomputed += 1
         if src is not loop.states:
             self.carry = fresh

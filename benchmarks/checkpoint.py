@@ -1,7 +1,8 @@
 """Memory and time of a long simulation's gradient: plain tape against ``ad.simulate``.
 
     python -m benchmarks.checkpoint [--steps 10000] [--size 2000] [--checkpoints auto]
-    python -m benchmarks.checkpoint --mode plain|simulate ...   (one run, one JSON line)
+    python -m benchmarks.checkpoint --capture ...   (also ad.simulate(..., capture=True))
+    python -m benchmarks.checkpoint --mode plain|simulate|captured ...   (one run, one JSON line)
 
 Each mode runs in its own process, so that its peak RSS (``ru_maxrss``) is its own:
 the loop is ``state_{t+1} = step(state_t)`` on ``--size`` damped oscillators (two
@@ -12,7 +13,9 @@ peak RSS above the baseline before recording, forward and backward seconds, the
 forward steps the checkpointed backward ran, and whether the two gradients are
 bitwise equal. The first run of each mode compiles; times are the fastest of
 ``--repeat`` runs (peak RSS is the first run's: memory is given back between runs
-but the peak stays).
+but the peak stays). ``--capture`` adds a third mode, ``ad.simulate(..., capture=True)``
+(its backward replays each step by a capture: one compiled call instead of a launch's
+Python), and reports its backward's time against the uncaptured one's.
 """
 import argparse
 import json
@@ -67,7 +70,8 @@ def run(mode, steps, size, checkpoints):
                 cur = nxt
             final = cur[0]
         else:
-            final = ad.simulate(step, (x, v), steps, checkpoints=checkpoints)[0]
+            final = ad.simulate(step, (x, v), steps, checkpoints=checkpoints,
+                                capture=mode == "captured")[0]
         ad.launch(energy, size, inputs=[final], outputs=[total])
     t1 = time.perf_counter()
     report = tape.memory_report()
@@ -79,7 +83,8 @@ def run(mode, steps, size, checkpoints):
     if mode != "plain":
         sim = tape.steps[0]
         out.update(checkpoints=len(sim.loop.slots),
-                   forward_steps=sim.loop.forward_steps, recomputed_steps=sim.recomputed)
+                   forward_steps=sim.loop.forward_steps, recomputed_steps=sim.recomputed,
+                   replayed_steps=sim.replayed)
     return out, [x.grad.numpy().copy(), w.grad.numpy().copy()]
 
 
@@ -100,7 +105,9 @@ def main(argv=None):
     p.add_argument("--size", type=int, default=2000)
     p.add_argument("--checkpoints", default="auto")
     p.add_argument("--repeat", type=int, default=3, help="timed runs (the fastest counts)")
-    p.add_argument("--mode", choices=["plain", "simulate"])
+    p.add_argument("--mode", choices=["plain", "simulate", "captured"])
+    p.add_argument("--capture", action="store_true",
+                   help="also run ad.simulate(..., capture=True)")
     p.add_argument("--grads", default="/tmp/adjoint-checkpoint-grads")
     args = p.parse_args(argv)
     if args.checkpoints != "auto":
@@ -108,7 +115,7 @@ def main(argv=None):
     if args.mode:
         return child(args)
     results = {}
-    for mode in ("plain", "simulate"):
+    for mode in ("plain", "simulate") + (("captured",) if args.capture else ()):
         cmd = [sys.executable, "-m", "benchmarks.checkpoint", "--mode", mode,
                "--steps", str(args.steps), "--size", str(args.size),
                "--checkpoints", str(args.checkpoints), "--repeat", str(args.repeat),
@@ -136,6 +143,14 @@ def main(argv=None):
           "forward steps")
     print(f"  forward: plain {plain['forward_s']:.2f} s, checkpointed {ckpt['forward_s']:.2f} s")
     print(f"  gradients bitwise equal: {same}")
+    if args.capture:
+        cap = results["captured"]
+        same = np.array_equal(np.load(f"{args.grads}-simulate.npy"),
+                              np.load(f"{args.grads}-captured.npy"))
+        print(f"  captured (capture=True): backward {cap['backward_s']:.2f} s "
+              f"({cap['backward_s'] / ckpt['backward_s']:.2f}x the uncaptured), forward "
+              f"{cap['forward_s']:.2f} s; {cap['replayed_steps']} steps replayed by a capture; "
+              f"gradient bitwise the uncaptured's: {same}")
 
 
 if __name__ == "__main__":
