@@ -1,54 +1,32 @@
 """Two threads a pass: a parallel or privatize plan's threads, run in pairs through a
-loop they share.
+loop they share (unroll-and-jam of the grid's thread loop with a loop of the body).
 
 Expects: the lowered CPU thread body of a 1-D grid whose plan runs its threads in
-parallel, privatizing ``private`` (the arrays each chunk of threads adds into its own
-copy of, none for plan parallel: transform/parallel.py), with its declarations and its
-float32 spelling (emit/precision.py); the name of the thread index, the function's
-parameters and the kernel's scalar parameters.
+parallel, privatizing ``private`` (none for plan parallel: transform/parallel.py), with
+its declarations and its float32 spelling (emit/precision.py); the name of the thread
+index, the function's parameters and the kernel's scalar parameters.
 Guarantees: ``paired`` gives ``(params, body)`` of a function that runs the threads
-``tid0`` and ``tid0_b`` (a fresh name) together, or None when it does not apply (below).
-The input is left as it was; the same input gives the same tree.
+``tid0`` and ``tid0_b`` (a fresh name) together, or None when it does not apply. The
+input is left as it was; the same input gives the same tree. A top-level ``for`` whose
+``range`` both threads compute alike runs once for both (see ``_plan`` for "alike"); in
+it, what both compute alike (the index, loads of arrays no thread writes, a bounds
+check) is computed once, ``X[c] += a`` and ``X[c] += b`` into one private element
+become ``X[c] += a + b``, and every other statement runs for the first thread, then
+the second.
 
-What it does (unroll-and-jam of the grid's thread loop with a loop of the body):
+Why it is allowed: the plan already lets threads run in any order and at once, and
+interleaving two threads' statements is one such order. Only the order of additions
+into a private element changes (``X[c] + (a + b)``): as deterministic as before (the
+pairs are fixed by the chunks), not bit for bit the same; a parallel plan is bit for bit.
+Why: it halves the read-modify-writes of a chunk's copy and the loads LLVM cannot reuse
+past them (all-pairs kernels), and runs two loop-carried chains side by side
+(docs/backends.md, "All pairs: two threads a pass").
 
-- A top-level ``for`` whose ``range`` every thread computes alike (from constants,
-  scalar parameters the body does not assign, and names both threads hold alike:
-  ``loop0_count = rt.trip_count(0, n, 1)``, or the iteration counter of a loop run
-  once for both, after it) runs once for both threads; each iteration runs the first
-  thread's body, then the second's (see ``_plan`` for what "alike" takes).
-- In that loop, what both threads compute alike (the loop's index, ``j = 0 + it * 1``;
-  loads ``pos[j, 0]`` of arrays no thread writes) is computed once, and so is a bounds
-  check both make alike; its iteration counter counts once.
-- The first thread's ``X[c] += a`` and the second's ``X[c] += b`` into one element
-  (``X`` private, ``c`` computed alike) become one add, ``X[c] += a + b``.
-- Every other statement runs for the first thread, then for the second, one by one.
-
-Why it is allowed: the plan already lets threads run in any order and at once (each
-writes only its own elements, or adds into private arrays, which no thread reads), and
-running two threads' statements interleaved is one such order. The one difference is
-the order of the additions into a private element: ``X[c] + (a + b)`` where one thread
-at a time made ``(X[c] + a) + b``. The result is as deterministic as before (the pairs
-are fixed by the chunks), but not bit for bit the same. Without joined adds (a
-parallel plan) each thread computes what it computes alone, bit for bit.
-
-Why: in an all-pairs kernel (n-body) every thread adds each pair's terms into ``j``'s
-adjoints, a read-modify-write of the chunk's copy per term; LLVM keeps none of them in
-a register, and cannot reuse a load of ``pos[j]`` past a store into the copy (it cannot
-prove they do not alias). Two threads a pass halve both. And in a loop that carries a
-value from one iteration to the next (a sum, ``s += W[i, k] * x[k]`` of a tanh layer's
-row), each iteration waits for the one before: one thread a pass leaves the core idle
-for most of an addition's latency, two threads a pass run two such chains side by side
-(the tanh layer's forward written so by hand: 1.8 -> 1.0 ms; docs/benchmarks.md).
-
-It does not apply to: grids of more than one dimension; bodies where no such loop adds
-into an element it could join or carries a value; a loop that may ``break`` or
-``continue`` (at its own level), or one whose ``while``-like condition is recomputed; a
-``return`` other than the one after a failed bounds check's ``rt.fault`` (which stops
-the launch with an error, whichever thread failed); a body that assigns one of its
-parameters, other than the one-element sums a privatize plan keeps in locals
-(emit/sums.py), which the pair function takes, adds both threads' values into in turn
-and returns.
+Not applied to: grids of more than one dimension; bodies with no loop that joins an add
+or carries a value; a loop that may ``break``/``continue`` or recomputes a ``while``-like
+condition; a ``return`` other than the one after a failed bounds check's ``rt.fault``; a
+body that assigns a parameter, other than the privatize plan's one-element sums
+(emit/sums.py), which the pair function takes, adds both threads' values into, returns.
 """
 import dataclasses
 

@@ -12,22 +12,16 @@ sum in a local (``loss_at_0 = rt.accumulate(loss_at_0, v)``, which rounds to
 the array's dtype after each addition, as the store into ``X`` did), takes the
 locals as its last parameters and returns them (a tuple for several) at its end
 and at every ``return`` -- a thread stopped by a failed bounds check returns
-what it had added before the check, as its stores had left it. The grid
-(emit/grid.py) runs each chunk of threads with the partial sums in registers,
-from zero, stores them once per chunk, and adds the chunks' sums to ``X[c]`` in
-chunk order (straight-line threads in blocks, their values in eight lanes:
-emit/grid.py ``_in_lanes``). The terms are the threads' own, added in another order
-than the plain code's per-thread adds (``X[c]`` plus each thread's value in turn),
-so a sum may round otherwise: the pass is not exact (passes.py; the fuzzer's
-optimization levels found it, a total accumulated onto a nonzero element or over
-3,000 threads differing in the last bits).
+what it had added before the check. The grid (emit/grid.py) runs each chunk with
+the partial sums in registers from zero, stores them once per chunk, and adds the
+chunks' sums to ``X[c]`` in chunk order.
+Not exact: the terms are added in another order than the plain code's per-thread
+adds, so a sum may round otherwise in the last bits (passes.py marks it so).
 
 Why: a store to the chunk's copy of ``X`` in every thread is a loop-carried
 memory dependency that LLVM cannot keep in a register (it cannot prove the copy
 does not alias the kernel's other arrays), which also blocks vectorizing; and the
-copies of neighbouring chunks share a cache line, which the cores then pass back
-and forth on every store (false sharing: the springs JVP, two such sums, ran no
-faster on two threads than on one).
+copies of neighbouring chunks share a cache line (false sharing).
 """
 from dataclasses import dataclass
 
