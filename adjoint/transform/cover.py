@@ -1,4 +1,4 @@
-"""Pass 7g, cover: adjoint arrays a storing backward writes at every element.
+"""Pass cover: adjoint arrays a storing backward writes at every element.
 
 Expects: a kernel's ``Once`` (pass once) or None, its ``Gather`` (pass gather) or
 None, its backward ``Plan`` (pass parallel), its number of thread indices and the
@@ -13,40 +13,17 @@ whole array when each extent equals the array's size in that dimension at the la
 
 Why: ``zero_()`` of a large gradient on the CPU is deferred (runtime/owed.py): the
 memory is only zeroed when someone looks at it. A backward that stores ``adj_W[i, k] =
-0.0 + v`` at every ``(i, k)`` (the storing variant of pass once, run because the
-gradient is clean) never looks: it leaves every element as the zeroed memory would
-have, so the zero is never written. The tanh layer's 16.8 MB weight gradient was
-zeroed every round, where the hand-written pair stores into it and zeroes nothing.
+0.0 + v`` at every ``(i, k)`` never looks: it leaves every element as the zeroed memory
+would have, so the zero is never written, as in a hand-written pair.
 
-The proof, on each storing body (the replay's, and the store policy's if any):
-
-- ``adj_A`` appears in the body exactly once: as the target of the store (nothing reads
-  an element before or after it, nothing clears one, the array is never passed whole);
-- the store is at the top level of the body or of ``for`` loops that are themselves at
-  the top level of their enclosing block (no ``if``, no ``while`` around it), and no
-  ``break``, ``continue`` or ``return`` can skip it: the only ``return`` allowed before
-  it is that of a failed check (``rt.fault(...)`` then ``return``), after which the
-  launch raises;
-- each enclosing loop is ``for v in range(0, c, 1)`` (or ``range(c)``) whose count ``c``
-  is the forward loop's iteration count over ``range(0, n, 1)``, ``n`` an integer
-  parameter the body never assigns or a constant: ``c = rt.trip_count(0, n, 1)``
-  assigned earlier in the same block, or ``c = 0`` counted up once per iteration of an
-  earlier ``for _ in range(0, n, 1)`` of the same block (pass reverse's replay), with
-  no ``break``/``continue`` in it;
-- the index has one component per thread dimension ``d``, a name holding thread
-  index ``d`` on every path (``parallel.thread_indices``), and one per enclosing loop,
-  its iteration variable or a name assigned once at the top of the loop's body, before
-  the store, as ``0 + v * 1``; every component is one of those;
-- ``adj_A`` is not one of the backward plan's private arrays (whose chunk copies are
-  added in afterwards) and the kernel has no gathered backward.
-
-A kernel whose backward pass gather rewrote (and that pass once proves nothing for)
-stores instead through its receivers: its clean variant (emit/spec.py
-``gather_clean``) has each element of a gathered array store its sum, ``adj_u[e0, e1]
-= 0.0 + adj_u_sum``, over a grid the launch takes only where the array's shape is the
-launch's grid -- the extents ``("dim", d)`` of the receiver's components. Where the
-launch takes the plan's grid instead (a ring too small for the stencil), which adds,
-that variant writes the zeros first (``rt.zero_fill``).
+Why it is safe, on each storing body: ``adj_A`` appears once, as the store's target;
+no ``if``/``while`` is around the store and nothing but a failed check's ``return``
+can skip it; each loop around it runs ``range(0, c, 1)`` with ``c`` the trip count of
+an unassigned integer parameter or constant; the index is the thread indices and the
+loops' variables; ``adj_A`` is not private and the backward is not gathered. A
+gathered backward stores through its receivers instead (emit/spec.py
+``gather_clean``: extents ``("dim", d)`` where the array's shape is the launch's grid,
+else it zero-fills first). The full proof: docs/semantics.md, "How the passes prove it".
 """
 from types import SimpleNamespace
 

@@ -1,4 +1,4 @@
-"""Pass 7d, once: adjoint arrays a launch's backward adds into at most once per element.
+"""Pass once: adjoint arrays a launch's backward adds into at most once per element.
 
 Expects: a kernel's backward body (pass reverse, or the store policy's, pass
 store), its number of thread indices and its adjoint array parameters.
@@ -8,31 +8,17 @@ elements the whole launch -- every thread, every iteration -- adds at most once;
 
 Why: a gradient buffer that is *clean* (all zero, runtime/watch.py) before the
 launch ends up the same whether such an element is added to or stored: ``0.0 + v``
-either way. The store reads nothing, so the backward moves half the memory (the
-hand-written pair's ``adj_W[i, k] = g * x[k]``). The runtime picks the storing
-variant only when every such buffer is clean (runtime/tape.py, runtime/launch.py).
-The store is spelled ``adj_W[i, k] = 0.0 + v`` so that its bits are those of the
-addition (``-0.0`` becomes ``+0.0`` in both).
+either way. The store reads nothing, so the backward moves half the memory. The
+runtime picks the storing variant only when every such buffer is clean
+(runtime/tape.py, runtime/launch.py). The store is spelled ``adj_W[i, k] = 0.0 + v``
+so that its bits are those of the addition (``-0.0`` becomes ``+0.0`` in both).
 
-The proof, on the backward as it runs (not the user's source):
-
-- the array's adjoint is added into by exactly one statement ``adj_A[idx] += v``,
-  and is otherwise only read (``adj_A[j]``) or cleared (``adj_A[j] = 0.0``, a store's
-  adjoint): a read or a clear leaves a zero element zero, so before the one
-  addition the element still holds 0 in both variants, and after it the same value;
-- among the components of ``idx`` is, for every thread dimension ``d``, a name
-  holding thread index ``d`` on every path (distinct threads: distinct elements);
-- the statement is inside no ``while`` loop, and for every ``for`` loop around it
-  some component of ``idx`` is that loop's iteration variable, or a name the
-  loop's body assigns once, at its top level before the statement, as
-  ``start + it * step`` (how pass reverse recovers ``k`` from the reversed
-  iteration ``it``), with ``start`` and ``step`` constants or names the loop does
-  not assign (a step is never 0: ``range`` refuses it).
-
-Two executions of the statement in one launch then differ in their thread or in
-the iteration of some enclosing loop, and so in some component of ``idx``.
-Anything else (several additions into one array, an adjoint array passed to a
-func's hand-written adjoint, an index through another array) proves nothing.
+Why it is safe, on the backward as it runs: the array's adjoint is added into by
+exactly one statement ``adj_A[idx] += v`` and otherwise only read or cleared (which
+leave a zero element zero); ``idx`` holds a name for every thread index and, for every
+``for`` around it (no ``while``), the loop's variable or ``start + it * step``. Two
+executions of the statement then differ in some component of ``idx``. Anything else
+proves nothing. The full proof: docs/semantics.md, "How the passes prove it".
 """
 import copy
 from dataclasses import dataclass

@@ -2,38 +2,29 @@
 
 The reverse of a loop walks its iterations backwards because, in general, iteration
 ``k``'s adjoints need those of iteration ``k + 1``: through the loop's carried values
-(``s = s * x[k]``: ``adj_s`` changes from one iteration to the next) and through
-arrays (a store that a later iteration overwrites hands its element's adjoint to
-the later one only). Walking memory backwards is not free: the backward of the tanh
-layer (``s += W[i, k] * x[k]``) ran its reversed loop at half the speed of the
-same loop walked forward (1 thread, 2048x2048: 3.0 ms against 1.5 ms), although
-LLVM vectorized both.
+and through arrays (a store that a later iteration overwrites hands its element's
+adjoint to the later one only). Walking memory backwards is slower than forwards
+(docs/reverse-mode.md), so where no iteration's adjoints depend on another's the
+reverse walks them forward.
 
-``forward_order(loop, active, arrays)`` says when no iteration's adjoints depend on
-another's, so that the iterations may be reversed in any order:
+Expects: a loop of an SSA body (``LoopInfo`` with ``carried`` and ``latch``), the
+active set and the names of the array parameters.
+Guarantees: ``forward_order(loop, active, arrays)`` is ``True`` only when
 
 - the loop is a ``for`` without ``break`` (its trip count is known before it runs);
 - every carried value with an adjoint is an *accumulator*: the body defines its next
   value once as ``c + e``, ``e + c`` or ``c - e`` and uses ``c`` nowhere else, and
   that next value is used only by the latch. Its adjoint is then the same at the
-  start and at the end of every iteration (``adj_c`` passes through the addition
-  exactly: ``-0.0 + g`` is ``g``), known before the first reversed iteration runs;
-  a carried value without an adjoint (a counter) is read back per iteration, by
-  the iteration's number;
-- the body stores into no array (``arr[j] = v`` clears ``adj_arr[j]`` in the
-  reverse: the order decides which iteration gets the gradient), has no
-  ``atomic_min``/``atomic_max``, and an array it adds into (``arr[j] += v``,
-  ``atomic_add``) it does not also read (a later iteration's read would pass its
-  gradient to this iteration's ``v``);
+  start and at the end of every iteration (``-0.0 + g`` is ``g``); a carried value
+  without an adjoint (a counter) is read back per iteration, by its number;
+- the body stores into no array (the order would decide which iteration gets the
+  gradient), has no ``atomic_min``/``atomic_max``, and an array it adds into it does
+  not also read (a later iteration's read would pass its gradient to this one's);
 - it calls no func that takes an array (the func's adjoint may write one).
 
-What the reverse then accumulates across iterations (``adj_x[k] += ...``, the
-adjoint of a value defined before the loop) is a sum whose terms do not depend on
-the order; only their rounding does, as when threads run in parallel.
-
-Expects: a loop of an SSA body (``LoopInfo`` with ``carried`` and ``latch``), the
-active set and the names of the array parameters. Guarantees: ``True`` only under
-the conditions above.
+What the reverse then accumulates across iterations (``adj_x[k] += ...``) is a sum
+whose terms do not depend on the order; only their rounding does, as when threads
+run in parallel.
 """
 import gast
 

@@ -1,4 +1,4 @@
-"""Pass 7f, reciprocal: divisions by one root multiply by its inverse.
+"""Pass reciprocal: divisions by one root multiply by its inverse.
 
 Expects: a body (the JVP of pass jvp, or a backward of pass reverse or store) and the
 names its derivative statements assign (tangents or adjoints, and their arrays); the
@@ -15,35 +15,18 @@ only derivative values depend on (below). ``inv_d`` stands before the first of t
 up to stand right after it. Without ``primal``, primal statements are never changed:
 the values a JVP computes stay bitwise those of the forward.
 
-Why: a division costs several multiplications, and rules chain them. In n-body's
-``e += m / sqrt(r2)`` the JVP divides by the root in the tangent of ``sqrt``
-(``dot_r2 * 0.5 / s``) and again in that of ``/`` (``(dot_m - dot_s * q) / s``),
-besides the primal's own ``m / s``: three divisions and a root, where the forward
-has one of each. With the inverse it has two. The backward replays ``q = m / s`` for
-the adjoint of ``/`` (``adj_s -= adj_q / s * q``) and divides in its adjoints too:
-with the primal quotient sharing the inverse, one division a pair is left.
-
-Why only such divisors: ``X * (1 / d)`` rounds twice where ``X / d`` rounds once (a
-difference of an ulp or so), and is otherwise the same where ``1 / d`` is a normal
-number, and where ``d`` is 0, an infinity or nan (``X / 0`` and ``X * inf`` are both
-an infinity or nan). For a subnormal ``d``, ``1 / d`` overflows to inf where ``X / d``
-is finite: a divisor that may be subnormal keeps its divisions. A root never is
-(``Rule.safe_reciprocal``).
-
+Why: a division costs several multiplications, and rules chain them (``m / sqrt(r2)``
+divides by the root in the tangents of both ``sqrt`` and ``/``).
+Why only such divisors: ``X * (1 / d)`` rounds twice where ``X / d`` rounds once (an
+ulp or so) and is otherwise the same, also where ``d`` is 0, inf or nan; for a
+subnormal ``d``, ``1 / d`` overflows where ``X / d`` is finite, and a root never is
+subnormal (``Rule.safe_reciprocal``).
 Why a primal quotient only where nothing but derivatives read it: its ulp moves every
-value computed from it. It may change only when every statement that may read that
-``q`` later in time (nested blocks, loops' conditions and latches included) is a
-derivative statement after it in its own block that reads ``q`` only as an operand of
-``+ - * /`` and unary ``-``/``+`` (never in a comparison, a call, a conditional
-expression, an index, a target): its rounding then reaches derivative values only,
-never control flow, indices or primal values. A read textually before ``q`` but in a
-loop around both (the top of the loop's body, its latch) is a later read in time and
-refuses, as does one after it in another block; one before it and in no loop around it
-(the backward's first replay of the loop, which assigns a ``q`` of its own) has run
-before it. Moving ``q`` up past the statements between ``inv_d`` and its place is
-allowed only where none of them reads or assigns ``q`` or assigns a name it reads. In a
-JVP the primal quotient feeds the primal values (``e += q``) that must equal the
-forward's: only the backwards pass ``primal`` (pipeline's ``_backward_inverses``).
+value computed from it. It changes only when every later read in time is a derivative
+statement after it in its block using ``q`` in ``+ - * /`` or unary ``-``/``+`` only,
+so its rounding never reaches control flow, indices or primal values. In a JVP the
+primal quotient feeds the primal values: only the backwards pass ``primal``
+(pipeline's ``_backward_inverses``). In full: docs/semantics.md.
 """
 from collections import defaultdict
 

@@ -1,4 +1,4 @@
-"""Pass 7g, scale: powers of two that rules multiply derivatives by and then divide them by
+"""Pass scale: powers of two that rules multiply derivatives by and then divide them by
 again are left out, in a JVP and in a backward.
 
 Expects: a JVP body (pass jvp, after pass reciprocal) and the names of its tangent
@@ -9,46 +9,24 @@ stores, returns or passes on with the same value, bit for bit, wherever no
 intermediate value overflows or is subnormal (below); primal statements are not
 changed.
 
-What it does: the rules of ``*`` and ``sqrt`` each bring a factor of two. The tangent of
-``x * x`` is ``dot_x * x + dot_x * x`` (``2 * (dot_x * x)``), that of ``sqrt(r)`` is
-``dot_r * 0.5 / s``. A length ``sqrt(dx * dx + dy * dy + dz * dz)`` (springs, n-body)
-doubles three products, adds the doubled values, and halves the sum: four operations of
-about twenty that cancel; its backward halves the root's adjoint and then adds
-``adj_t * dx`` into ``adj_dx`` twice. Here a derivative value may stand for ``s`` times
-what is stored in its name, ``s`` a power of two:
-
-- in an expression, ``a + a`` is ``a`` at twice its scale; ``a + b``, ``a - b``, ``-a``
-  keep the scale both operands share (at different scales, each is multiplied by what
-  brings it to the smaller); a product or quotient by a value with no derivative keeps
-  the operand's scale, and one by a constant ``2**k`` (``0.5``) takes it into the scale
-  (where that would go below the lowest scale allowed, it is one product by the scale
-  times the constant);
-- in a JVP, a tangent so assigned is *deferred* when it is assigned once in the whole
-  body and read only by the statements after it in its block (not in nested blocks):
-  its statement assigns the scaled-down value, and every statement reading it that is
-  not another such tangent assignment reads ``(name * s)``. Any other tangent
-  assignment stores ``value * s``. Scales are at least 1.
-- in a backward, adjoints are accumulated: ``adj_x += e`` into an ``adj_x`` known to be
-  zero (set to ``-0.0`` before, in its block, or at the start of every iteration of
-  its loop: zero before the loop and again at the end of its body) holds ``e`` at
-  ``e``'s scale (``-0.0 + v`` is ``v``); the same ``adj_x += e`` again, with nothing
-  ``e`` reads changed between (assigned, an array stored into or added into, or given
-  to a call: ``ir.changed_names``), doubles the scale and is left out (``v + v`` is
-  ``2 * v``); an add at another scale brings one side to the other's. Each scale is
-  multiplied back into its name (``adj_x = adj_x * 0.5``) at the end of its block and
-  before a nested block, a ``break``, ``continue`` or ``return``, and a statement that
-  reads an adjoint in any other way reads ``(adj_x * s)``. Scales are at least 1/2:
-  the root's half meets the product's double.
+What it does: the rules of ``*`` and ``sqrt`` each bring a factor of two (the tangent
+of ``x * x`` is ``dot_x * x + dot_x * x``, that of ``sqrt(r)`` is ``dot_r * 0.5 / s``),
+which cancel in a length ``sqrt(dx * dx + ...)``. A derivative value may stand for
+``s`` times what is stored in its name, ``s`` a power of two, tracked through ``+``,
+``-``, products and quotients. In a JVP a tangent assigned once and read only later
+in its block is *deferred* (its readers read ``(name * s)``), any other stores
+``value * s``; scales are at least 1. In a backward, repeated ``adj_x += e`` into an
+adjoint known to be zero doubles the scale instead of adding; each scale is
+multiplied back into its name at the end of its block and before a nested block,
+``break``, ``continue`` or ``return``; scales are at least 1/2. The rules in full:
+docs/semantics.md, "Passes reciprocal and scale in full".
 
 Why it is exact: multiplying by a power of two is exact, and ``2a + 2b`` rounds to
 twice ``a + b``, so ``s * value`` is bit for bit what the rules' own expressions give,
-unless one of those intermediates overflows or falls below the smallest normal
-number (where rounding differs by the scale). In a JVP, scales of at least 1 keep
-every stored value at most the rules' own (a doubled tangent that overflowed is finite
-now). In a backward a value may be twice the rules' (the root's adjoint before its
-half): where the rules' value is above half the largest float (1.7e38 in float32) it
-is an infinity here, and the gradients computed from it are infinities (or nan, times
-0) where the rules' form stays finite only when what multiplies it is below 1/2.
+unless an intermediate overflows or falls below the smallest normal number. In a JVP,
+scales of at least 1 keep every stored value at most the rules' own. In a backward a
+value may be twice the rules' (the root's adjoint before its half): above half the
+largest float it is an infinity here where the rules' form may stay finite.
 """
 import math
 from collections import Counter, defaultdict

@@ -1,4 +1,4 @@
-"""Pass 7e, zeroed: adjoint arrays a launch's backward leaves entirely zero, and those it
+"""Pass zeroed: adjoint arrays a launch's backward leaves entirely zero, and those it
 hands on.
 
 Expects: a kernel's ``Reversed`` (pass reverse), its ``Saved`` (pass store) or None,
@@ -8,49 +8,24 @@ Guarantees: ``zeroed`` names the adjoint arrays (``adj_A``) that every backward 
 kernel may run (reverse's, the store policy's, their storing variants, the gathered
 one) leaves holding only zeros, *provided* the launch's grid equals ``A``'s shape
 and ``adj_A``'s memory is no other adjoint buffer of the launch (the runtime checks
-both: runtime/steps.py ``mark_zeroed``).
+both: runtime/steps.py ``mark_zeroed``). ``handed`` names those of them (no gathered
+backward) each backward reads only at the thread's own element and never after a
+clear of it; on the CPU their clears are emitted under ``if rt_clear:``
+(``optional_clears``, emit/module.py), and where the runtime owes the array's zero
+(runtime/steps.py ``handing``) it passes false, and may pass a seed in place of the
+gradient (runtime/seeds.py): nothing copied, nothing written into the seed.
 
-Why: a launch that stores every element of its output at the thread's index
-(``out[i, j] = ...``) has a backward that hands ``adj_out[i, j]`` on and clears it
-(DESIGN.md, "A store replaces a value"). After the backward, the whole of
-``out.grad`` is zero; the tape notes it clean (runtime/watch.py), so ``Tape.zero``
-and ``zero_()`` skip it, and a backward adding into it may store instead
-(transform/once.py). The hand-written pair zeroes nothing either.
+Why: a launch that stores every element of its output at the thread's index has a
+backward that hands ``adj_out[i, j]`` on and clears it; after it the whole of
+``out.grad`` is zero, the tape notes it clean (runtime/watch.py), and ``Tape.zero``
+skips it.
 
-The proof, on each backward body as it runs (not the user's source). For ``adj_A``:
-
-- nothing adds into it: no ``adj_A[...] += v``, no atomic min/max into it;
-- every other write to it is a clear ``adj_A[t0, ..., tD-1] = 0`` whose index
-  has exactly one component per thread dimension, component ``d`` a name holding
-  thread index ``d`` on every path (``parallel.thread_indices``);
-- the name ``adj_A`` appears nowhere else but as the array of an element read
-  (``adj_A[k]`` loaded, at any index: a read changes nothing): never passed
-  whole (to a func's hand-written adjoint), never rebound;
-- some clear runs on every path of every thread: it stands at the top level of
-  the body, or in both branches of an ``if`` that does, recursively -- never in
-  a loop (which may run zero times) and after no statement holding a ``return``
-  (an early exit: a kernel's own ``return`` lowers to a guard, so its store is
-  under an ``if`` already; a failed bounds check returns too, but then the
-  launch raises and nothing is noted);
-- ``adj_A`` is not one of the backward plan's private arrays (whose chunk copies
-  are added back after the threads ran).
-
-Then with the grid equal to ``A``'s shape, thread ``t`` clears element ``t`` and
-every element is some thread's; every write in the launch writes 0, in any order
-of the threads. The gathered backward's rest is the body less the gathered
-accumulations (it keeps every clear: checked as a body); its receivers must not
-write ``adj_A`` at all. The runtime also refuses an ``adj_A`` sharing memory with
-another adjoint buffer of the launch: runtime/buffers.py ``call_unaliased`` adds
-that one's scratch into it after the threads ran.
-
-``handed`` names those of the zeroed arrays (of a kernel with no gathered backward)
-each backward reads only at the thread's own element and never after a clear of it:
-the value the element had when the launch began is all the backward ever sees of
-it. On the CPU their clears are then emitted under ``if rt_clear:`` (a parameter of
-every backward: ``optional_clears``, emit/module.py); where the runtime can owe the
-whole array's zero (runtime/steps.py ``handing``) it passes false, and may pass a
-seed of ``tape.backward`` in place of the gradient (runtime/seeds.py): nothing is
-copied, nothing written into the seed.
+Why it is safe, on each backward body: nothing adds into ``adj_A``; every other write
+is a clear at exactly the thread indices; ``adj_A`` is otherwise only read by element;
+some clear runs on every path of every thread (top level or both branches of an
+``if``, in no loop, after no ``return``); ``adj_A`` is not private. With the grid equal
+to ``A``'s shape every element is some thread's and every write writes 0. The full
+proof: docs/semantics.md, "How the passes prove it".
 """
 import math
 from types import SimpleNamespace
