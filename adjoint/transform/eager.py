@@ -7,30 +7,24 @@ Guarantees: ``eager`` returns an ``Eager`` -- the thread body that runs the forw
 stores and atomics kept, then the reverse pass, with the plan running it -- or None
 when that body would not compute what a forward and a later backward compute.
 
-Why: the commonest kernel adds each thread's contribution into a one-element loss
-(``ad.atomic_add(loss, 0, v)``). Recorded on a tape, it runs its forward, and the
-backward later replays the whole forward to recover what the reverse pass reads: the
-gathers of a springs energy are done twice. Reverse mode is linear in the seed, and a
-one-element output has a one-number seed ``g``: the gradient the backward adds into
-each input is ``g * J``, ``J`` what it adds for ``g = 1``. The tape therefore runs
-this body when it records such a launch on the CPU, the loss's adjoint reading 1, into
-buffers ``J`` it keeps (runtime/launch.py), and its backward adds ``g * J`` into the
-gradients (runtime/steps.py): one pass over the data instead of two.
+Why: the commonest kernel adds each thread's contribution into a one-element loss,
+and on a tape its backward replays the whole forward to recover what the reverse pass
+reads. Reverse mode is linear in the seed, and a one-element output has a one-number
+seed ``g``: the gradient added into each input is ``g * J``, ``J`` what it adds for
+``g = 1``. The tape runs this body when it records such a launch on the CPU, the
+loss's adjoint reading 1, into buffers ``J`` it keeps (runtime/launch.py), and its
+backward adds ``g * J`` (runtime/steps.py): one pass over the data instead of two.
 
-The body is the forward followed by the backward's reverse pass, which is right when
-the reverse pass reads, for each thread, what the replay would have computed:
+Why it is exact: the body is the forward then the reverse pass, right when the reverse
+pass reads, per thread, what the replay would have computed:
 
-- no loop is recorded or reversed (``Reversed.fused``: the replay is then the forward
-  with its stores and atomics left out);
-- the kernel reads no array it writes: a thread's reverse pass runs before other
-  threads' forwards, so a read of a written array could see another value than after
-  the whole forward;
-- exactly one array's adjoint is read, and none of its elements is written by the
-  reverse pass (an output accumulated into, never stored: a store's adjoint clears it),
-  and no other adjoint is read (only added into);
-- both plans run threads in parallel or privatize their accumulations (a colored or
-  serial plan orders threads, which one launch cannot do for both halves); the body's
-  plan privatizes what either does.
+- no loop is recorded or reversed (``Reversed.fused``: the replay is the forward);
+- the kernel reads no array it writes (a thread's reverse runs before others' forwards);
+- exactly one array's adjoint is read, none of its elements written by the reverse
+  pass (an output accumulated into, never stored), and no other adjoint is read;
+- both plans run threads in parallel or privatize (a colored or serial plan orders
+  threads, which one launch cannot do for both halves); the body's plan privatizes
+  what either does.
 
 Whether the output has one element, and the gradients exist, is the runtime's to check.
 """

@@ -14,22 +14,13 @@ receiver over its array in parallel, then the rest over the grid in parallel, co
 what the thread bodies compute in any order, without races (up to the order of
 floating-point additions). None when it cannot prove that; the plan then stays.
 
-How a receiver finds its senders (loop-index shifting, as PerforAD does): every
-accumulation ``adj_X[a0, a1] += v`` must have, as its index component ``k``, a name
-equal on every path to thread index ``d_k`` plus a constant ``c`` (``i - 1``), or to
-``i + c`` wrapped around a ring (``parallel.ring_wraps``), with the same ``d_k`` for
-every accumulation into ``adj_X`` and every thread index once. The threads that can
-add into ``adj_X[r]`` through it are then ``r - c`` (component by component) and, for
-a wrapped index, the few threads whose index wraps onto ``r`` (``N - c`` for ``ip =
-i + c; if ip == N: ip = m``, at ``r == m``). For each such *sender* that exists (within
-the launch), the receiver replays the sender's backward with the sender as thread
-index and keeps only the accumulations into ``adj_X``: one whose index provably
-equals ``r`` (same constant offsets) adds to the sum, one that provably does not is
-dropped, and a wrapped one adds when its index, computed by the replay, equals ``r``.
-A sender reached by two candidate expressions (``r - 1`` and ``N - 1`` at ``r ==
-N``...) is replayed once: a candidate that may equal an earlier one is skipped when
-it does. The replay reads what the sender's own thread read: nothing else in the
-launch writes those elements before the rest runs (checked below).
+How (loop-index shifting, as PerforAD does): each accumulation's index component ``k``
+is thread index ``d_k`` plus a constant ``c``, or ``i + c`` wrapped around a ring
+(``parallel.ring_wraps``); the senders of ``r`` are then ``r - c`` and the few threads
+whose index wraps onto ``r``. The receiver replays each existing sender's backward and
+keeps the accumulations into ``adj_X`` whose index is (or, wrapped, computes to) ``r``,
+each sender once. The replay reads what the sender's own thread read: nothing else in
+the launch writes those elements before the rest runs.
 
 Refused (None), so the plan's own grid runs: an accumulation whose index is not such a
 name (a gathered ``pos[a[i]]``, ``u[i + k]`` in a loop), atomics min/max or a load of a
