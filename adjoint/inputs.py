@@ -2,50 +2,31 @@
 earlier one generated without running the transformer.
 
 The text of a generated module is a function of what the transformer and the
-emitter read, and nothing else:
+emitter read, and nothing else, and ``module_key`` hashes all of it:
 
-- of each kernel and func in it (the kernel, every func it calls, transitively,
-  and every func their custom gradients and JVPs call): the name, the source
-  lines as ``inspect`` gives them (``frontend/source.py``, the parser's own
-  reader), the file's name, the first line and every line of the file or cell
-  (comments quote them), the signature (annotations: array dtypes and ranks,
-  vector types, struct layouts, scalar types), the markers adjoint sets on
-  functions it generates (``__adjoint_generated__``, ``__adjoint_forward_only__``,
-  ``__adjoint_rule__``), its dialect (runtime/dialect.py: what ``float`` and ``%``
-  mean) and what every name and attribute chain of the source
-  (``K``, ``math.sin``, ``cfg.n``) is bound to in the function's globals and
-  closure: a number's type and exact value, a func's name (its own inputs are
-  listed under that name), a math or ``ad`` builtin by name, a module by name,
-  any other object by its type (the transformer refuses those);
-- a kernel's options (``bounds_check``, ``enable_backward``, ``loop_capacity``)
-  and a func's custom gradient and JVP (``@ad.func_grad``, ``@ad.func_jvp``):
-  their own inputs as above;
-- the whole text of the first object's file (its hash is in the module's header);
-- the target ("cpu" or "cuda"), and the optimization passes that run where not all
-  (adjoint/passes.py);
-- the transformer itself: a hash of the source of every module of the adjoint
-  package (version included), of gast's source, and Python's and numpy's versions.
+- of each kernel and func in it (the kernel, every func it calls, transitively, and
+  every func their custom gradients and JVPs call): the name, the source lines as
+  ``inspect`` gives them (``frontend/source.py``), the file's name and lines, the
+  signature (annotations), the markers adjoint sets on functions it generates
+  (``__adjoint_generated__``, ...), its dialect (runtime/dialect.py) and what every
+  name and attribute chain of the source is bound to (a number's type and exact value,
+  a func's name, a builtin or module by name, any other object by its type);
+- a kernel's options (``bounds_check``, ``enable_backward``, ``loop_capacity``), a
+  func's custom gradient and JVP;
+- the first object's whole file; the target; the optimization passes that run where
+  not all (adjoint/passes.py); the transformer itself: every module of the adjoint
+  package (hashed once per process), gast's source, Python's and numpy's versions.
 
-``module_key`` hashes all of that. Two processes that compute one key generate
-byte-identical text, so a module stored under a key is the module the
-transformer would make now. (adjoint's own source is hashed once per process:
-like Python, a process does not notice adjoint's files edited while it runs.)
+Two processes that compute one key generate byte-identical text. A transformed func's
+tree is frozen until a name it read is rebound (adjoint/bindings.py resets it), and
+``module_key`` uses its frozen description: a key describes the trees that make the text.
 
-What a process already transformed is frozen (``Func.transformed``) until a
-name it read is rebound: a func transformed while a global read ``K = 1`` keeps
-that tree until ``K = 2``, and is then reset (adjoint/bindings.py) before the
-next module is made from it. Its inputs are described when it is transformed
-(``own_inputs`` before and after; ``None`` when they differ) and the frozen
-description is what ``module_key`` uses for it, so a key always describes the
-trees that make the text.
-
-Expects: ``adjoint.api.Kernel``/``Func``-like objects (``name``, ``pyfunc``,
-``_tr``, ``_inputs``, kernels ``enable_backward``, ``loop_capacity``,
-``bounds_check``, funcs ``custom_grad``, ``custom_jvp``).
+Expects: ``adjoint.api.Kernel``/``Func``-like objects (``name``, ``pyfunc``, ``_tr``,
+``_inputs``, and the options and custom rules above).
 Guarantees: ``module_key`` is a hex string, or ``None`` where the inputs cannot
-be described safely (source unreadable, an annotation of an unknown kind, two
-funcs of one name, a recursion between funcs, an attribute that raises): the
-caller transforms then. Imports no gast and nothing of the transformer.
+be described safely (source unreadable, an unknown annotation, two funcs of one name,
+recursion, an attribute that raises): the caller transforms then. Imports no gast and
+nothing of the transformer.
 """
 import ast
 import builtins

@@ -9,30 +9,24 @@ inputs and then its ``num_outputs`` outputs; the wrapper takes the inputs (JAX o
 arrays, Python or JAX scalars) and returns a tuple of new output arrays.
 
 * Launch dims: ``launch_dims``, else the shape of the first array input. Output shapes:
-  ``output_dims`` (one shape for every output, or ``{name: shape}``), else the launch
-  dims. Both may also be given per call as keywords. Outputs start as zeros of the
-  parameter's dtype (so ``+=`` and atomics accumulate onto zero).
+  ``output_dims`` (one shape for all, or ``{name: shape}``), else the launch dims; both
+  may be given per call. Outputs start as zeros of the parameter's dtype.
 * The kernel runs on the CPU through ``jax.pure_callback``, so the wrapper works inside
-  ``jax.jit`` (the kernel is launched when the compiled program runs). An input array's
-  dtype and rank must be the parameter's (as for ``ad.launch``): nothing is cast.
+  ``jax.jit``. An input array's dtype and rank must be the parameter's: nothing is cast.
 * Differentiation: a ``jax.custom_vjp`` whose backward launches the kernel's backward
-  (``ad.launch(..., adjoint=True)``) on copies of the output cotangents, with the
-  forward's outputs as they were after the launch (as ``adjoint.torch`` does). JAX lets
-  a function carry a custom VJP or a custom JVP, not both, and a ``custom_jvp`` would
-  leave ``jax.grad`` to transpose the JVP rule, which an opaque callback cannot be: so
-  the default is the VJP (``jax.grad``, ``jax.vjp``, ``jax.jacrev``; ``jax.jvp`` is
-  refused by JAX). ``differentiable="jvp"`` gives a ``jax.custom_jvp`` from adjoint's
-  forward mode instead (``jax.jvp``, ``jax.jacfwd``; then ``jax.grad`` fails in JAX).
-  Integer arrays get no gradient (``float0`` zeros); a scalar parameter gets none
-  either, so differentiating with respect to a JAX scalar given for one is refused
-  rather than answered with a silent zero.
-* A fault the kernel finds (``ad.BoundsError``) is raised inside JAX's callback and
-  reaches the caller as JAX's ``JaxRuntimeError``, adjoint's message kept; a derivative
-  the kernel was generated without (``enable_backward=False``) is refused while tracing.
-* ``jax.vmap`` runs the kernel once per batch element (``vmap_method="sequential"``):
-  correct, not batched into one launch.
-* Higher derivatives (``jax.grad`` of ``jax.grad``) are not supported: the generated
-  backward is not itself differentiable.
+  on copies of the output cotangents (``jax.grad``, ``jax.vjp``, ``jax.jacrev``). JAX
+  allows a custom VJP or a custom JVP, not both, and ``jax.grad`` through a custom JVP
+  would transpose an opaque callback: ``differentiable="jvp"`` gives a
+  ``jax.custom_jvp`` from adjoint's forward mode instead (``jax.jvp``, ``jax.jacfwd``).
+  Integer arrays and scalar parameters get no gradient; differentiating with respect
+  to a JAX scalar given for one is refused rather than answered with a silent zero.
+* A fault the kernel finds (``ad.BoundsError``) reaches the caller as JAX's
+  ``JaxRuntimeError``, adjoint's message kept; a derivative the kernel was generated
+  without (``enable_backward=False``) is refused while tracing.
+* ``jax.vmap`` runs the kernel once per batch element (``vmap_method="sequential"``).
+  Higher derivatives are not supported: the generated backward is not differentiable.
+
+More in docs/tape.md, "JAX".
 """
 import numbers
 

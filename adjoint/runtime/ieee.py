@@ -1,66 +1,32 @@
 """IEEE arithmetic in plain Python: what ``rt.div``, ``rt.sin``, ... mean.
 
-Python raises where IEEE arithmetic has an answer: ``1.0 / 0.0`` is a
-``ZeroDivisionError``, ``math.sqrt(-1.0)`` and ``math.sin(math.inf)`` are
-``ValueError``s, ``math.exp(1000.0)`` is an ``OverflowError`` and
-``(-8.0) ** (1 / 3)`` is a complex number. Generated code therefore spells
-those operations as calls of the backend it binds to ``rt``: ``x / y`` is
-``rt.div(x, y)``, ``math.sin(x)`` is ``rt.sin(x)`` (the rule registry,
-``adjoint/rules``, says which operation is which function). This module is
-their meaning, in plain Python: the Python backend (``ADJOINT_JIT=0``) and
-CUDA's simulator call these functions; numba and numba.cuda compile the
-spellings in ``ieee_compiled.py``, which give the same results.
+Python raises where IEEE arithmetic has an answer (``1.0 / 0.0``, ``math.sqrt(-1.0)``),
+so generated code spells those operations as calls of ``rt`` (``x / y`` is
+``rt.div(x, y)``; the rule registry, ``adjoint/rules``, says which is which). This
+module is their meaning in plain Python (the Python backend, ``ADJOINT_JIT=0``, and
+CUDA's simulator); numba and numba.cuda compile ``ieee_compiled.py``, which gives the
+same results.
 
-The meaning is numba's with ``error_model="numpy"``, which is also the GPU's
-and, where NumPy defines one, NumPy's: no exception, no warning, and
+Guarantees: the meaning is numba's with ``error_model="numpy"``, which is also the
+GPU's and, where NumPy defines one, NumPy's: no exception, no warning; a division by
+±0 is ±inf or nan, float ``//`` and ``%`` follow Python's sign rule in the operands'
+precision, ints by 0 give 0, ``**`` is C's ``pow``, ``math.*`` are C's functions (nan
+outside the domain, ±inf at a pole or on overflow), and ``floor``, ``ceil`` and
+``int()`` of nan, ±inf or a float outside the int64 range give ``-2**63``. Warp's
+scalar builtins (``ad.sign``, ``step``, ``lerp``, ``smoothstep``, ``round``, ``rint``,
+``trunc``, ``frac``, ...) mean what Warp's do. Each edge case is in the table of
+docs/semantics.md ("Floating point") and docs/language.md ("Warp's scalar builtins").
+A float32 operand stays float32 (results that overflow float32 are inf in both
+backends); the Python backend computes a float32 ``math`` function in float64 and
+rounds, where numba calls the float32 C function: they can differ in the last bit
+(never at the edges, whose results are exact).
 
-* ``x / y`` by ±0: ±inf (sign of x times sign of y), nan for 0/0 and nan/0;
-  an int over an int is a float, so ``1 / 0`` is inf too;
-* ``x // y`` and ``x % y`` for floats: Python's rule (the result of ``%`` has
-  the sign of ``y``) computed in the operands' precision; by ±0, ``x // 0`` is
-  ``x / 0`` and ``x % 0`` is nan. For ints by 0: 0 (NumPy's answer), and the
-  one quotient that overflows, ``-2**63 // -1``, is 0 too (numba's);
-* ``x ** y`` and ``pow(x, y)``: C's ``pow`` (``0.0 ** -1`` is inf, a negative
-  base to a fractional power is nan, overflow is ±inf); an int to an int is
-  an int: a negative power is 0 except for 1 and -1, and ``0 ** -1`` is 0;
-* ``math.*``: C's functions: nan outside the domain (``asin(1.5)``,
-  ``log(-1)``, ``sqrt(-1)``, ``sin(inf)``), ±inf at a pole or on overflow
-  (``log(0)``, ``log1p(-1)``, ``exp(1000)``);
-* ``floor``, ``ceil`` and ``int()`` of nan, ±inf or a float outside the
-  int64 range: ``-2**63`` (what x86 CPUs give; an index made from it is out
-  of bounds).
-
-Warp's scalar builtins, called as ``ad.<name>`` (and ``math.<name>`` where
-Python's ``math`` has one), mean what Warp's do:
-
-* ``sign(x)``: -1 if ``x < 0``, else 1 (1 at ±0 and for nan); ``step(x)``: 1
-  if ``x < 0``, else 0. An int for an int, else a float;
-* ``lerp(a, b, t)``: ``a * (1 - t) + b * t``;
-* ``smoothstep(e0, e1, x)``: ``t * t * (3 - 2 * t)`` for ``t = (x - e0) / (e1 - e0)``
-  clamped to [0, 1] (nan stays nan); where the edges meet (``e0 == e1``) a step
-  at the edge, 0 for ``x < e0`` and 1 for ``x >= e0``;
-* ``round(x)``: to the nearest integer, ties away from zero (C's ``round``);
-  ``rint(x)``: ties to even (C's ``rint``); ``trunc(x)``: towards zero;
-  ``frac(x)``: ``x - trunc(x)`` (nan for ±inf). All four return a float, with
-  the sign of ``x`` (``round(-0.3)`` is -0.0); ±inf and nan are returned as they are;
-* ``math.copysign``, ``log2``, ``log10``, ``cbrt``, ``erf``, ``erfc``, ``degrees``,
-  ``radians``: C's (``log2(0)`` is -inf, ``log2(-1)`` nan).
-
-A float32 operand stays float32 (``rt.sin`` of a float32 is a float32, as in
-numba): results that overflow float32 are inf in both backends. The Python
-backend computes a float32 ``math`` function in float64 and rounds, where numba
-calls the float32 C function: the two can differ in the last bit (never at the
-edges above, whose results are exact).
-
-Every such function is registered here once (``BUILTINS``, builtin_table.py): its plain-Python
-meaning (the decorated function, or ``math_function``'s wrapper), its
-spelling for numba (``ieee_compiled.py``, or ``math.<name>`` itself for a
-``math`` function, whose numba version already follows IEEE arithmetic) and
-what a user calls in a kernel (``math.sin``, exported as ``ad.sin``; none for
-an operator's ``rt.div``). The backends, the ``ad.*`` exports
-(runtime/builtins.py) and the CUDA device functions iterate ``BUILTINS``: a
-new math function is its rule (adjoint/rules/mathfns.py) plus one line here.
-tests/test_rule_table.py checks that the two sides match.
+Every such function is registered here once (``BUILTINS``, builtin_table.py): its
+plain-Python meaning, its spelling for numba (``ieee_compiled.py``, or ``math.<name>``)
+and what a user calls in a kernel (``math.sin``, exported as ``ad.sin``). The backends,
+the ``ad.*`` exports (runtime/builtins.py) and the CUDA device functions iterate
+``BUILTINS``: a new math function is its rule (adjoint/rules/mathfns.py) plus one line
+here. tests/test_rule_table.py checks that the two sides match.
 """
 import builtins
 import math
