@@ -7,31 +7,24 @@ raise: a thread that fails writes the fault into a small status row on the devic
 launches the kernel with it, registers the launch as *pending* (``register``) and
 returns at once, so checked launches queue on the GPU as unchecked ones do.
 
-``check(where)`` reads the rows of every pending launch in one device-to-host copy
-(which waits for the GPU, as any copy to the host does) and raises the fault of the
-first pending launch, in launch order, that faulted: the ``BoundsError`` (kernel,
-file:line of the access, array, index, shape) or the loop-capacity ``AdjointError`` a
-launch that waited would have raised, with a last line naming that launch (its grid
-kernel and the user's line that launched it) and where the fault was found. Every
-pending launch it read is forgotten and the rows that faulted are zeroed again, so
-the next check is clean. Later launches that faulted too are counted, not reported.
+Guarantees: ``check(where)`` reads the rows of every pending launch in one
+device-to-host copy and raises the fault of the first pending launch, in launch order,
+that faulted (the ``BoundsError`` or loop-capacity ``AdjointError`` a launch that
+waited would have raised, with a last line naming that launch and where the fault was
+found). Every pending launch it read is forgotten and the rows that faulted are zeroed
+again; later launches that faulted too are counted, not reported.
 
-``check`` runs wherever adjoint hands device values to the host or waits for the GPU,
-so a fault is raised before any value computed after it reaches the host through
-adjoint: ``Array.numpy()`` (and what reads through it: ``repr``, ``np.asarray``,
-pickling), adjoint's own device-to-host copies (``buffers.to_host``, mixed-device
-copies, ``ad.autograd``'s reads), the end of ``Tape.backward``, ``adjoint.torch`` on
-CUDA tensors (before it hands outputs or gradients to PyTorch, and ``to_torch``), the
-launch of a kernel that prints (which waits for the GPU anyway), and ``synchronize()``
-(``ad.synchronize``).
-When every row of the pool is pending (``SLOTS`` checked launches with none of these
-points between them), the next checked launch checks first. Values read from device
-memory by other means (numba's ``copy_to_host`` of ``Array.data``, a PyTorch tensor or
-CuPy array adjoint wrapped) bypass adjoint: call ``ad.synchronize()`` before reading them.
+``check`` runs wherever adjoint hands device values to the host or waits for the GPU
+(``Array.numpy()`` and what reads through it, adjoint's own device-to-host copies, the
+end of ``Tape.backward``, ``adjoint.torch`` on CUDA tensors, a kernel that prints,
+``ad.synchronize()``), so a fault is raised before any value computed after it reaches
+the host through adjoint. When every row of the pool is pending (``SLOTS``), the next
+checked launch checks first. Values read by other means (numba's ``copy_to_host`` of
+``Array.data``, a wrapped tensor) bypass adjoint: call ``ad.synchronize()`` first.
 
 The registry is one per process, as the GPU's launch order is: a check on any thread
 reports the first fault of a launch made on any thread. The CPU backends never come
-here: their launches raise at the launch.
+here: their launches raise at the launch. See docs/backends.md, "The CUDA backend".
 """
 import heapq
 import sys

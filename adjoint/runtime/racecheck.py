@@ -6,29 +6,25 @@ grid function the Python backend runs (``@rt.jit_grid``: the parallel, privatize
 and color plans) takes its parallel path whatever the launch size, and records,
 for each element of memory, which concurrently running *unit* touched it and how:
 
-- a unit is one iteration of the grid's ``rt.prange`` loop: a thread row
-  (plan parallel), a chunk of rows (privatize: up to MAX_CHUNKS chunks, more
-  than numba's one per core, so more pairs of rows fall in different units),
-  or a block of rows within one phase (color: the blocks numba runs); each
-  ``prange`` loop is one *region* (the two phases of a color plan are two
-  regions, run one after the other);
+- a unit is one iteration of the grid's ``rt.prange`` loop: a thread row (plan
+  parallel), a chunk of rows (privatize: up to MAX_CHUNKS chunks), or a block of rows
+  within one phase (color); each ``prange`` loop is one *region* (a color plan's two
+  phases are two regions, run one after the other);
 - elements are identified by memory address, so one buffer passed for two
   parameters, and overlapping views, are the same element;
 - a ``RaceError`` is raised at the first element that two different units
   touch, at least one of them writing (a store, or an accumulation ``+=``);
 - and at the first element one unit reaches through two different array
   parameters, at least one access writing: numba compiles each ``prange`` body
-  assuming its array parameters do not overlap (LLVM ``noalias``), so such
-  accesses may be reordered even within one thread.
+  assuming its array parameters do not overlap (LLVM ``noalias``).
 
 Guarantees: the generated code is unchanged and computes what it computes
-without checking (per-chunk private copies, allocated inside the grid, are
-distinct memory and are not recorded; ``add_chunks`` and the serial plans run
-outside any ``prange`` and are not concurrent). Expects: grid functions whose
-parameters are fewer than 256, array ones numpy arrays, indexed with integers
-(``a[i]``, ``a[i, j]``; a slice store records each element). Checking is
-sequential and single-threaded; a unit's accesses are seen only on the paths
-that launch's data takes.
+without checking (per-chunk private copies are distinct memory and not recorded;
+``add_chunks`` and the serial plans run outside any ``prange``). Expects: grid
+functions whose parameters are fewer than 256, array ones numpy arrays, indexed
+with integers (a slice store records each element). Checking is sequential and
+single-threaded; a unit's accesses are seen only on the paths that launch's data
+takes. See docs/backends.md, "Checking a plan for races".
 """
 import contextlib
 import contextvars

@@ -4,33 +4,29 @@ Expects: numba and llvmlite (imported by the numba CPU backend only). Guarantees
 ``spelling(builtin)`` is the function numba compiles for ``rt.<name>`` on the CPU;
 ``MODE`` says which vector functions it uses (``RUNTIME_FINGERPRINT`` holds it).
 
-numba lowers ``math.sin`` to LLVM's ``llvm.sin`` intrinsic. LLVM's loop vectorizer
-widens the loop around it, but without a vector math library it then calls the
-scalar ``sinf`` once per lane: a loop of ``sin`` and ``exp`` runs at libm's speed
-(10 ns an element), however wide the arithmetic around it. numba uses Intel's SVML
-where llvmlite was built for it; the llvmlite on PyPI is not, and has no way to
-name another library. glibc ships one, libmvec (``_ZGVdN8v_sinf``: eight float32
-sines in AVX2 registers), and LLVM finds a function's vector variants in the
+Why: numba lowers ``math.sin`` to ``llvm.sin``; LLVM's loop vectorizer widens the loop
+around it, but without a vector math library calls the scalar ``sinf`` once per lane.
+The llvmlite on PyPI cannot name a vector library (numba's SVML needs a special
+build). glibc ships one, libmvec (``_ZGVdN8v_sinf``: eight float32 sines in AVX2
+registers), and LLVM finds a function's vector variants in the
 ``vector-function-abi-variant`` attribute of the function a loop calls (the way
 OpenMP's ``declare simd`` reaches it).
 
-So on x86-64 Linux a unary math function of a float compiles to a call of a small
+How: on x86-64 Linux a unary math function of a float compiles to a call of a small
 function of adjoint's own, ``adjoint._ZGVdN8v_sinf``: the libmvec variant applied to
 eight copies of the argument, lane 0 returned, not inlined, and with that attribute
 naming the variant itself. A loop the vectorizer widens calls the variant on eight
 float32 or four float64 lanes at a time (four and two without AVX2); anything else
 calls the function. Every value is therefore libmvec's, bit for bit, however the loop
 around it was compiled: a forward and a JVP launch, a serial and a parallel one, a
-vectorized loop and its scalar remainder agree (a scalar call costs what ``sinf``
-does, to 15% more in float64).
+vectorized loop and its scalar remainder agree.
 
 The variants are glibc's own (libmvec.so.1, loaded into the process here): at most
-4 ulp from the exact result (glibc's manual, "Known Maximum Errors"; libm's scalar
-functions are within 1-2), with the C functions' special values (nan outside the
-domain, inf on overflow, the sign of zero). A kernel's values can therefore differ in
-the last bits from the Python backend's. ``ADJOINT_VECTOR_MATH=0`` turns them off
-(every call is the C function, as numba compiles ``math.sin``). ``sqrt`` is an instruction the vectorizer widens by itself,
-and CUDA compiles ``ieee.py``'s spelling: neither is changed here.
+4 ulp from the exact result, with the C functions' special values, so a kernel's values
+can differ in the last bits from the Python backend's. ``ADJOINT_VECTOR_MATH=0`` turns
+them off. ``sqrt`` is an instruction the vectorizer widens by itself, and CUDA compiles
+``ieee.py``'s spelling: neither is changed here. See docs/semantics.md, "Vector math
+on the CPU".
 """
 import ctypes
 import ctypes.util

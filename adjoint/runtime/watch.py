@@ -14,17 +14,15 @@ memory; a simulated CUDA array by the numpy array inside it; a real device array
 by its device pointer. Writes adjoint does not perform (``a.numpy()[...] = v``,
 in-place PyTorch operations on shared memory) are not seen.
 
-Tapes are held weakly: a tape that is garbage collected stops watching. One
-lock serializes watching and announcing, so tapes on several threads stay
-consistent; it also guards the clean device memory's spans, which threads
-allocating and writing device arrays at once change and read.
+Tapes are held weakly: a tape that is garbage collected stops watching. One lock
+serializes watching and announcing (tapes on several threads stay consistent) and
+guards the clean device memory's spans.
 
 Clean memory: ``mark_clean(buf, owner)`` notes that an allocation adjoint zeroed (a new
-gradient, ``zero_()``) holds only zeros; ``before_write`` (every write adjoint
-performs) and ``mark_dirty`` (memory handed to the user: ``Array.numpy()``, ``.data``)
-forget it, and ``is_clean`` asks. A backward adds into a clean gradient by storing
-(transform/once.py). An entry lives as long as the object holding the
-allocation, so that freed memory reused by another allocation is never clean.
+gradient, ``zero_()``) holds only zeros; ``before_write`` and ``mark_dirty`` (memory
+handed to the user: ``Array.numpy()``, ``.data``) forget it, and ``is_clean`` asks. A
+backward adds into a clean gradient by storing (transform/once.py). An entry lives as
+long as the object holding the allocation, so freed memory reused is never clean.
 
 ``observe_writes(fn)`` also tells ``fn(buf, writer)`` about every write made on the
 calling thread, watched or not, while it is in effect: a checkpointed segment uses it
