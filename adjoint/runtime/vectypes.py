@@ -7,34 +7,25 @@ q = (qx, qy, qz, qw): seven floats, Warp's layout). Vectors of any length and
 matrices of any shape are entries made when first named (``vector_of(6)`` is
 ``ad.vec6``, ``matrix_of((2, 3))`` ``ad.mat23``); Warp's ``spatial_vector`` and
 ``spatial_matrix`` are other names of ``vec6`` and ``mat66`` (``ALIASES``).
-
-``ad.vec3`` holds float64 values, as ``float`` means float64 everywhere in
-adjoint; ``ad.vec3f`` holds float32 (Warp's ``wp.vec3`` is float32: port it
-to ``ad.vec3f`` to keep the precision) and ``ad.vec3d`` is ``ad.vec3``.
+``ad.vec3`` holds float64 values (``float`` means float64 everywhere in adjoint);
+``ad.vec3f`` holds float32 (Warp's ``wp.vec3``) and ``ad.vec3d`` is ``ad.vec3``.
 
 Uses:
 
-- an annotation: ``ad.array(dtype=ad.vec3)`` is an array of vectors, stored as
-  a float array with the vector's shape as trailing dimensions (``(n, 3)``;
-  a ``mat33`` array is ``(n, 3, 3)``); ``g: ad.vec3`` (a kernel parameter) is
-  one vector, passed as an array of shape ``(3,)`` (``ad.vec3(1.0, 2.0, 3.0)``);
-  a func's vector parameters and results are passed as their components;
-- inside kernels and funcs, a constructor and the builtins (frontend/
-  scalarize.py turns them into scalar code, so every later pass sees floats);
-- in plain Python, the same names compute with numpy: ``ad.vec3(1, 2, 3)`` is a
-  numpy array of shape (3,), ``ad.dot(a, b)`` its dot product (funcs stay
-  callable outside kernels, and tests have a reference).
+- an annotation: ``ad.array(dtype=ad.vec3)`` is a float array with the vector's shape
+  as trailing dimensions (``(n, 3)``; ``mat33``: ``(n, 3, 3)``); a kernel parameter
+  ``g: ad.vec3`` is an array of shape ``(3,)``; a func's vector parameters and results
+  are passed as their components;
+- inside kernels and funcs, a constructor and the builtins (frontend/scalarize.py
+  turns them into scalar code, so every later pass sees floats);
+- in plain Python, the same names compute with numpy (``ad.vec3(1, 2, 3)`` is a numpy
+  array of shape (3,)), so funcs stay callable outside kernels.
 
 A constructor accepts the forms its type's ``forms`` list (Warp's), and nothing else:
 ``bind`` matches the arguments against them, for ``__call__`` here and for the kernel
-side (frontend/vecexpr.py ``construct``) alike, so the two cannot disagree. Every type:
-``(s)`` one scalar for every component, ``(v)`` a value of its shape (a copy), its
-components in order (a matrix's row by row); vectors, matrices and quaternions ``()``
-are zeros; ``quat(v: vec3, w)``; a vec6 (spatial vector) ``(w: vec3, v: vec3)``;
-``transform(p: vec3 = (0, 0, 0), q: quat = (0, 0, 0, 1))``, by position or by name, so
-``transform()`` is the identity (as in Warp). No other
-keyword; no matrix from vectors (Warp read them as columns in kernels and as rows in
-Python, and has removed the form).
+side (frontend/vecexpr.py ``construct``) alike, so the two cannot disagree. The forms
+are listed in docs/language.md; there is no matrix from vectors (Warp read them as
+columns in kernels and as rows in Python, and has removed the form).
 
 This module imports only numpy: the runtime stands alone.
 """
