@@ -11,7 +11,6 @@ matrices of any shape are entries made when first named (``vector_of(6)`` is
 ``ad.vec3f`` holds float32 (Warp's ``wp.vec3``) and ``ad.vec3d`` is ``ad.vec3``.
 
 Uses:
-
 - an annotation: ``ad.array(dtype=ad.vec3)`` is a float array with the vector's shape
   as trailing dimensions (``(n, 3)``; ``mat33``: ``(n, 3, 3)``); a kernel parameter
   ``g: ad.vec3`` is an array of shape ``(3,)``; a func's vector parameters and results
