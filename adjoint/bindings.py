@@ -6,28 +6,23 @@ number it inlines, a struct, ``math.sin``), and the generated module bakes the r
 in. A script or notebook that redefines ``helper`` (or rebinds ``SCALE = 2.0``, or gives
 ``helper`` a ``@ad.func_grad`` after a first launch) and launches a kernel it did not
 redefine must get the new definition, as Python does and as Warp does by rebuilding
-the module (issue 37).
+the module.
 
-- ``watch_of(pyfunc)`` reads a function's source and records, for every free name and
-  attribute chain of its body (``helper``, ``cfg.n``, ``range``), where the name is looked
-  up and what it gives: ``(namespace, key, object)``, the namespace being the globals,
-  a module's ``__dict__`` or a closure cell. A func the body names also contributes its
-  ``_generation`` token, replaced when it is reset or given a custom gradient or JVP
-  (pass inline reads those). A name bound to ``math``, ``numpy`` or ``adjoint`` (``ad``,
-  ``wp``) and their attributes are not watched (those modules are not redefined: a
-  launch checks fewer names); a name missing from the globals (a builtin) is watched
-  as missing.
-- A kernel's or func's ``_watch`` is its own watch, read just before it is transformed
-  (``api._transform_described``): it says what its frozen tree was made from.
+- ``watch_of(pyfunc)`` records, for every free name and attribute chain of a function's
+  body (``helper``, ``cfg.n``), where it is looked up and what it gives: ``(namespace,
+  key, object)`` (globals, a module's ``__dict__`` or a closure cell). A func the body
+  names also contributes its ``_generation`` token, replaced when it is reset or given
+  a custom gradient or JVP. Names bound to ``math``, ``numpy`` or ``adjoint`` are not
+  watched; a name missing from the globals (a builtin) is watched as missing.
+- A kernel's or func's ``_watch`` is read just before it is transformed.
 - ``snapshot(root)`` flattens the watches of everything one generated module is made
-  from: ``root``, every func it calls (transitively) and their hand-written rules, the
-  frozen watch of a transformed one, else the current one. ``Bindings.current()`` is a
-  dict lookup per name: the check each launch makes (``Kernel.spec_for``), and each
-  call of ``ad.grad``/``ad.jvp``/``ad.hessian`` of a func (``Func.refresh``).
-- ``refresh(root)`` resets (``reset()``: tree, modules and everything printed from it
-  dropped, a new ``_generation``) every transformed kernel or func reachable from
-  ``root`` whose watch no longer holds, callees first: a reset func's callers watched
-  its old generation, so they are reset too.
+  from (``root``, every func it calls and their hand-written rules). ``Bindings.current()``
+  is a dict lookup per name: the check each launch makes (``Kernel.spec_for``), and
+  each call of ``ad.grad``/``ad.jvp``/``ad.hessian`` of a func (``Func.refresh``).
+- ``refresh(root)`` resets (tree, modules and everything printed from it dropped, a new
+  ``_generation``) every transformed kernel or func reachable from ``root`` whose watch
+  no longer holds, callees first: a reset func's callers watched its old generation,
+  so they are reset too.
 
 A number rebound to an equal number of the same type (a notebook cell run again) counts
 as unchanged. Generated modules (``adjoint generate``) read no globals: nothing here.

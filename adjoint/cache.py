@@ -13,22 +13,19 @@ for what it should say).
 
 Guarantees:
 
-- **Threads and processes.** A file is written to a fresh temporary file in
-  its own folder and moved into place with ``os.replace``, so a reader (in any
-  thread or process) sees the old file or the whole new one, never part of
-  one. Importing happens under ``LOCK`` (re-entrant, one per process), and a
-  module that fails to run is removed from ``sys.modules`` again, so no thread
-  ever gets a half-run module.
-- **Repair.** A cached module whose text is not the text it should hold
-  (truncated, edited by hand, written by a crashed process) is rewritten before
-  it is imported. numba's cache files of a module (``__pycache__/*.nbi`` index,
-  ``*.nbc`` data) that are not whole pickles are removed, so numba compiles
-  again instead of failing with ``UnpicklingError`` on every later run.
-- Modules are compiled from the verified text itself, never from a ``.pyc``
-  file that could be stale or truncated. A module found through ``keys/`` is
-  verified against the hash in its own name (``text_digest``); an index entry
-  that is damaged, names no module or names one that does not verify is
-  ignored, and the caller generates the text and stores it again.
+- **Threads and processes.** A file is written to a fresh temporary file in its own
+  folder and moved into place with ``os.replace``: a reader sees the old file or the
+  whole new one. Importing happens under ``LOCK`` (re-entrant, one per process), and a
+  module that fails to run is removed from ``sys.modules`` again, so no thread ever
+  gets a half-run module.
+- **Repair.** A cached module whose text is not the text it should hold (truncated,
+  edited, written by a crashed process) is rewritten before it is imported. numba's
+  cache files of a module (``*.nbi``, ``*.nbc``) that are not whole pickles are
+  removed, so numba compiles again instead of failing with ``UnpicklingError``.
+- Modules are compiled from the verified text itself, never from a ``.pyc``. A module
+  found through ``keys/`` is verified against the hash in its own name
+  (``text_digest``); an index entry that is damaged, names no module or names one that
+  does not verify is ignored, and the caller generates the text and stores it again.
 """
 import glob
 import hashlib
