@@ -12,26 +12,22 @@ items, the losses and the gradients travel. ``map_gradients`` returns one
 pairwise on the cluster and returns only the sum. ``item_gradient`` is the same work in
 this process (the serial reference; the results are bit-identical).
 
-Dask does the rest and adjoint adds no scheduler of its own: ``client.map`` spreads the
-items, the scheduler reruns the items of a worker that died (``distributed.scheduler.
-allowed-failures`` times), and the sum is a tree of ``client.submit`` calls on futures.
+Dask does the rest (``client.map``, reruns of a dead worker's items, a tree of
+``client.submit`` for the sum); adjoint adds no scheduler of its own.
 
 * With no client, ``local_cluster()`` starts one worker process per core, one thread
-  each, and every task sets numba's thread count to 1 (``numba.set_num_threads``, which
-  is per thread): the workers together use the cores once. ``NUMBA_NUM_THREADS`` is not
-  lowered: the runtime splits privatized accumulations into that many chunks
-  (``backend_numba.MAX_CHUNKS``), so a worker with another value would round
-  otherwise than a process on the same machine. A client, a cluster's address or
-  ``numba_threads`` given: numba's threads are left alone unless ``numba_threads`` says.
-* An item whose ``fn`` raises: its exception (the user's own type) carries a note naming
-  the item's index, and its traceback is the worker's, from the user's frames on.
-  ``errors="raise"`` raises the first such item's (by index) once all are done;
-  ``errors="return"`` puts the exception in the item's slot.
+  each, and every task sets numba's thread count to 1 (``numba.set_num_threads``).
+  ``NUMBA_NUM_THREADS`` is not lowered: the runtime splits privatized accumulations
+  into that many chunks (``backend_numba.MAX_CHUNKS``), so another value would round
+  otherwise. Given a client or ``numba_threads``, numba's threads are left alone
+  unless ``numba_threads`` says.
+* An item whose ``fn`` raises: its exception carries a note naming the item's index,
+  with the worker's traceback. ``errors="raise"`` raises the first such item's (by
+  index) once all are done; ``errors="return"`` puts the exception in the item's slot.
 * Generated modules (``adjoint generate``) import only ``adjoint.runtime``, so workers
-  need adjoint and numba but neither gast nor astor; ship a module to a running
-  cluster's workers with ``client.upload_file``.
+  need adjoint and numba but neither gast nor astor (``client.upload_file``).
 
-Needs the optional extra ``adjoint[dask]`` (dask and distributed).
+Needs the optional extra ``adjoint[dask]`` (dask and distributed). docs/distributed.md.
 """
 import concurrent.futures
 import contextlib
