@@ -19,15 +19,14 @@ Dask does the rest (``client.map``, reruns of a dead worker's items, a tree of
   each, and every task sets numba's thread count to 1 (``numba.set_num_threads``).
   ``NUMBA_NUM_THREADS`` is not lowered: the runtime splits privatized accumulations
   into that many chunks (``backend_numba.MAX_CHUNKS``), so another value would round
-  otherwise. Given a client or ``numba_threads``, numba's threads are left alone
-  unless ``numba_threads`` says.
+  otherwise. Given a client, numba's threads are left alone unless ``numba_threads`` says.
 * An item whose ``fn`` raises: its exception carries a note naming the item's index,
   with the worker's traceback. ``errors="raise"`` raises the first such item's (by
   index) once all are done; ``errors="return"`` puts the exception in the item's slot.
 * Generated modules (``adjoint generate``) import only ``adjoint.runtime``, so workers
   need adjoint and numba but neither gast nor astor (``client.upload_file``).
 
-Needs the optional extra ``adjoint[dask]`` (dask and distributed). docs/distributed.md.
+Needs the extra ``adjoint[dask]``. See docs/distributed.md.
 """
 import concurrent.futures
 import contextlib
