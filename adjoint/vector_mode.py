@@ -4,24 +4,29 @@ the primal computed once.
 ``jvp_launch(kernel, dim, inputs, outputs, tangents)`` runs a kernel's JVP along ``k``
 directions at once (Tapenade's and Enzyme's vector mode): every tangent array has a
 leading axis of ``k``, one direction per row. It launches a kernel of its own
-(``vector_jvp_kernel``): the kernel's JVP printed as user code (adjoint/printed.py's
-``jvp_kernel``), where each statement that computes a tangent is written out ``k``
-times, once per direction (``dot_v_0 = ...``, ``dot_v_1 = ...``), and a tangent array
-is indexed with the direction first (``dot_x[1, i]``).
+(``vector_jvp_kernel``): the kernel's JVP printed as user code (printed.py's
+``jvp_kernel``), each statement that computes a tangent written out ``k`` times
+(``dot_v_0 = ...``, ``dot_v_1 = ...``), a tangent array indexed with the direction
+first (``dot_x[1, i]``). Three columns of the Jacobian of DESIGN.md's ``energy``:
+
+from adjoint.vector_mode import jvp_launch
+
+T = np.zeros((3, 8)); T[0, 0] = T[1, 1] = T[2, 2] = 1.0      # k = 3 one-hot directions
+dots = jvp_launch(energy, 8, inputs=[x], outputs=[out], tangents={"x": T})
+dots["out"].numpy()[j]   # the JVP along T[j]: column j of d out / d x
 
 Guarantees: the primal statements stay single, so each thread computes the primal
 once and its ``k`` tangents from it, with the same operations as ``k`` separate JVP
-launches: the results are theirs bit for bit. That kernel goes through the pipeline as
-any printed kernel does, so it runs on every backend and is parallel where the JVP is.
-A func called from the kernel keeps its own JVP, called once per direction. ``k`` is
-part of the printed kernel (one compiled kernel per ``k``, at most
-``MAX_DIRECTIONS``); ``ad.autograd.jacobian`` takes its columns ``CHUNK`` at a time.
-An example: docs/forward-mode.md.
+launches: the results are theirs bit for bit. The kernel goes through the pipeline as
+any printed kernel does (every backend, parallel where the JVP is). A func called from
+the kernel keeps its own JVP, called once per direction. ``k`` is part of the printed
+kernel (at most ``MAX_DIRECTIONS``); ``ad.autograd.jacobian`` takes columns ``CHUNK``
+at a time.
 
 ``vjp_launch(kernel, dim, inputs, outputs, seeds)`` does the same for the backward
-(``vector_vjp_kernel``): the kernel's backward printed as user code (as
-``printed.vjp_kernel``), each adjoint statement once per seed, adjoint arrays indexed
-with the seed first; the replay of the primal (and its loop stacks) stays single.
+(``vector_vjp_kernel``, as ``printed.vjp_kernel``): each adjoint statement once per
+seed, adjoint arrays indexed with the seed first; the replay of the primal (and its
+loop stacks) stays single.
 """
 import copy
 
