@@ -8,8 +8,9 @@
   finite differences of the forward (float64), per backend;
 - a component store changes that component only, and the gradient of the element's other
   components flows back through the launch that wrote them;
-- an index outside 0..n-1: of an array element, ``BoundsError`` naming the line; of a
-  local, nan (read) or a vector of nans (store), never another component;
+- an index outside 0..n-1: ``BoundsError`` naming the line, of an array element and of
+  a local (the local's name, the axis and its size); with ``bounds_check=False`` a
+  local's reads nan (read) or a vector of nans (store), never another component;
 - a kernel as a Warp user writes it (``import adjoint.warp as wp``, float32);
 - the generated code (select chains, ``v[i, k]``) and the errors for what stays refused.
 """
@@ -87,6 +88,25 @@ def outside(v: ad.array(dtype=ad.vec3), idx: ad.array(dtype=int),
     out[i] = w[idx[i]]
     w[idx[i]] = 5.0
     w_out[i] = w
+
+
+@ad.kernel(bounds_check=False)
+def outside_unchecked(v: ad.array(dtype=ad.vec3), idx: ad.array(dtype=int),
+                      out: ad.array(dtype=float), w_out: ad.array(dtype=ad.vec3)):
+    i = ad.tid()
+    w = v[i]
+    out[i] = w[idx[i]]
+    w[idx[i]] = 5.0
+    w_out[i] = w
+
+
+@ad.kernel
+def matrix_outside(a: ad.array(dtype=ad.mat33), idx: ad.array(dtype=int),
+                   out: ad.array(dtype=float)):
+    i = ad.tid()
+    m = a[i]
+    m[idx[i], 1] += 1.0
+    out[i] = m[1, idx[i]]
 
 
 @ad.kernel
@@ -277,10 +297,45 @@ def test_an_array_element_index_outside_the_vector_is_a_bounds_error(backend, ke
     assert err.value.index == 3 and err.value.array == "y"
 
 
-def test_a_local_index_outside_the_vector_reads_nan_and_stores_nans(backend, kernels):
+@pytest.mark.parametrize("bad, line", [(3, "out[i] = w[idx[i]]"), (-1, "out[i] = w[idx[i]]")])
+def test_a_local_index_outside_the_vector_faults(backend, kernels, bad, line):
+    """As an array index does: ``BoundsError`` naming the kernel, the line, the local, the
+    index and the size, on every backend (a CUDA launch raises where the host waits)."""
+    v0 = np.arange(9.0).reshape(N, 3)
+    dev = "cuda" if ad.backend_name() == "cuda" else "cpu"
+    out, w = ad.zeros(N, device=dev), ad.zeros(N, dtype=ad.vec3, device=dev)
+    with pytest.raises(ad.BoundsError) as err:
+        ad.launch(kernels.outside, N, inputs=[ad.array(v0, dtype=ad.vec3, device=dev),
+                                              ad.array(np.array([1, bad, 0]), dtype=int,
+                                                       device=dev)],
+                  outputs=[out, w])
+        ad.synchronize()
+    assert err.value.index == bad and err.value.array == "w"
+    assert f"index {bad} is out of range for axis 0 of the local 'w', of size 3" in \
+        str(err.value)
+    assert line in str(err.value)
+
+
+def test_a_local_matrix_index_outside_faults_on_its_axis(backend, kernels):
+    dev = "cuda" if ad.backend_name() == "cuda" else "cpu"
+    a = ad.array(np.ones((N, 3, 3)), dtype=ad.mat33, device=dev)
+    for idx, line in (([0, 4, 1], "m[idx[i], 1] += 1.0"),):
+        with pytest.raises(ad.BoundsError) as err:
+            ad.launch(kernels.matrix_outside, N,
+                      inputs=[a, ad.array(np.array(idx), dtype=int, device=dev),
+                              ad.zeros(N, device=dev)])
+            ad.synchronize()
+        assert "axis 0 of the local 'm', of size 3" in str(err.value) and line in str(err.value)
+    out = ad.zeros(N, device=dev)
+    ad.launch(kernels.matrix_outside, N,
+              inputs=[a, ad.array(np.array([0, 1, 2]), dtype=int, device=dev), out])
+    np.testing.assert_array_equal(out.numpy(), [1.0, 2.0, 1.0])
+
+
+def test_unchecked_a_local_index_outside_reads_nan_and_stores_nans(backend, kernels):
     v0 = np.arange(9.0).reshape(N, 3)
     out, w = ad.zeros(N), ad.zeros(N, dtype=ad.vec3)
-    ad.launch(kernels.outside, N, inputs=[ad.array(v0, dtype=ad.vec3),
+    ad.launch(kernels.outside_unchecked, N, inputs=[ad.array(v0, dtype=ad.vec3),
                                           ad.array(np.array([1, 3, -1]), dtype=int)],
               outputs=[out, w])
     np.testing.assert_array_equal(out.numpy(), [1.0, np.nan, np.nan])

@@ -12,7 +12,7 @@ import textwrap
 import gast
 
 from ..transform.ir import (AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment,
-                            Print, atomic_update)
+                            ComponentCheck, Print, atomic_update)
 
 INDENT = "    "
 WIDTH = 99
@@ -162,6 +162,10 @@ class Printer:
             aug = gast.AugAssign(target=s.target, op=s.op, value=s.value)
             fn = {gast.BitAnd: "and", gast.BitOr: "or", gast.BitXor: "xor"}[type(s.op)]
             self.emit(depth, f"{expr_src(aug)}  # ad.atomic_{fn}")
+        elif isinstance(s, ComponentCheck):     # (before pass bounds: --stage scalarize, ...)
+            local = s.local or f"a {s.type_name}"
+            self.emit(depth, f"# {expr_src(s.index)} is outside axis {s.axis} of {local} "
+                      f"(size {s.size}): a fault (pass bounds)")
         elif isinstance(s, CheckStmt):
             self.emit(depth, expr_src(s.value))      # a bounds check, as pass bounds wrote it
         else:

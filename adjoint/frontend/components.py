@@ -14,10 +14,11 @@ becomes:
   at the point of use, ``if k == 0: w_at = w_x elif k == 1: w_at = w_y ...``, the store
   ``if k == 0: w_x = s elif ...``. Each branch is plain scalar code, so the derivative is
   that of a branch (pass ssa merges the names): exact, the selected component alone gets
-  the gradient. An index outside ``0..n-1`` reads nan and a store through it makes every
-  component of the vector nan (``ad.config.verify_fp = True`` then names the launch): the
-  value is never another component's. A real fault would need a check site for locals
-  in pass bounds, which checks arrays only.
+  the gradient. The chain's ``else`` is a ``ComponentCheck``: in a kernel pass bounds
+  makes it a fault (an index outside ``0..n-1`` stops the launch with ``BoundsError``
+  naming the line, the local and its type, as an array index does); where nothing is
+  checked (``bounds_check=False``, a func called from Python) it reads nan and a store
+  through it makes every component of the vector nan: never another component's.
 
 Why a chain and not unrolling the constant-range loops before scalarize: the chain serves
 every int index (a loop's variable over a run-time range, an index read from an int
@@ -35,6 +36,7 @@ import gast
 import numpy as np
 
 from ..runtime.vectypes import vec_of
+from ..transform.ir import ComponentCheck
 from .builder import const, expr, name
 from .vecops import QUAT, VEC3, V
 
@@ -90,9 +92,10 @@ def element(v, ks):
                             for c in range(cols)], origin=(arr, where))
 
 
-def read(b, v, ks, hint):
+def read(b, v, ks, hint, local=""):
     """``v`` (a local vector's components) at ``ks`` (ints and index atoms): a fresh local
-    set by a select chain (a ``V`` of fresh locals for a matrix's row)."""
+    set by a select chain (a ``V`` of fresh locals for a matrix's row); ``local``: the
+    user's name of ``v`` (none for a computed vector)."""
     shape = v.vt.shape
     if len(ks) == len(shape):
         outs = [b.fresh(f"{hint}_at")]
@@ -104,17 +107,18 @@ def read(b, v, ks, hint):
         return [_assign(n, copy.deepcopy(expr(c)))
                 for n, c in zip(outs, v.comps[first:first + len(outs)])]
 
-    for s in _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in outs]):
+    for s in _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in outs],
+                     (local, v.vt.name)):
         b.emit(s)
     if len(outs) == 1:
         return name(outs[0])
     return V(vec_of(shape[1]), [name(n) for n in outs])
 
 
-def store(vt, names, ks, values, aug):
+def store(vt, names, ks, values, aug, local=""):
     """The statements storing ``values`` (atoms: one, or a row's) into component(s) ``ks``
-    of the local vector whose components are ``names`` (``aug``: ``+=`` with that operator);
-    an index out of range makes every component nan."""
+    of the local vector ``local`` whose components are ``names`` (``aug``: ``+=`` with that
+    operator); an index out of range faults (or, unchecked, makes every component nan)."""
     shape = vt.shape
 
     def leaf(at):
@@ -126,21 +130,24 @@ def store(vt, names, ks, values, aug):
                        gast.AugAssign(target=name(n, True), op=copy.deepcopy(aug), value=value))
         return out
 
-    return _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in names])
+    return _select(shape, ks, leaf, lambda: [_assign(n, const(NAN)) for n in names],
+                   (local, vt.name))
 
 
-def _select(shape, ks, leaf, otherwise, at=()):
+def _select(shape, ks, leaf, otherwise, what, at=()):
     """``leaf(at)`` for the constant indices ``at`` that ``ks`` (ints and atoms) take, in
-    ``if k == 0: ... elif k == 1: ... else: otherwise()`` chains over its run-time ones."""
+    ``if k == 0: ... elif k == 1: ... else: check; otherwise()`` chains over its run-time
+    ones (``what``: the local's name and type, which the ``ComponentCheck`` names)."""
     if len(at) == len(ks):
         return leaf(at)
     k = ks[len(at)]
     if isinstance(k, int):
-        return _select(shape, ks, leaf, otherwise, at + (k,))
-    chain = otherwise()
-    for j in reversed(range(shape[len(at)])):
+        return _select(shape, ks, leaf, otherwise, what, at + (k,))
+    axis = len(at)
+    chain = [ComponentCheck(copy.deepcopy(k), what[0], axis, shape[axis], what[1])] + otherwise()
+    for j in reversed(range(shape[axis])):
         test = gast.Compare(left=copy.deepcopy(k), ops=[gast.Eq()], comparators=[const(j)])
-        chain = [gast.If(test=test, body=_select(shape, ks, leaf, otherwise, at + (j,)),
+        chain = [gast.If(test=test, body=_select(shape, ks, leaf, otherwise, what, at + (j,)),
                          orelse=chain)]
     return chain
 
@@ -157,7 +164,7 @@ def _subscript(arr, idx):
 def store_dynamic(sc, ref, value, aug, s):
     """``v[k] = value`` (``aug``: ``+=``, ...) into a local's component or row at an index
     known only at run time, for the scalarizer ``sc``: a select chain."""
-    _, names, vt, ks, row = ref
+    _, names, vt, ks, row, local = ref
     if row is None:
         if isinstance(value, V):
             raise sc.err(f"cannot assign a {value.vt.name} to a component", s)
@@ -172,4 +179,4 @@ def store_dynamic(sc, ref, value, aug, s):
         values = [sc.b.atom(value, "s")] * row.size
     else:
         raise sc.err(f"expected a {row.name} here, got a scalar", s)
-    return store(vt, names, ks, values, aug)
+    return store(vt, names, ks, values, aug, local)

@@ -14,7 +14,7 @@ import gast
 import numpy as np
 
 from . import assigned
-from ..transform.ir import number_constant
+from ..transform.ir import ComponentCheck, number_constant
 
 UNSUPPORTED = {
     gast.Lambda: "lambda expressions", gast.Try: "try/except",
@@ -140,7 +140,7 @@ class _Fence:
                 vals = s.value.elts if isinstance(s.value, gast.Tuple) else [s.value]
                 for v in vals:
                     self.expr(v)
-        elif isinstance(s, gast.Pass):
+        elif isinstance(s, (gast.Pass, ComponentCheck)):    # (pass scalarize wrote it)
             pass
         else:
             raise self.err(f"'{type(s).__name__}' statements are not supported", s)

@@ -378,7 +378,7 @@ class _Scalarize(Expressions):
                                              range(len(items))], t)
             row = vec_of(vt.shape[1]) if len(ks) < len(vt.shape) else None
             if any(not isinstance(k, int) for k in ks):
-                return ("dynamic", names, vt, ks, row)
+                return ("dynamic", names, vt, ks, row, root.id)
             first = int(np.ravel_multi_index(ks + [0] * (len(vt.shape) - len(ks)), vt.shape))
             return ("local", names[first:first + (row.size if row else 1)], row)
         raise self.err(f"cannot assign to {type(t).__name__.lower()}", t)

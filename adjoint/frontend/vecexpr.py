@@ -163,8 +163,8 @@ class Expressions:
         if any(not isinstance(k, int) for k in ks):
             if v.origin is not None:        # an array's element: index the array
                 return components.element(v, ks)
-            hint = node.value.id if isinstance(node.value, gast.Name) else "v"
-            return components.read(self.b, v, ks, hint)
+            local = node.value.id if isinstance(node.value, gast.Name) else ""
+            return components.read(self.b, v, ks, local or "v", local)
         shape = v.vt.shape
         if len(ks) == len(shape):
             return v.comps[int(np.ravel_multi_index(ks, shape))]

@@ -38,8 +38,9 @@ class Site:
     """One checked index: axis ``axis`` of array parameter ``array``, at ``line``.
 
     ``kind``: ``thread`` (per launch, the thread index ``value``), ``const`` (per
-    launch, the index ``value``), ``range`` (a loop's variable, before the loop)
-    or ``index`` (where used). ``source``: the user's line (possibly shortened);
+    launch, the index ``value``), ``range`` (a loop's variable, before the loop),
+    ``index`` (where used) or ``component`` (a component index of a local vector or
+    matrix ``array``, where used: ``value`` is the size of that axis). ``source``: the user's line (possibly shortened);
     ``inside``: for an access inlined from a func, which func and line (pass inline)."""
     array: str
     axis: int
@@ -88,11 +89,28 @@ class Bounds:
         """The ``BoundsError`` a kernel reported in ``status``, launched with ``args``."""
         site = self.sites[int(status[1]) - 1]
         a, b, c = (int(v) for v in status[2:5])
+        if site.kind == "component":
+            return self.component_error(site, a)
         if site.kind != "range":
             return self.error(site, a, args, f"index {a}")
         index = first_outside(a, b, c, args[self.params.index(site.array)].shape[site.axis])
         return self.error(site, index, args, f"index {index} (the loop's range({a}, {b}, {c}), "
                           "checked before the loop runs)")
+
+    def component_error(self, site, index):
+        """A local vector's or matrix's component index out of range (``site.value``: the
+        size of that axis)."""
+        where = f"{self.file}:{site.line}"
+        msg = (f"kernel '{self.kernel}' ({where}): index {index} is out of range for axis "
+               f"{site.axis} of the local '{site.array}', of size {site.value}")
+        if index < 0:
+            msg += " (a negative index does not wrap around in a kernel)"
+        if site.inside:
+            msg += f", inside {site.inside}"
+        if site.source:
+            msg += f"\n    {site.source}"
+        return BoundsError(msg, kernel=self.kernel, array=site.array, index=index,
+                           shape=(site.value,), filename=self.file, lineno=site.line)
 
     def error(self, site, index, args, what):
         shape = tuple(args[self.params.index(site.array)].shape)

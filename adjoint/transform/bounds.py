@@ -25,7 +25,10 @@ component (axis) of an access, the cheapest sound place is chosen:
   (transform/facts.py);
 - **where it is used** (kind ``index``): everything else (gathers
   ``x[idx[j]]``, ``x[i + 1]``, accesses under other tests), once per value in
-  a block.
+  a block; and a local vector's component index known at run time (a
+  ``ComponentCheck`` from pass scalarize, in the ``else`` of its select chain: site
+  kind ``component``, ``value`` the size of that axis). With checks off, those
+  statements are removed (the chain's nan stays).
 
 A failed check stops its thread before the access (emit/bounds.py: the site is
 recorded in the launch's status array and the thread function returns; the
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 import gast
 
 from .facts import Facts
-from .ir import CheckStmt, at, const, name, rt_call, target_names, walk_stmts
+from .ir import CheckStmt, ComponentCheck, at, const, name, rt_call, target_names, walk_stmts
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def bound(ssa, dims, owner, enabled=True):
     """A ``Bounded`` for SSA kernel ``ssa`` with ``dims`` grid dimensions and thread
     indices ``owner`` (``parallel.thread_indices``)."""
     if not enabled:
-        return Bounded(ssa, ())
+        return Bounded(dataclasses.replace(ssa, body=_unchecked(ssa.body)), ())
     b = _Bounder(ssa, dims, owner)
     body = b.block(ssa.body, None, set())
     return Bounded(dataclasses.replace(ssa, body=body), tuple(b.sites))
@@ -185,6 +188,12 @@ class _Bounder:
         out = []
         done = set(done)
         for s in stmts:
+            if isinstance(s, ComponentCheck):    # a local vector's index: where it is used
+                local = s.local or f"({s.type_name} value)"
+                site = Site(local, s.axis, s.lineno, "component", s.size, inside=_inside(s))
+                out.append(self.check("index", site, [copy.deepcopy(s.index), const(s.size)],
+                                      s.lineno))
+                continue
             if _exits(s):
                 loop = None
             out += self.checks(s, loop, done, hoisted, facts)
@@ -243,6 +252,22 @@ class _Bounder:
                 new.loop = dataclasses.replace(s.loop, latch=latch)
             return hoisted + [new]
         return [s]
+
+
+def _unchecked(stmts):
+    """``stmts`` without their ``ComponentCheck`` statements (nothing is checked)."""
+    out = []
+    for s in stmts:
+        if isinstance(s, ComponentCheck):
+            continue
+        if isinstance(s, (gast.If, gast.For, gast.While)):
+            s = copy.copy(s)
+            s.body, s.orelse = _unchecked(s.body), _unchecked(s.orelse)
+            if getattr(s, "loop", None) is not None:
+                s.loop = dataclasses.replace(s.loop, latch=_unchecked(s.loop.latch),
+                                             cond=_unchecked(s.loop.cond))
+        out.append(s)
+    return out
 
 
 def _exits(stmt):

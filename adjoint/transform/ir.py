@@ -114,6 +114,20 @@ class Print(gast.stmt):
     _fields = ("args",)
 
 
+class ComponentCheck(gast.stmt):
+    """The ``else`` of a select chain over a local vector's components (pass scalarize,
+    frontend/components.py): ``index`` (an atom) is outside ``0..size-1`` of axis ``axis``
+    of local ``local`` (its user's name; ``type_name``: ``vec3``, ...). Pass bounds makes it
+    a fault, as an array index's (``CheckStmt`` of kind ``component``); where nothing is
+    checked (``bounds_check=False``, a func's own code) it is dropped and the chain's nan
+    stays."""
+    _fields = ("index",)
+
+    def __init__(self, index=None, local="", axis=0, size=0, type_name=""):
+        super().__init__(index=index)
+        self.local, self.axis, self.size, self.type_name = local, axis, size, type_name
+
+
 class MinOp(gast.operator):
     """The operator of ``ad.atomic_min`` (no Python spelling: see ``AtomicMinMax``)."""
 

@@ -37,7 +37,7 @@ import gast
 from ..frontend.parse import Callee
 from ..rules import lookup
 from ..rules.types import of
-from .ir import (AtomicBits, AtomicFetch, AtomicMinMax, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
+from .ir import (AtomicBits, AtomicFetch, AtomicMinMax, ComponentCheck, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
                  StackPush, StackRead, assign, at, const, if_, is_atom, loop_like, name)
 
 BIT_ATOMICS = {"atomic_and": gast.BitAnd, "atomic_or": gast.BitOr, "atomic_xor": gast.BitXor}
@@ -330,6 +330,10 @@ class _Anf:
             return pre + [at(gast.Return(value=value), line)]
         if isinstance(s, gast.Pass):
             return []
+        if isinstance(s, ComponentCheck):       # (pass bounds makes it a check)
+            node = copy.copy(s)
+            pre, node.index = self.atom(s.index, line)
+            return pre + [at(node, line)]
         raise self.err(f"unexpected statement {type(s).__name__}", s)
 
     # -- expressions ---------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import gast
 
 from ..rules.types import of
-from .ir import (Print, StackNew, assign, at, const, if_, load_names, name, target_names,
+from .ir import (ComponentCheck, Print, StackNew, assign, at, const, if_, load_names, name, target_names,
                  value_names, walk_stmts)
 
 @dataclass
@@ -154,6 +154,9 @@ class _Builder:
         if isinstance(s, Print):
             for a in s.args:
                 self.rename(a, env)
+            return [s]
+        if isinstance(s, ComponentCheck):
+            self.rename(s.index, env)
             return [s]
         if isinstance(s, gast.Pass):
             return [s]
