@@ -31,8 +31,10 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
-from .ir import (AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment, Print, StackNew, StackPush, StackRead, assign, at, const, copy_tree, if_, name, operation, rt_attr,
-                 atomic_update, target_names, walk_stmts)
+from .ir import (AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment, Print, StackNew,
+                 StackPush, StackRead, assign, at, atomic_update, const, copy_tree, if_, name, operation,
+                 rt_attr, target_names, walk_stmts)
+from .old_values import atomic_name, from_old_values, names_in, old_values_unneeded
 from .order import forward_order
 from .prune import prune
 
@@ -95,7 +97,7 @@ class Reverser:
         self.written = set()        # saved parameters the forward writes (store.py sets it)
         self.plain_depth = 0
         self.reverse_part = None    # the backward's reverse pass alone (assemble sets it)
-        self.from_old = _from_old_values(ssa.body)   # names computed from atomics' old values
+        self.from_old = from_old_values(ssa.body)   # names computed from atomics' old values
 
     def adj_of(self, a):
         if isinstance(a, str):
@@ -118,7 +120,7 @@ class Reverser:
                     out.append(copy_tree(s))
                 continue
             if isinstance(s, CheckStmt) and not keep_stores and \
-                    _names_in(s) & self.from_old:
+                    names_in(s) & self.from_old:
                 continue        # (the forward checked this index; the replay lacks its value)
             if isinstance(s, gast.If):
                 node = if_(s.test, self.plain(s.body, keep_stores) or [at(gast.Pass(), s.lineno)],
@@ -287,7 +289,7 @@ class Reverser:
         if update is not None:              # old = ad.atomic_add(a, i, v)
             if s.targets[0].id in self.active:
                 raise self.pf.error(
-                    f"the old value {_atomic_name(s.value)}() returns is used in a value whose "
+                    f"the old value {atomic_name(s.value)}() returns is used in a value whose "
                     "gradient is taken, and it has no derivative adjoint can compute (it is "
                     "the element as the threads before this one left it, in an order no "
                     "backward knows): use it for ints, indices or flags, or read the element "
@@ -476,7 +478,7 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
         return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
                         {})
     forward, backward, adj_params, adj_vars = assemble(r)
-    _old_values_unneeded(ssa.norm.pf, backward)
+    old_values_unneeded(ssa.norm.pf, backward)
     stacks = {stack: ssa.kinds.get(v, FLOAT) for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]
@@ -489,50 +491,6 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
         fused = _pruned(r, [copy_tree(s) for s in forward] + r.reverse_part)
     return Reversed(forward, backward, adj_params, active_set, stacks, counters, kinds,
                     loop_stacks, fused, tuple(r.walked_forward))
-
-
-def _names_in(node):
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
-
-
-def _from_old_values(body):
-    """The names whose values depend on the old value an atomic returned (``old =
-    ad.atomic_add(a, i, v)``). A replay holds 0 for such a value: a bounds check of an
-    index computed from one (``keep[slot] = i``, a store the backward does not repeat)
-    is left out of the replay, as the forward made it; anything else the backward keeps
-    that reads one is refused (``_old_values_unneeded``)."""
-    stmts = list(walk_stmts(body))
-    out = {s.targets[0].id for s in stmts
-           if isinstance(s, gast.Assign) and isinstance(s.value, AtomicFetch)}
-    grown = bool(out)
-    while grown:
-        grown = False
-        for s in stmts:
-            if isinstance(s, gast.Assign) and _names_in(s.value) & out:
-                new = set(target_names(s)) - out
-                if new:
-                    out |= new
-                    grown = True
-    return out
-
-
-def _atomic_name(fetch):
-    """``atomic_add``, ... of an ``AtomicFetch``."""
-    op = type(fetch.op).__name__
-    return "atomic_" + {"Add": "add", "Sub": "sub", "MinOp": "min", "MaxOp": "max",
-                        "BitAnd": "and", "BitOr": "or", "BitXor": "xor"}[op]
-
-
-def _old_values_unneeded(pf, backward):
-    """A ``TransformError`` where the backward reads the old value an atomic
-    (``old = ad.atomic_add(a, i, v)``, ...) gave: its replay cannot recompute it after the
-    launch."""
-    for s in walk_stmts(prune(backward)):
-        if isinstance(s, gast.Assign) and isinstance(s.value, AtomicResult):
-            raise pf.error("the old value this atomic returns decides what the backward "
-                           "computes (a branch, an index or a value of it), and the backward "
-                           "cannot recompute it once the launch changed the element: use it "
-                           "only for the ints the kernel stores", s, stage="reverse")
 
 
 def _pruned(r, body):
