@@ -25,20 +25,18 @@ from .runtime.types import float16, float32, float64, int32, int64  # noqa: E402
 from .runtime.builtins import int8, int16, uint8, uint16, uint32, uint64  # noqa: E402,F401
 from .runtime.structs import struct  # noqa: E402
 from .runtime import config  # noqa: E402
-from .copies import clone, copy  # noqa: E402
-from . import autograd  # noqa: E402,F401
-from .generate import generate  # noqa: E402
+from .tapes.copies import clone, copy  # noqa: E402
+from .derivatives import autograd  # noqa: E402,F401
+from .build.generate import generate  # noqa: E402
 from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
-from .checkpoint import checkpoint  # noqa: E402
-from .simulate import simulate  # noqa: E402
+from .tapes.checkpoint import checkpoint  # noqa: E402
+from .tapes.simulate import simulate  # noqa: E402
 from .runtime.capture import Capture, CaptureError  # noqa: E402
 from .runtime.tape import capture  # noqa: E402
 # ad.evaluation_trace: ad.trace is the matrix trace (runtime/vecfuncs.py, as in Warp)
-from .traces import Trace, evaluation_trace  # noqa: E402
-from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
-# ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py).
-# ad.transform (the type) hides the subpackage adjoint.transform, imported before it
-from . import transform as _transform_passes  # noqa: E402,F401
+from .derivatives.traces import Trace, evaluation_trace  # noqa: E402
+from .tapes import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
+# ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py)
 from .runtime.vecfuncs import CALLABLE as _VECTOR  # noqa: E402
 globals().update(_VECTOR)
 
@@ -52,10 +50,10 @@ __all__ = ["Func", "Kernel", "after_source", "func", "func_grad", "func_jvp", "k
 
 
 def __getattr__(name):
-    """``ad.transpose_view`` and ``ad.Transposition`` (adjoint/transposes.py) load the
+    """``ad.transpose_view`` and ``ad.Transposition`` (adjoint/derivatives/transposes.py) load the
     transformer (gast) when first asked for: ``import adjoint`` alone does not, so that
     committed gradient modules run where gast and astor are not installed."""
     if name in ("transpose_view", "Transposition"):
-        from . import transposes
+        from .derivatives import transposes
         return getattr(transposes, name)
     raise AttributeError(f"module 'adjoint' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """``python -m adjoint``: the same as the ``adjoint`` command."""
 import sys
 
-from .cli import main
+from .build.cli import main
 
 sys.exit(main())

@@ -6,27 +6,27 @@ any number of threads may make a kernel's first launch at once: one generates
 and loads, the others wait and then share the result.
 
 What was built is kept while the names it was built from give the same objects
-(adjoint/bindings.py): each launch checks that (a few dict lookups), and a func
+(adjoint/build/bindings.py): each launch checks that (a few dict lookups), and a func
 redefined, a number rebound or a gradient given since makes the kernel (or a
 func's derivatives) be built again from what the names give now.
 """
-from . import bindings, passes
-from .cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
+from .build import bindings, passes
+from .build.cache import LOCK, cache_dir, import_path, load  # noqa: F401 - re-exported
 from .errors import AdjointError, user_frames
 from .frontend.devicefunc import DeviceFunction
-from .inputs import own_inputs
-from .modules import func_closure, load_generated, module_items  # noqa: F401 - re-exported
+from .build.inputs import own_inputs
+from .build.modules import func_closure, load_generated, module_items  # noqa: F401 - re-exported
 from .runtime.jit import cpu_backend_name
 
 
 def _transform_described(pyfunc, role, bounds_check, optimizations):
     """(inputs, watch, transformed): ``pyfunc`` through every pass, with the description of
-    its inputs read before and after (adjoint/inputs.py), kept only when the two agree: the
+    its inputs read before and after (adjoint/build/inputs.py), kept only when the two agree: the
     frozen tree and its description belong together, so a module key never describes
     inputs other than the ones its text was made from. ``watch``: what its names gave
-    before it was transformed (adjoint/bindings.py). ``optimizations``: the optimization
-    passes that run (adjoint/passes.py)."""
-    from .pipeline import transform
+    before it was transformed (adjoint/build/bindings.py). ``optimizations``: the optimization
+    passes that run (adjoint/build/passes.py)."""
+    from .build.pipeline import transform
     watch = bindings.watch_of(pyfunc)
     before = own_inputs(pyfunc, role, bounds_check)
     tr = transform(pyfunc, role, bounds_check, optimizations)
@@ -36,8 +36,8 @@ def _transform_described(pyfunc, role, bounds_check, optimizations):
 
 class _Built:
     """What a kernel or func builds from its tree, kept while its names give what they
-    gave (adjoint/bindings.py). ``built``: what other modules print or compile from it
-    (adjoint/printed.py, derivatives.py, func_calls.py), dropped with the tree."""
+    gave (adjoint/build/bindings.py). ``built``: what other modules print or compile from it
+    (adjoint/derivatives/: printed.py, funcs.py, func_calls.py), dropped with the tree."""
 
     def _init_built(self):
         self._tr = None         # the first tree made (its inputs and watch were read with it)
@@ -49,12 +49,12 @@ class _Built:
         self.built = {}
 
     def transformed_at(self, optimizations):
-        """The tree made with the optimization passes ``optimizations`` (adjoint/passes.py):
+        """The tree made with the optimization passes ``optimizations`` (adjoint/build/passes.py):
         made once for each such set, the core passes' work being the same for all."""
         tr = self._trs.get(optimizations)
         if tr is not None:
             return tr
-        from .pipeline import transform
+        from .build.pipeline import transform
         role, bounds_check = self._role, getattr(self, "bounds_check", True)
         with LOCK:
             tr = self._trs.get(optimizations)
@@ -237,7 +237,7 @@ def kernel(fn=None, *, enable_backward=True, loop_capacity=256, bounds_check=Tru
     ``ad.BoundsError``. ``bounds_check=False`` emits no checks: an index out of
     bounds then reads or writes outside the array. ``optimize`` (default True: as
     ``ADJOINT_OPTIMIZE`` says): ``False`` runs no optimization pass (the plain
-    rule-by-rule code), ``"-scale,-jam"`` all but those (adjoint/passes.py); a pass runs
+    rule-by-rule code), ``"-scale,-jam"`` all but those (adjoint/build/passes.py); a pass runs
     only where both this and ``ADJOINT_OPTIMIZE`` allow it."""
     options = dict(enable_backward=enable_backward, loop_capacity=loop_capacity,
                    bounds_check=bounds_check, optimize=optimize)
@@ -284,7 +284,7 @@ def source(obj, stage="backward", target="cpu", optimize=True):
     code that runs (the optimization passes the kernel runs with now); False, the plain
     rule-by-rule code of one thread (no optimization pass; what a learner reads); or a
     setting as ``ADJOINT_OPTIMIZE`` takes (``"-scale"``)."""
-    from .pipeline import stage_source
+    from .build.pipeline import stage_source
     if not isinstance(obj, (Kernel, Func)) and callable(getattr(obj, "source", None)):
         return obj.source(stage, target)        # ad.grad(f): the code it runs
     role = "kernel" if isinstance(obj, Kernel) else "func"
@@ -299,9 +299,9 @@ def source(obj, stage="backward", target="cpu", optimize=True):
 
 @user_frames
 def after_source(obj, name, target="cpu"):
-    """What pass ``name`` (adjoint/passes.py) made of a kernel or func, as Python source:
+    """What pass ``name`` (adjoint/build/passes.py) made of a kernel or func, as Python source:
     the passes before it run as they run for ``obj`` now (``adjoint show --after``)."""
-    from .pipeline import after_source as after
+    from .build.pipeline import after_source as after
     if not isinstance(obj, (Kernel, Func)):
         raise TypeError("ad.after_source expects an @ad.kernel or an @ad.func")
     return after(obj.pyfunc, obj._role, name, target, getattr(obj, "loop_capacity", 256),

@@ -162,7 +162,8 @@ def child(path):
     times["import_numba"] = time.perf_counter() - t
     t = time.perf_counter()
     import adjoint as ad
-    from adjoint import derivatives, modules
+    from adjoint.build import modules
+    from adjoint.derivatives import funcs
     times["import_adjoint"] = time.perf_counter() - t
 
     # the transformer and emitter: what ``_load`` spends besides the key, finding the
@@ -218,7 +219,7 @@ def child(path):
         def make(*args, _maker=maker, _name=name, **kwargs):
             return first(f"ad.{_name}", _maker(*args, **kwargs))
         setattr(ad, name, make)
-        setattr(derivatives, name, make)
+        setattr(funcs, name, make)
     sys.argv = [path]
     sys.path.insert(0, os.path.dirname(path))
     runpy.run_path(path, run_name="__main__")

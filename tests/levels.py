@@ -2,7 +2,7 @@
 
 A pytest plugin. After a test passes, it runs the test
 function again, in the same process and with the same fixtures, under
-``passes.optimizing(False)`` (every optimization pass of adjoint/passes.py off: the
+``passes.optimizing(False)`` (every optimization pass of adjoint/build/passes.py off: the
 plain rule-by-rule code), and compares what the two runs *observed*: every array a
 test read back (``Array.numpy()``, ``np.asarray(array)``), in order. A test's own
 assertions in the unoptimized run do not count (a test may assert on optimized
@@ -39,7 +39,7 @@ import pytest
 import adjoint as ad
 from adjoint import passes
 from adjoint.api import Kernel
-from adjoint.pipeline import inexact
+from adjoint.build.pipeline import inexact
 from adjoint.runtime.array import Array
 
 SAMPLE = 25

@@ -1,6 +1,6 @@
 """``Array.reshape``, ``flatten`` and ``view`` (runtime/array.py): views of one memory, their
 gradients views of one gradient; Warp's ``Tape.gradients`` (runtime/tape.py); the
-optimizers' ``reset_internal_state`` (adjoint/optim.py); a tuple for a vector parameter
+optimizers' ``reset_internal_state`` (adjoint/tapes/optim.py); a tuple for a vector parameter
 in ``wp.launch`` (adjoint/warp/runtime.py). Per backend (python, numba, the CUDA
 simulator) where a kernel runs.
 """

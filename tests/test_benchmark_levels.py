@@ -13,7 +13,7 @@ import pytest
 
 import adjoint as ad
 from adjoint import passes
-from adjoint.pipeline import inexact
+from adjoint.build.pipeline import inexact
 from benchmarks.workloads import ALL, load
 from levels import _Log, compare
 

@@ -1,4 +1,4 @@
-"""A kernel or func sees what its names refer to at launch (adjoint/bindings.py).
+"""A kernel or func sees what its names refer to at launch (adjoint/build/bindings.py).
 
 A script or a notebook that redefines an ``@ad.func`` (or a number a kernel reads, or a
 func's hand-written gradient) and launches a kernel it did not redefine gets the new

@@ -1,4 +1,4 @@
-"""Clean gradients are stored into, never silently overwritten (transform/once.py).
+"""Clean gradients are stored into, never silently overwritten (optimize/once.py).
 
 A backward that adds into each element of an adjoint array at most once per launch
 has a ``_clean`` variant that stores instead; the runtime runs it only when every

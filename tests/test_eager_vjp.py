@@ -1,5 +1,5 @@
 """A tape's launch with a one-element loss runs its forward and VJP at once
-(transform/eager.py, runtime/eager.py).
+(optimize/eager.py, runtime/eager.py).
 
 Recorded on a tape on the CPU (numba), a launch of a kernel that adds into a one-element
 output, reads no array it writes and has no loop to reverse runs ``forward_vjp``: the

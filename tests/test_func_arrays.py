@@ -1,6 +1,6 @@
 """Arrays as ``@ad.func`` parameters: load, store and ``ad.atomic_add`` through them.
 
-A func taking arrays is inlined into its caller (transform/inline.py), so its
+A func taking arrays is inlined into its caller (derive/inline.py), so its
 accesses are the kernel's own: the gradient reaches the kernel's arrays, its
 stores are not replayed by the backward, and the parallel plans see its colliding
 accumulations. One kernel calls a func that reads two arrays in a loop (with an

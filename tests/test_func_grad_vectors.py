@@ -1,6 +1,6 @@
 """``@ad.func_grad`` of funcs that take and return vectors (issue 38): the rule is written
 with the func's vector parameters and an ``adj_ret`` of the func's return type, and
-returns the adjoints of the parameters (a vector for a vector); adjoint/modules.py
+returns the adjoints of the parameters (a vector for a vector); adjoint/build/modules.py
 scalarizes it as the func is (frontend/scalarize.py), so it takes and returns components.
 
 A correct rule against central differences in float64 on every backend (python, numba,

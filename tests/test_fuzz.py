@@ -414,7 +414,7 @@ def test_the_old_scale_pass_is_a_mismatch_and_a_level_mismatch(tmp_path, monkeyp
     not a store into an adjoint array), the program above is off the finite differences,
     its optimized and unoptimized runs disagree, and turning the passes off one at a
     time names scale."""
-    from adjoint.transform import scale
+    from adjoint.optimize import scale
     monkeypatch.setenv("ADJOINT_CACHE_DIR", str(tmp_path / "cache"))   # (transformed anew)
     monkeypatch.setattr(scale, "changed_names", lambda s: scale.assigned_names([s]))
     out, lv = _judged(_stored_program(), tmp_path / "old", "python")

@@ -1,4 +1,4 @@
-"""Handed adjoints and seeds read in place (transform/zeroed.py ``handed``,
+"""Handed adjoints and seeds read in place (optimize/zeroed.py ``handed``,
 runtime/seeds.py, runtime/steps.py ``handing``).
 
 A backward that reads each element of an output's adjoint at the thread's own index

@@ -1,4 +1,4 @@
-"""transform/hazards.py: which mixes of reads and writes of one array a kernel may have.
+"""derive/hazards.py: which mixes of reads and writes of one array a kernel may have.
 
 Allowed: loads of an element the thread itself stored, after its one store, outside
 every loop, at an index holding the thread's own index -- for a float array (one

@@ -8,8 +8,8 @@
 - The runtime is a leaf: ``adjoint.runtime`` imports nothing of adjoint but
   itself and ``adjoint.errors`` (generated modules import it where the
   transformer, gast and astor are absent).
-- The transformer (frontend, transform, emit, rules) never imports the layer
-  that drives it (api, modules, pipeline, generate, cli).
+- The transformer (frontend, derive, optimize, emit, rules) never imports the layer
+  that drives it (api; build's modules, pipeline, generate, cli).
 """
 import ast
 import importlib.util
@@ -18,8 +18,9 @@ import os
 import pytest
 
 PACKAGE = "adjoint"
-TRANSFORMER = ("frontend", "transform", "emit", "rules")
-DRIVERS = ("api", "modules", "pipeline", "generate", "cli", "__main__")
+TRANSFORMER = ("frontend", "derive", "optimize", "emit", "rules")
+DRIVERS = ("api", "build.modules", "build.pipeline", "build.generate", "build.cli",
+           "generate", "cli", "__main__")
 
 
 def package_modules(root=None):

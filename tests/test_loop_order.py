@@ -1,4 +1,4 @@
-"""Pass order (transform/order.py): the reverse of a loop whose iterations' adjoints are
+"""Pass order (derive/order.py): the reverse of a loop whose iterations' adjoints are
 independent walks them first to last; every other loop's reverse walks them backwards.
 
 Which way each loop goes is read from the generated backward (the walk forward is what
@@ -200,7 +200,7 @@ def test_which_loops_walk_forward(kernels, name):
 
 def test_a_forward_walk_says_why(kernels):
     text = ad.source(kernels.dot, "backward")
-    assert "in forward order: no iteration's" in text and "(transform/order.py)" in text
+    assert "in forward order: no iteration's" in text and "(derive/order.py)" in text
 
 
 def _inputs():

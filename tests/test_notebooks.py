@@ -1,7 +1,7 @@
 """Kernels and funcs defined in Jupyter/IPython cells: a real IPython shell runs the
 cells (as a notebook does), once with IPython's cell names (``<ipython-input-…>``) and
 once with ipykernel's (``/tmp/ipykernel_<pid>/<hash>.py``, a file that does not exist);
-a later cell redefines the func the kernel calls (adjoint/bindings.py).
+a later cell redefines the func the kernel calls (adjoint/build/bindings.py).
 Only a function with no source anywhere (``exec`` of a string) is refused."""
 import os
 import subprocess

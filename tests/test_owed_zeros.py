@@ -1,4 +1,4 @@
-"""Deferred zeros (runtime/owed.py) and the stores that make them unneeded (transform/cover.py).
+"""Deferred zeros (runtime/owed.py) and the stores that make them unneeded (optimize/cover.py).
 
 ``zero_()`` of a large CPU gradient nothing else references writes nothing; the
 memory is zeroed when next looked at, unless a storing backward writes every
@@ -16,7 +16,7 @@ import pytest
 from conftest import central_fd
 
 import adjoint as ad
-from adjoint.pipeline import transform
+from adjoint.build.pipeline import transform
 from adjoint.runtime import owed
 from adjoint.runtime.array import Array
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
-from adjoint.pipeline import transform
+from adjoint.build.pipeline import transform
 from adjoint.runtime.backend_numba import PARALLEL_MIN_THREADS
 
 KERNELS = '''

@@ -1,4 +1,4 @@
-"""The pass list (adjoint/passes.py): the switches of the optimization passes, and the code
+"""The pass list (adjoint/build/passes.py): the switches of the optimization passes, and the code
 after any pass (``adjoint show --after``, ``ADJOINT_PRINT_AFTER``, ``adjoint passes``)."""
 import os
 import subprocess

@@ -1,6 +1,6 @@
 """Every pass returns a new tree and leaves its input as it was.
 
-Each pass of the pipeline's list (adjoint/passes.py), optimizations on and off, is run
+Each pass of the pipeline's list (adjoint/build/passes.py), optimizations on and off, is run
 in its order on kernels and a func with loops (``for``, ``while``, ``break``),
 branches, a func call and a stored loop; every tree a pass makes is dumped and
 compared after each later pass (and after emit), so a pass that renames, rewrites or
@@ -14,11 +14,11 @@ import pytest
 from types import SimpleNamespace
 
 import adjoint as ad
-from adjoint import passes, pipeline
+from adjoint.build import passes, pipeline
 from adjoint.emit import module as emit_module
 from adjoint.frontend.parse import transforming
-from adjoint.transform import ir
-from adjoint.transform.ir import walk_stmts
+from adjoint.derive import ir
+from adjoint.derive.ir import walk_stmts
 
 SOURCE = '''
 @ad.func

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import adjoint as ad
 from adjoint import passes
-from adjoint.pipeline import inexact
+from adjoint.build.pipeline import inexact
 from adjoint.rules import RULES
 from conftest import central_fd
 

@@ -1,4 +1,4 @@
-"""Pass reciprocal (adjoint/transform/reciprocal.py): divisions by a root through its inverse.
+"""Pass reciprocal (adjoint/optimize/reciprocal.py): divisions by a root through its inverse.
 
 In n-body's backward the primal quotient ``q = m / s`` is replayed for the adjoint of
 ``/`` (``adj_s -= adj_q / s * q``), and the adjoints divide by ``s`` too; with the
@@ -27,8 +27,8 @@ from conftest import central_fd
 import adjoint as ad
 from adjoint.frontend.parse import Callee
 from adjoint.runtime import verify
-from adjoint.transform import reciprocal
-from adjoint.transform.ir import AtomicMinMax, For, LoopInfo, MinOp
+from adjoint.optimize import reciprocal
+from adjoint.derive.ir import AtomicMinMax, For, LoopInfo, MinOp
 
 NBODY = '''
 @ad.kernel

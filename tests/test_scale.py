@@ -1,4 +1,4 @@
-"""Pass scale (adjoint/transform/scale.py): powers of two the rules cancel are left out.
+"""Pass scale (adjoint/optimize/scale.py): powers of two the rules cancel are left out.
 
 Of JVPs:
 
@@ -29,8 +29,8 @@ import pytest
 
 import adjoint as ad
 from conftest import central_fd
-from adjoint.transform import scale
-from adjoint.transform.ir import copy_tree
+from adjoint.optimize import scale
+from adjoint.derive.ir import copy_tree
 
 DERIVED = {"dot_x", "dot_y", "dot_z", "dot_a", "dot_b", "dot_c", "dot_s", "dot_q", "dot_e",
            "dot_out", "dot_t"}

@@ -1,4 +1,4 @@
-"""``ad.simulate(..., capture=True)`` (adjoint/simulate_capture.py): the backward replays
+"""``ad.simulate(..., capture=True)`` (adjoint/tapes/simulate_capture.py): the backward replays
 the steps it runs again with captures of one step. Its gradient is bit for bit the
 uncaptured simulation's and the plain tape's, on the python and numba backends, and agrees
 with central differences in float64; a step that does not launch what step 0 did, in the

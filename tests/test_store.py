@@ -1,4 +1,4 @@
-"""The store policy (transform/store.py): a taped launch saves what a loop leaves per
+"""The store policy (optimize/store.py): a taped launch saves what a loop leaves per
 thread, and its backward reads it instead of replaying the loop.
 
 Each kernel's gradient is taken three ways on every backend: recorded on a tape
@@ -16,7 +16,7 @@ from conftest import central_fd
 from gpu_tolerance import assert_same
 
 import adjoint as ad
-from adjoint.pipeline import transform
+from adjoint.build.pipeline import transform
 
 KERNELS = '''
 @ad.kernel

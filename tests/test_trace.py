@@ -1,4 +1,4 @@
-"""adjoint/traces.py: evaluation traces with numbers (``ad.evaluation_trace``, ``adjoint trace``).
+"""adjoint/derivatives/traces.py: evaluation traces with numbers (``ad.evaluation_trace``, ``adjoint trace``).
 
 The values in the table are the program's: the primal result is the func's value in
 plain Python, the final adjoint of each input is ``ad.grad``'s and agrees with central
@@ -462,7 +462,7 @@ BAD_KERNEL_LINES = [
     if command == "trace" or "--tangent" not in argv], ids=lambda a: str(a)[:30])
 def test_cli_kernel_usage_errors_are_named(command, argv, message, capsys):
     """A kernel's command line that does not fit it is a usage error (exit 2) naming what
-    is wrong, for `adjoint trace` and `adjoint transpose` alike (adjoint/cli_point.py)."""
+    is wrong, for `adjoint trace` and `adjoint transpose` alike (adjoint/build/cli_point.py)."""
     assert cli.main([command, f"{__file__}:smooth"] + argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"adjoint {command}: error: ") and message in err, err

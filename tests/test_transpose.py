@@ -1,4 +1,4 @@
-"""adjoint/transposes.py: the linearized program next to its transpose (``ad.transpose_view``,
+"""adjoint/derivatives/transposes.py: the linearized program next to its transpose (``ad.transpose_view``,
 ``adjoint transpose``).
 
 The numbers are checked three ways: each transposed line's coefficient is the partial of

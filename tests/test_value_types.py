@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
-from adjoint.pipeline import transform
+from adjoint.build.pipeline import transform
 from adjoint.rules.types import BOOL, FLOAT, FLOAT32, INT, ValueType, join, of
 
 

@@ -1,4 +1,4 @@
-"""Vector mode (adjoint/vector.py): k tangents in one JVP launch, the primal once.
+"""Vector mode (adjoint/derivatives/vector_mode.py): k tangents in one JVP launch, the primal once.
 
 Row j of a vector launch is ``ad.launch(..., tangents=<rows j>)`` bit for bit, on every
 backend; the columns match central differences in float64; ``ad.autograd.jacobian``

@@ -1,12 +1,13 @@
 """A warm start: a second process finds its generated modules by the key of their inputs
-(adjoint/inputs.py) and runs no transformer; any change of an input the generated text
+(adjoint/build/inputs.py) and runs no transformer; any change of an input the generated text
 depends on gives a new module, never a stale one.
 
 Each subprocess test runs the same kernel file in fresh processes sharing one cache
 folder; a child reports its results and whether the transformer was imported at all
-(``adjoint.pipeline`` in ``sys.modules``)."""
+(``adjoint.build.pipeline`` in ``sys.modules``)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,8 @@ import numpy as np
 import pytest
 
 import adjoint as ad
-from adjoint.inputs import module_key
+from adjoint.build import inputs, passes
+from adjoint.build.inputs import module_key
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +43,7 @@ if getattr(m, "BACKWARD", True):
     tape.backward(grads={{y: np.ones(3, dtype=dt)}})
     g = x.grad.numpy().tolist()
 print("RESULT", json.dumps({{"y": y.numpy().tolist(), "g": g, "dtype": str(y.numpy().dtype),
-                            "transformed": "adjoint.pipeline" in sys.modules,
+                            "transformed": "adjoint.build.pipeline" in sys.modules,
                             "gast": "gast" in sys.modules}}))
 '''
 
@@ -286,7 +288,7 @@ def test_a_func_rewritten_between_runs_gives_a_new_module(tmp_path):
 def test_a_global_rebound_after_a_func_was_transformed_is_not_recorded_wrongly(tmp_path):
     """A process transforms func ``f`` (reading ``K = 1``) for kernel ``other``, then
     rebinds ``K = 3`` and launches kernel ``k``, which calls ``f``: ``f`` is transformed
-    again (adjoint/bindings.py), and ``k`` reads ``K = 3`` (y = 3 x^2, dy/dx = 6 x). A
+    again (adjoint/build/bindings.py), and ``k`` reads ``K = 3`` (y = 3 x^2, dy/dx = 6 x). A
     later process that starts with ``K = 3`` gets the same (it may load the module the
     first one recorded under its key, which was made from ``K = 3``)."""
     kernels = '''
@@ -324,6 +326,30 @@ def test_a_global_rebound_after_a_func_was_transformed_is_not_recorded_wrongly(t
 
 def key(kernel, target="cpu"):
     return module_key([kernel], [], kernel, target)
+
+
+def test_the_key_hashes_every_folder_of_the_transformer(tmp_path):
+    """The key hashes the transformer's own source (``inputs.environment``): every .py file
+    of the package, in every folder (frontend/, derive/, optimize/, emit/, rules/, build/,
+    ...), wherever inputs.py itself lives, so that a change to any pass gives new keys."""
+    root = os.path.dirname(os.path.abspath(ad.__file__))
+    assert inputs.SOURCE_DIR == root
+    hashed = {os.path.relpath(p, root) for p in inputs.source_files(root)}
+    every = {os.path.relpath(os.path.join(d, f), root)
+             for d, _, files in os.walk(root) for f in files if f.endswith(".py")}
+    assert hashed == every
+    assert {p.module for p in passes.PASSES} <= hashed      # each pass's module ("derive/ssa.py")
+    folders = {h.split(os.sep)[0] for h in hashed if os.sep in h}
+    assert {"frontend", "derive", "optimize", "emit", "rules", "build", "runtime"} <= folders
+    copy = tmp_path / "adjoint"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = inputs._files_digest(str(copy))
+    for rel in ("frontend/parse.py", "derive/reverse.py", "optimize/store.py", "emit/module.py"):
+        path = copy / rel
+        path.write_text(path.read_text() + "\n# changed\n")
+        after = inputs._files_digest(str(copy))
+        assert after != before, f"a change to {rel} leaves the key as it was"
+        before = after
 
 
 def test_the_key_is_stable_and_names_the_target(kernel_module):

@@ -1,4 +1,4 @@
-"""Gradients a backward leaves all zero are noted clean (transform/zeroed.py).
+"""Gradients a backward leaves all zero are noted clean (optimize/zeroed.py).
 
 A launch whose backward clears every element of an adjoint array (each thread its
 own element, on every path, and nothing adds into it) leaves that gradient zero

@@ -1,4 +1,4 @@
-"""Spell the bounds checks of pass bounds (adjoint/transform/bounds.py) for the runtime.
+"""Spell the bounds checks of pass bounds (adjoint/derive/bounds.py) for the runtime.
 
 Each check statement becomes a test that, when it fails, records the site
 and the index in the status array the thread function is given last
@@ -27,7 +27,7 @@ import copy
 
 import gast
 
-from ..transform.ir import const, if_, name, number_constant, rt_call, walk_stmts
+from ..derive.ir import const, if_, name, number_constant, rt_call, walk_stmts
 from .cuda import STATUS
 from .printer import WIDTH
 

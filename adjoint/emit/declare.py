@@ -14,8 +14,8 @@ leaves the body as it is (and does not inline it).
 import gast
 
 from ..rules.types import INT
-from ..transform.ir import Comment, StackNew, assign, const, names_in_target, names_read
-from ..transform.reverse import comment
+from ..derive.ir import Comment, StackNew, assign, const, names_in_target, names_read
+from ..derive.reverse import comment
 
 def maybe_unassigned(stmts, defined):
     """Names some statement reads while they may still be unassigned."""

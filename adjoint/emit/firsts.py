@@ -11,7 +11,7 @@ body where each top-level ``a = -0.0`` whose name is next used by a top-level
 Why it is exact: ``-0.0 + e`` is ``e`` and ``-0.0 - e`` is ``-e``, bit for bit, for
 every ``e`` (zeros of either sign, infinities, NaN) in IEEE arithmetic, and numba
 types a variable by all its assignments, so it keeps the type it had. The reverse
-pass starts every adjoint at ``-0.0`` (transform/reverse.py) and adds its terms; in
+pass starts every adjoint at ``-0.0`` (derive/reverse.py) and adds its terms; in
 straight-line code most adjoints get one term or their first at the top level, and
 numba compiles one statement fewer for each (a quarter of a vec3/quat backward's
 statements).
@@ -20,7 +20,7 @@ import math
 
 import gast
 
-from ..transform.ir import Comment, copy_tree, names_read, walk_stmts
+from ..derive.ir import Comment, copy_tree, names_read, walk_stmts
 
 
 def _negative_zero(v):

@@ -1,7 +1,7 @@
 """The grid function of a kernel part: the loop over threads its parallel plan asks for.
 
 Expects: the thread function's name, the thread-index and dimension names, the other
-arguments, and a ``Plan`` (transform/parallel.py). Guarantees: ``grid`` gives the body
+arguments, and a ``Plan`` (derive/parallel.py). Guarantees: ``grid`` gives the body
 (and decorator) running the thread function for every thread -- serially, in parallel
 (``prange``), in per-chunk private copies summed at the end, in two colored phases of
 row blocks, or (``gathered``) as receivers gathering sums -- and ``small`` the serial
@@ -11,8 +11,8 @@ import copy
 
 import gast
 
-from ..transform.ir import assign, const, name, rt_call
-from ..transform.reverse import comment
+from ..derive.ir import assign, const, name, rt_call
+from ..derive.reverse import comment
 
 DECORATOR = "@rt.jit"
 
@@ -245,7 +245,7 @@ def _spelled(s):
 
 
 def colored(thread_fn, tids, dims, call_args, plan, fresh):
-    """Two parallel phases over blocks of rows (see transform/parallel.py, mode color)."""
+    """Two parallel phases over blocks of rows (see derive/parallel.py, mode color)."""
     n_blocks, phase, pair, block = fresh("n_blocks"), fresh("phase"), fresh("pair"), fresh("block")
     what = ", ".join(repr(a) for a in plan.private)
     note = comment(f"{what} may be updated by several threads, but only at rows within "
@@ -280,7 +280,7 @@ def gathered(receivers, rest, tids, dims, params):
     element), then ``rest`` (None: nothing left to run) for every thread in parallel."""
     what = ", ".join(repr(a) for _, a, _, _, _ in receivers)
     body = [comment(f"each element of {what} gathers the sum of what the threads add to it "
-                    "(transform/gather.py): one parallel pass over its rows"
+                    "(optimize/gather.py): one parallel pass over its rows"
                     + (", then the rest of each thread's backward (its own elements only)"
                        if rest else ""))]
     for fn, array, elements, along, _ in receivers:

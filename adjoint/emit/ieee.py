@@ -21,7 +21,7 @@ which reads ``/`` and ``**`` as operators). Guarantees: new statements; its
 import gast
 
 from ..rules import RULES
-from ..transform.ir import Float32, copy_tree, rt_call
+from ..derive.ir import Float32, copy_tree, rt_call
 
 NOTE = "# rt.div, rt.sqrt, ...: x / y, math.sqrt, ... in IEEE arithmetic (inf, nan, no exception)"
 _RUNTIME = {key: r.runtime for key, r in RULES.items() if r.runtime}

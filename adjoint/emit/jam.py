@@ -2,7 +2,7 @@
 loop they share (unroll-and-jam of the grid's thread loop with a loop of the body).
 
 Expects: the lowered CPU thread body of a 1-D grid whose plan runs its threads in
-parallel, privatizing ``private`` (none for plan parallel: transform/parallel.py), with
+parallel, privatizing ``private`` (none for plan parallel: derive/parallel.py), with
 its declarations and its float32 spelling (emit/precision.py); the name of the thread
 index, the function's parameters and the kernel's scalar parameters.
 Guarantees: ``paired`` gives ``(params, body)`` of a function that runs the threads
@@ -32,8 +32,8 @@ import dataclasses
 
 import gast
 
-from ..transform.ir import Comment, Float32, LoopInfo, copy_tree, name, walk_stmts
-from ..transform.reverse import comment
+from ..derive.ir import Comment, Float32, LoopInfo, copy_tree, name, walk_stmts
+from ..derive.reverse import comment
 from .grid import unique
 from .sums import accumulated
 

@@ -14,7 +14,8 @@ import hashlib
 
 import gast
 
-from .. import __version__, passes
+from .. import __version__
+from ..build import passes
 from . import bounds, cuda, firsts, ieee, jam, precision, stacks, sums as sums_
 from .grid import DECORATOR, choose, gathered, grid, small
 from .declare import declare
@@ -22,8 +23,8 @@ from .precision import float32_kernel
 from .spec import gather_clean, has, jvp_refusal, spec_lines
 from .printer import Printer
 from .targets import code as code_of
-from ..transform import once, zeroed
-from ..transform.ir import Comment, copy_tree, name, number_constant, rt_call
+from ..optimize import once, zeroed
+from ..derive.ir import Comment, copy_tree, name, number_constant, rt_call
 
 INLINE = "@rt.jit_inline"    # thread functions: inlined into the grid loop
 # CPython passes the arguments of a call with more than 30 of them as one tuple
@@ -100,7 +101,7 @@ def _kernel_functions(tr, target, custom_grads):
                 tr.plans[0], backward=False)
     if tr.rev.backward is None:
         return out
-    # the clears of the handed adjoints run only if rt_clear (transform/zeroed.py): on the
+    # the clears of the handed adjoints run only if rt_clear (optimize/zeroed.py): on the
     # host, where the runtime may owe their zeros instead (runtime/steps.py)
     handed = tr.handed if code.host else ()
     adj_params = adj_params + ([zeroed.CLEAR_FLAG] if handed else [])
@@ -196,7 +197,7 @@ def _jam_pair(tr, thread, plan, sums):
 
 
 def _gathered(tr, body, params):
-    """A backward that pass gather rewrote (transform/gather.py): the thread function and
+    """A backward that pass gather rewrote (optimize/gather.py): the thread function and
     the serial loop of small launches, as ``_pair`` makes them; a receiver thread function
     per gathered array (``<kernel>_backward_gather_<array>_thread``), the rest
     (``<kernel>_backward_rest_thread``), the grid function running them

@@ -18,7 +18,7 @@ import gast
 from ..rules import RULES
 from ..rules.types import FLOAT, INT, of
 from ..runtime.dialect import DIALECTS
-from ..transform.ir import Float32, name
+from ..derive.ir import Float32, name
 
 
 def names_kinds(tr):

@@ -11,7 +11,7 @@ import textwrap
 
 import gast
 
-from ..transform.ir import (AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment,
+from ..derive.ir import (AtomicBits, AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment,
                             ComponentCheck, Print, atomic_update)
 
 INDENT = "    "

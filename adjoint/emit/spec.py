@@ -3,7 +3,7 @@ a kernel (forward, backward, JVP and the variants of the store policy, pass once
 gather), behind which checks, and the refusals spelled for the parts a kernel has not."""
 import gast
 
-from ..transform.ir import Print
+from ..derive.ir import Print
 from . import bounds
 from .precision import float32_kernel
 from .targets import code
@@ -42,7 +42,7 @@ def gather_clean(tr):
     """Whether a kernel's gathered backward has a clean variant, its receivers storing
     their sums (``adj_u[e0, e1] = 0.0 + adj_u_sum``) into clean gradients: each receiver
     adds into its element once, and nothing else of the launch writes those arrays
-    (transform/gather.py). Not beside pass once's own clean arrays (one set per kernel)."""
+    (optimize/gather.py). Not beside pass once's own clean arrays (one set per kernel)."""
     return tr.gather is not None and tr.once is None and tr.rev.backward is not None
 
 
@@ -147,7 +147,7 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
 
 
 def _saved_lines(tr, target, fns):
-    """The ``KernelSpec`` entries of the store policy (transform/store.py): the arrays
+    """The ``KernelSpec`` entries of the store policy (optimize/store.py): the arrays
     the forward saves per thread, ``(parameter, dtype)``, and the functions saving and
     reading them; none when no loop is stored."""
     if tr.saved is None or tr.rev.backward is None:

@@ -1,4 +1,4 @@
-"""How each target prints the loop-stack nodes of the IR (transform/ir.py).
+"""How each target prints the loop-stack nodes of the IR (derive/ir.py).
 
 - a code with growable stacks (CPU): ``StackNew`` is
   ``rt.stack_new_<kind>(capacity, first)``, a growable array; ``StackPush`` is
@@ -17,7 +17,7 @@ with no stack node left; no other node changes.
 import gast
 
 from ..rules.types import of
-from ..transform.ir import copy_tree, name, rt_call
+from ..derive.ir import copy_tree, name, rt_call
 from .targets import code
 
 

@@ -1,7 +1,7 @@
 """Scalar replacement of the privatize plan's one-element accumulations.
 
 Expects: a lowered CPU thread body (emit/module.py), the arrays its grid's plan
-privatizes (transform/parallel.py, mode ``privatize``) and the names that hold the
+privatizes (derive/parallel.py, mode ``privatize``) and the names that hold the
 same value in every thread (the kernel's scalar parameters).
 Guarantees: ``find`` names a ``Sum`` for every element ``X[c]`` of a privatized
 array ``X`` that the body only ever accumulates into at an index ``c`` every
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import gast
 
-from ..transform.ir import const, copy_tree, name, rt_call, target_names, walk_stmts
+from ..derive.ir import const, copy_tree, name, rt_call, target_names, walk_stmts
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ adjoint/higher.py).
 
 The backward (pass reverse) is printed the same way, so that forward mode can
 differentiate it again (forward over reverse): its ``adj_`` names are legal in
-a function made by adjoint (``__adjoint_generated__``, adjoint/derivatives.py),
+a function made by adjoint (``__adjoint_generated__``, adjoint/derivatives/funcs.py),
 its loop stacks are spelled ``ad.stack_float(capacity, first)``,
 ``s = ad.stack_push(s, k, v)`` and ``ad.stack_read(s, k)`` (calls the frontend
 reads back as the same stack nodes, and plain Python runs), a stack's capacity
@@ -31,7 +31,7 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
-from ..transform.ir import CheckStmt, Comment, const
+from ..derive.ir import CheckStmt, Comment, const
 from .declare import declare
 from .grid import unique
 from .printer import Printer
@@ -162,7 +162,7 @@ def annotation(param):
 def function_text(tr, fname, params, body, rewrite=None):
     """Source of ``def fname(params): body`` in user-level spelling. ``params``:
     ``[(name, annotation text)]``; ``body`` from ``tr`` (for the kinds of its names).
-    ``rewrite``: a function of the user-level statements (adjoint/vector.py's copies of
+    ``rewrite``: a function of the user-level statements (adjoint/derivatives/vector_mode.py's copies of
     the tangent statements, one per direction), applied before they are printed."""
     body = _strip(copy.deepcopy(body))
     decls, ok = declare(body, [n for n, _ in params], tr)

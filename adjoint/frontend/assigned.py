@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import gast
 
-from ..transform.ir import names_in_target, value_names
+from ..derive.ir import names_in_target, value_names
 
 ALL = None      # the state of an unreachable point: every name counts as assigned
 

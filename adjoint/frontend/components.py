@@ -36,7 +36,7 @@ import gast
 import numpy as np
 
 from ..runtime.vectypes import vec_of
-from ..transform.ir import ComponentCheck
+from ..derive.ir import ComponentCheck
 from .builder import const, expr, name
 from .vecops import QUAT, VEC3, V
 

@@ -14,7 +14,7 @@ import gast
 import numpy as np
 
 from . import assigned
-from ..transform.ir import ComponentCheck, number_constant
+from ..derive.ir import ComponentCheck, number_constant
 
 UNSUPPORTED = {
     gast.Lambda: "lambda expressions", gast.Try: "try/except",

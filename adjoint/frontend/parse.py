@@ -37,7 +37,7 @@ from ..runtime.vectypes import VectorType
 from . import choose
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
-from .refusals import PYTHON_ONLY, python_only, unsupported_call
+from .refusals import PYTHON_ONLY, PYTHON_ONLY_MODULE, python_only, unsupported_call
 from .source import names_seen, read_source
 from .structs import StructParams
 
@@ -364,7 +364,7 @@ class _Resolver(gast.NodeTransformer):
                 raise self.pf.error(reason, expr) from None
         if isinstance(expr, gast.Call):          # ad.grad(f)(x)
             obj = self._lookup(expr.func)
-            if getattr(obj, "__module__", None) == "adjoint.derivatives" and \
+            if getattr(obj, "__module__", None) == PYTHON_ONLY_MODULE and \
                     getattr(obj, "__name__", None) in PYTHON_ONLY:
                 raise self.pf.error(python_only(gast_to_text(expr.func),
                                                  _first_argument(expr)), expr)

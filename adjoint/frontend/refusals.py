@@ -15,6 +15,7 @@ NUMPY_NAMES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": 
                "fmax": "max", "clip": "clamp", "linalg.norm": "length"}
 # adjoint's derivatives of funcs, which run in plain Python, not in kernels and funcs
 PYTHON_ONLY = ("grad", "value_and_grad", "jvp", "hessian")
+PYTHON_ONLY_MODULE = "adjoint.derivatives.funcs"    # (their __module__)
 
 
 
@@ -24,7 +25,7 @@ def unsupported_call(obj, spelled, callables, fname="f"):
     or func cannot call."""
     name = getattr(obj, "__name__", repr(obj))
     module = getattr(obj, "__module__", None) or ""
-    if module == "adjoint.derivatives" and name in PYTHON_ONLY:
+    if module == PYTHON_ONLY_MODULE and name in PYTHON_ONLY:
         return python_only(spelled, fname)
     if module.partition(".")[0] == "numpy":
         return _numpy_call(spelled, name, module, callables)

@@ -3,7 +3,7 @@
 Expects: a plain Python function.
 Guarantees: ``read_source`` returns the same lines to everyone who asks in one
 process state (``inspect`` refreshes ``linecache`` from the file first), so the
-parser (frontend/parse.py) and the key of a generated module (adjoint/inputs.py)
+parser (frontend/parse.py) and the key of a generated module (adjoint/build/inputs.py)
 read the same text; ``names_seen`` gives both the same names a body sees.
 Imports no gast: the key is computed without the transformer.
 """
@@ -48,7 +48,7 @@ def names_seen(pyfunc):
 def attribute_chains(tree, local=frozenset()):
     """Every name not in ``local`` read in ``tree``, with the attribute chain read from it
     (``("math", "sin")``, ``("cfg", "n")``), sorted: what a body's free names look up
-    (adjoint/inputs.py describes them, adjoint/bindings.py watches them)."""
+    (adjoint/build/inputs.py describes them, adjoint/build/bindings.py watches them)."""
     out = set()
     for node in ast.walk(tree):
         chain = []

@@ -223,7 +223,7 @@ class Array:
         if owed.may_defer(self):
             watch.before_write(self._buf, "fill_(0)")
             self._owed = True
-            watch.mark_clean(self._buf)     # a backward may store into it (transform/once.py)
+            watch.mark_clean(self._buf)     # a backward may store into it (optimize/once.py)
             return self
         return self.fill_(0)
 
@@ -233,7 +233,7 @@ class Array:
         self._owed = False
         buffers.fill(self._buf, value)
         if value == 0 and not self._foreign:
-            watch.mark_clean(self._buf)     # a backward may store into it (transform/once.py)
+            watch.mark_clean(self._buf)     # a backward may store into it (optimize/once.py)
         return self
 
     # -- views: this array's memory in another shape or dtype (Warp's) ------------------

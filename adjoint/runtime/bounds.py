@@ -1,7 +1,7 @@
 """Bounds checks at run time: once per launch, and the faults a kernel reports.
 
 A generated module describes every index its kernel checks as a ``Site`` and
-gathers them in the kernel's ``Bounds`` (see adjoint/transform/bounds.py for
+gathers them in the kernel's ``Bounds`` (see adjoint/derive/bounds.py for
 where each check goes). Here:
 
 - ``Bounds.check_launch`` tests, before the grid runs, the sites fixed per

@@ -11,12 +11,12 @@ a ``Dialect`` here, and nowhere else:
   Warp's ``x % y`` is C's (``ad.trunc_mod``: the sign of ``x``), its ``x / y`` of two
   ints is C's truncating quotient (``ad.trunc_div``: an int) and its ``x // y`` of two
   floats is ``floor(x / y)`` (``ad.div_floor``); pass normalize writes such an operator
-  as a call of its rule (transform/normalize.py).
+  as a call of its rule (derive/normalize.py).
 
 A namespace's decorators (``wp.kernel``, ``wp.func``, ``wp.func_grad``, ``wp.struct``)
 mark the function or class they decorate with their dialect's name (``mark``); the parser
 reads it back (``of``) into ``ParsedFunction.dialect``, and a module's key
-(adjoint/inputs.py) describes it, so one source text transformed in two dialects is two
+(adjoint/build/inputs.py) describes it, so one source text transformed in two dialects is two
 modules. Unmarked code is adjoint's.
 
 Expects: nothing (a leaf of the runtime). Guarantees: ``DIALECTS`` maps each name to its

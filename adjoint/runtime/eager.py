@@ -1,4 +1,4 @@
-"""A tape's launch of a kernel with a one-element loss runs its VJP at once (transform/eager.py).
+"""A tape's launch of a kernel with a one-element loss runs its VJP at once (optimize/eager.py).
 
 When a launch is recorded on a tape (CPU, numba backend), its kernel has a
 ``forward_vjp`` (``KernelSpec``), the output it names (``vjp_seeded``) is an array of

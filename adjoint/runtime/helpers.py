@@ -194,7 +194,7 @@ def block_count(n, radius):
     """Blocks of rows for two-phase (even/odd) execution: every block at least
     ``2 * radius`` rows high, enough blocks to keep every core busy, and an even
     number of them (or one), so that on a ring of rows (a periodic stencil,
-    transform/parallel.py) the first and the last block run in different phases."""
+    derive/parallel.py) the first and the last block run in different phases."""
     height = 2 * radius if radius > 0 else 1
     blocks = min(n // height, 64)
     if blocks < 2:

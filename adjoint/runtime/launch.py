@@ -188,14 +188,14 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
             watch.mark_dirty(data)          # (a tangent is written: never a clean gradient)
         verify.run(spec, "jvp", dims, values, dots)
     elif tape is not None and getattr(spec, "saved", ()) and spec.backward is not None:
-        # the store policy (transform/store.py): the forward keeps, per thread, what the
+        # the store policy (optimize/store.py): the forward keeps, per thread, what the
         # backward would otherwise replay loops to recompute
         saved = tuple(buffers.empty(dims, dtype, device) for _, dtype in spec.saved)
         verify.run(spec, "forward_save", dims, [*values, *saved])
     elif getattr(spec, "forward_vjp", None) is not None and isinstance(tape, Tape) and \
             tape.max_bytes is None and device == "cpu" and cpu_backend_name() == "numba" and \
             (vjp := eager.buffers_for(spec, args, values, dims)):
-        # a one-element loss (transform/eager.py): its VJP too, the loss's adjoint read as 1
+        # a one-element loss (optimize/eager.py): its VJP too, the loss's adjoint read as 1
         # (not on a tape with a memory budget, whose buffers would count against it, nor on
         # a checkpointed segment's first run, which keeps no step: checkpoint.Scout)
         verify.run(spec, "forward_vjp", dims, [*values, *vjp])
@@ -340,7 +340,7 @@ def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_o
                               f"array of shape {v.shape} and dtype {v.dtype}, got {_describe(a)}")
         adjs.append(data)
         written.append(len(adjs) - 1)
-    # the storing backward (transform/once.py) where the buffers it stores into hold zeros
+    # the storing backward (optimize/once.py) where the buffers it stores into hold zeros
     clean = bool(spec.clean_adjoints) and all(k not in written or watch.is_clean(adjs[k])
                                               for k in spec.clean_adjoints)
     for k in written:

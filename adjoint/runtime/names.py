@@ -62,15 +62,15 @@ HELPERS = {
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
     "zero_fill": Needed((CPU,), "zero a gathered array before a clean gathered backward "
                         "falls back to the plan's grid (emit/grid.py choose)"),
-    # loop stacks (transform/reverse.py; a CUDA thread keeps its own in local arrays)
+    # loop stacks (derive/reverse.py; a CUDA thread keeps its own in local arrays)
     "trip_count": Needed(BOTH, "iterations of range(start, stop, step): a stack's size, and "
-                         "a stored loop's count (transform/store.py)"),
+                         "a stored loop's count (optimize/store.py)"),
     "stack_new_float": Needed((CPU,), "a float64 loop stack"),
     "stack_new_float32": Needed((CPU,), "a float32 loop stack (float32 kernels)"),
     "stack_new_int": Needed((CPU,), "an int64 loop stack"),
     "stack_new_bool": Needed((CPU,), "a bool loop stack"),
     "stack_push": Needed((CPU,), "push onto a loop stack, growing it when full"),
-    # bounds checks (transform/bounds.py, emit/bounds.py, runtime/bounds.py)
+    # bounds checks (derive/bounds.py, emit/bounds.py, runtime/bounds.py)
     "checked": Needed((CPU,), "a grid function behind its launch's bounds checks"),
     "range_outside": Needed(BOTH, "whether a loop's range leaves an array axis"),
     "index_outside_loop": Needed(BOTH, "whether a loop-invariant index is out of bounds "

@@ -5,7 +5,7 @@
 memory is zeroed the first time anything asks for the buffer (``Array._data``:
 ``numpy()``, ``.data``, a launch, a copy, a seed, ``repr``). The one reader that
 does not ask is a backward that stores into every element before reading any
-(transform/cover.py): ``settle`` hands it the raw memory, and once it ran the zero is
+(optimize/cover.py): ``settle`` hands it the raw memory, and once it ran the zero is
 no longer owed -- nothing was ever written twice. The tanh layer's weight gradient
 (16.8 MB) was zeroed every round before its backward overwrote all of it.
 
@@ -33,7 +33,7 @@ def may_defer(arr, held=0):
 def rest_owed(kernel, args, dims, adjs, alias):
     """Before ``kernel``'s backward on ``adjs`` over the grid ``dims``: the gradients whose
     zeros may be owed instead of written by the gathered backward's last pass, which only
-    clears them (``KernelSpec.rest_clears``: transform/zeroed.py ``rest_clears``) -- then
+    clears them (``KernelSpec.rest_clears``: optimize/zeroed.py ``rest_clears``) -- then
     run ``backward_norest`` and owe them afterwards -- or None: run the whole backward.
     Each must be its array's gradient, shaped like the grid (the rest clears every
     element), its memory no other adjoint buffer's (``alias``: ``buffers.shared(adjs)``),
@@ -54,7 +54,7 @@ def rest_owed(kernel, args, dims, adjs, alias):
 
 
 def covers(extents, shape, dims, values):
-    """Whether a store with ``extents`` (transform/cover.py) writes every element of an
+    """Whether a store with ``extents`` (optimize/cover.py) writes every element of an
     array of ``shape`` in a launch of grid ``dims`` with scalar arguments ``values``
     (``{name: value}``)."""
     if len(extents) != len(shape):

@@ -5,7 +5,7 @@ caller's array is never aliased, never written). A seed given as a host array of
 gradient's shape, dtype and layout is *pending* instead: it is copied in just before
 the first step of the backward that touches ``out`` (``write``), or at the end if none
 does -- unless that step is a launch whose backward hands ``out``'s adjoint on
-(transform/zeroed.py ``handed``: it reads each element at the thread's own index and
+(optimize/zeroed.py ``handed``: it reads each element at the thread's own index and
 would clear it). That launch reads the seed where it is, writes nothing into it, and
 leaves ``out.grad`` zero (an owed zero: runtime/owed.py): the 16 MB seed of a 4M-element
 output is neither copied nor cleared (runtime/steps.py ``handing``).

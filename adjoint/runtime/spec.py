@@ -75,21 +75,21 @@ class KernelSpec:
     forward_save: object = None     # the forward, also saving ``saved`` (a tape's launch)
     backward_saved: object = None   # the backward, reading ``saved`` instead of replaying loops
     clean_arrays: tuple = ()        # parameters whose adjoint the backward adds into at most
-                                    # once per element (transform/once.py), and the backwards
+                                    # once per element (optimize/once.py), and the backwards
     backward_clean: object = None   # storing into them: run when all those buffers are clean
     backward_saved_clean: object = None
     zeroed_arrays: tuple = ()       # parameters whose adjoint every backward leaves all zero
-                                    # when the grid is the array's shape (transform/zeroed.py)
+                                    # when the grid is the array's shape (optimize/zeroed.py)
     covered_arrays: tuple = ()      # (parameter, extents): a storing backward writes every
-                                    # element when the extents are its shape (transform/cover.py)
+                                    # element when the extents are its shape (optimize/cover.py)
     rest_clears: tuple = ()         # parameters whose adjoint a gathered backward's rest only
     backward_norest: object = None  # clears, and the backwards without that pass: their
     backward_norest_clean: object = None    # zeros may be owed instead (runtime/owed.py)
     handed_arrays: tuple = ()       # zeroed parameters whose adjoint the backward reads at
                                     # the thread's element before clearing it: every backward
                                     # takes ``rt_clear`` last, and clears them only if it is true
-                                    # (transform/zeroed.py ``handed``, runtime/steps.py)
-    forward_vjp: object = None      # the forward and its VJP in one launch (transform/eager.py):
+                                    # (optimize/zeroed.py ``handed``, runtime/steps.py)
+    forward_vjp: object = None      # the forward and its VJP in one launch (optimize/eager.py):
     vjp_seeded: str = None          # the one output whose adjoint it reads (1 in a tape's launch),
     vjp_stored: tuple = ()          # the arrays whose adjoint it stores into (no zeros needed
                                     # where covered_arrays says it writes all of it)

@@ -134,7 +134,7 @@ class FuncStep:
 
 def handing(kernel, args, dims, seeds=None):
     """Whether ``kernel``'s backward on ``args`` over the grid ``dims`` may skip the
-    clears of its handed adjoints (transform/zeroed.py ``handed``), and the seeds it
+    clears of its handed adjoints (optimize/zeroed.py ``handed``), and the seeds it
     then reads in place: None (it must clear them), or ``{position among the adjoint
     arguments: seed}``, the seeds taken from ``seeds`` (runtime/seeds.py).
 
@@ -186,7 +186,7 @@ def adjoint_buffers(kernel, args, writer, dims, taken=None):
     into -- its argument's gradient, or zeroed scratch when it has none; ``taken``
     (``handing``): {position: seed} read in place of those gradients -- whether the
     ``_clean`` backward may run (the buffers of ``kernel.clean_arrays`` all hold zeros:
-    transform/once.py), the gradients whose deferred zero that backward makes
+    optimize/once.py), the gradients whose deferred zero that backward makes
     unneeded (runtime/owed.py: run it inside ``owed.stored(stored)``), and the
     positions of the buffers sharing memory with another (``buffers.shared``). Each
     gradient is announced to ``watch`` (after it was asked whether it is clean: it no
@@ -246,7 +246,7 @@ def _refuse_shared_gradient(kernel, args, adjs, grads, alias, writer):
 def mark_zeroed(kernel, args, dims, adjs, alias=None):
     """After ``kernel``'s backward ran on ``adjs`` (from ``adjoint_buffers``): note clean
     (``watch.mark_clean``) each gradient it left all zero -- of ``kernel.zeroed_arrays``
-    (transform/zeroed.py), when the array's shape is the launch's grid ``dims`` and no
+    (optimize/zeroed.py), when the array's shape is the launch's grid ``dims`` and no
     other adjoint buffer of the launch shares its memory (``buffers.call_unaliased``
     would add a scratch copy into it afterwards; ``alias``: ``buffers.shared(adjs)``),
     and it is adjoint's own memory."""

@@ -17,7 +17,7 @@ Memory: ``memory_report()`` (``memory.py``) says what the tape holds, per step a
 all; ``Tape(max_bytes=N)`` refuses, with a ``TapeError`` naming the fix
 (``ad.checkpoint``, ``ad.simulate``), a step or copy that would make it hold more.
 
-Private tapes: a checkpointed segment (``adjoint/checkpoint.py``) records on a tape
+Private tapes: a checkpointed segment (``adjoint/tapes/checkpoint.py``) records on a tape
 whose ``parent`` is the tape the segment is recorded on (``recording_on``); writes it
 records count as the parent's own, and while a segment is recomputed (values it then
 puts back) its ancestors ignore the writes (``quiet``).

@@ -21,12 +21,12 @@ guards the clean device memory's spans.
 Clean memory: ``mark_clean(buf, owner)`` notes that an allocation adjoint zeroed (a new
 gradient, ``zero_()``) holds only zeros; ``before_write`` and ``mark_dirty`` (memory
 handed to the user: ``Array.numpy()``, ``.data``) forget it, and ``is_clean`` asks. A
-backward adds into a clean gradient by storing (transform/once.py). An entry lives as
+backward adds into a clean gradient by storing (optimize/once.py). An entry lives as
 long as the object holding the allocation, so freed memory reused is never clean.
 
 ``observe_writes(fn)`` also tells ``fn(buf, writer)`` about every write made on the
 calling thread, watched or not, while it is in effect: a checkpointed segment uses it
-to keep the values its writes replace (``adjoint/checkpoint.py``).
+to keep the values its writes replace (``adjoint/tapes/checkpoint.py``).
 """
 import threading
 import weakref

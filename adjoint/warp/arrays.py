@@ -12,7 +12,7 @@ import typing
 
 import numpy as np
 
-from .. import copies
+from ..tapes import copies
 from ..runtime.array import Array, check_device
 from ..runtime.array import array as _ad_array
 from ..runtime.array import empty as _ad_empty

@@ -1,6 +1,6 @@
 """``warp.autograd``: adjoint's ``jacobian``, ``jacobian_fd`` and ``gradcheck``
-(adjoint/autograd.py), which take Warp's arguments (kernel, dim, inputs, outputs,
+(adjoint/derivatives/autograd.py), which take Warp's arguments (kernel, dim, inputs, outputs,
 ``input_output_mask``, ``eps``, ``atol``, ``rtol``, ``raise_exception``)."""
-from adjoint.autograd import gradcheck, jacobian, jacobian_fd  # noqa: F401
+from adjoint.derivatives.autograd import gradcheck, jacobian, jacobian_fd  # noqa: F401
 
 __all__ = ["gradcheck", "jacobian", "jacobian_fd"]

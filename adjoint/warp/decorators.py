@@ -79,5 +79,5 @@ def struct(cls):
 
 def constant(x):
     """``wp.constant(x)``: ``x`` itself. A kernel reads a module-level number when it is
-    transformed, and again when the name is rebound (adjoint/bindings.py)."""
+    transformed, and again when the name is rebound (adjoint/build/bindings.py)."""
     return x

@@ -6,7 +6,7 @@ the state.
 SGD's ``dampening``, ``weight_decay`` and ``nesterov`` are refused unless left at Warp's
 defaults (``ad.optim.SGD`` has none of them).
 """
-from adjoint import optim as _optim
+from adjoint.tapes import optim as _optim
 from adjoint.warp.errors import refuse
 
 

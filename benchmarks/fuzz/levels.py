@@ -1,6 +1,6 @@
 """Every program at two optimization levels: the optimized run against the plain one.
 
-The optimization passes of adjoint/passes.py only make code faster; with them all off
+The optimization passes of adjoint/build/passes.py only make code faster; with them all off
 (``passes.optimizing(False)``, what ``ADJOINT_OPTIMIZE=0`` gives) the core passes' plain
 rule-by-rule code runs. After a backend has run a program as it always did (with the
 optimizations enabled now), ``check`` runs it again on the same backend with none, from
@@ -28,7 +28,7 @@ import numpy as np
 
 from adjoint import passes
 from adjoint.api import Func, _Built
-from adjoint.pipeline import inexact
+from adjoint.build.pipeline import inexact
 
 TOLERANCE = {"f8": 1e-9, "f4": 2e-4}
 ATOMICS = "cuda (atomics add in any order)"

@@ -1,1 +1,0 @@
-"""Middle-end passes: normalize, types, ssa, activity, reverse."""
