@@ -26,16 +26,20 @@ from .runtime.builtins import int8, int16, uint8, uint16, uint32, uint64  # noqa
 from .runtime.structs import struct  # noqa: E402
 from .runtime import config  # noqa: E402
 from .tapes.copies import clone, copy  # noqa: E402
-from .derivatives import autograd  # noqa: E402,F401
-from .build.generate import generate  # noqa: E402
+from . import autograd  # noqa: E402,F401  (the module adjoint.derivatives.autograd)
+# ad.generate, ad.checkpoint, ad.simulate are functions named as their modules: imported
+# through the modules' public paths (adjoint/generate.py, ...: aliases of the modules of
+# build/ and tapes/), so that a later ``import adjoint.generate`` finds its module loaded
+# and leaves the function in place
+from .generate import generate  # noqa: E402
 from .derivatives import grad, hessian, jvp, value_and_grad  # noqa: E402
-from .tapes.checkpoint import checkpoint  # noqa: E402
-from .tapes.simulate import simulate  # noqa: E402
+from .checkpoint import checkpoint  # noqa: E402
+from .simulate import simulate  # noqa: E402
 from .runtime.capture import Capture, CaptureError  # noqa: E402
 from .runtime.tape import capture  # noqa: E402
 # ad.evaluation_trace: ad.trace is the matrix trace (runtime/vecfuncs.py, as in Warp)
 from .derivatives.traces import Trace, evaluation_trace  # noqa: E402
-from .tapes import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
+from . import optim  # noqa: E402,F401  (last: its kernels use ad.kernel, ad.array, ...)
 # ad.vec3, ad.mat33, ad.quat, ad.transform, ad.dot, ad.quat_rotate, ... (runtime/vecfuncs.py)
 from .runtime.vecfuncs import CALLABLE as _VECTOR  # noqa: E402
 globals().update(_VECTOR)
