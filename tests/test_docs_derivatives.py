@@ -117,7 +117,7 @@ def test_api_reference_lists_the_new_names():
         api = fh.read()
     for name in ("adjoint.derivatives.grad", "adjoint.derivatives.value_and_grad",
                  "adjoint.derivatives.jvp", "adjoint.derivatives.hessian",
-                 "adjoint.api.func_jvp", "adjoint.autograd"):
+                 "adjoint.api.func_jvp", "adjoint.derivatives.autograd"):
         assert f"::: {name}\n" in api, name
 
 
