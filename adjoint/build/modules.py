@@ -7,7 +7,7 @@ only their ``name``, ``pyfunc``, ``transformed``, ``custom_grad``,
 Guarantees: ``module_items`` lists every func a module needs, callees first,
 and refuses two different objects of one name; ``load_generated`` returns the
 imported module for a kernel and backend, written to or repaired in the cache
-folder first (see ``adjoint.cache``). A module an earlier process generated from
+folder first (see ``adjoint.build.cache``). A module an earlier process generated from
 the same inputs (the key of adjoint/build/inputs.py) is imported without transforming
 anything.
 
@@ -92,7 +92,7 @@ def _where(obj):
 
 def load_generated(kernel, backend_name, optimizations=None):
     """The generated module of ``kernel`` for ``backend_name``, from the cache folder
-    (written or repaired there first; see ``adjoint.cache``), made with the optimization
+    (written or repaired there first; see ``adjoint.build.cache``), made with the optimization
     passes ``optimizations`` (default: those the kernel runs with now)."""
     if optimizations is not None and optimizations != kernel.optimizations():
         with passes.optimizing(optimizations):     # (the kernel's option applies too)
