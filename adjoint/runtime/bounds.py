@@ -100,23 +100,19 @@ class Bounds:
     def component_error(self, site, index):
         """A local vector's or matrix's component index out of range (``site.value``: the
         size of that axis)."""
-        where = f"{self.file}:{site.line}"
-        msg = (f"kernel '{self.kernel}' ({where}): index {index} is out of range for axis "
-               f"{site.axis} of the local '{site.array}', of size {site.value}")
-        if index < 0:
-            msg += " (a negative index does not wrap around in a kernel)"
-        if site.inside:
-            msg += f", inside {site.inside}"
-        if site.source:
-            msg += f"\n    {site.source}"
-        return BoundsError(msg, kernel=self.kernel, array=site.array, index=index,
-                           shape=(site.value,), filename=self.file, lineno=site.line)
+        return self._fault(site, index, (site.value,),
+                           f"index {index} is out of range for axis {site.axis} of the local "
+                           f"'{site.array}', of size {site.value}")
 
     def error(self, site, index, args, what):
         shape = tuple(args[self.params.index(site.array)].shape)
-        where = f"{self.file}:{site.line}"
-        msg = (f"kernel '{self.kernel}' ({where}): {what} is out of bounds for axis "
-               f"{site.axis} of array '{site.array}' with shape {shape}")
+        return self._fault(site, index, shape, f"{what} is out of bounds for axis {site.axis} "
+                           f"of array '{site.array}' with shape {shape}")
+
+    def _fault(self, site, index, shape, what):
+        """The ``BoundsError`` of ``site`` (an array's or a local's index), ``what`` saying
+        which index and what it is outside of."""
+        msg = f"kernel '{self.kernel}' ({self.file}:{site.line}): {what}"
         if index < 0:
             msg += " (a negative index does not wrap around in a kernel)"
         if site.inside:
