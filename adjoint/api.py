@@ -19,7 +19,7 @@ from .build.modules import func_closure, load_generated, module_items  # noqa: F
 from .runtime.jit import cpu_backend_name
 
 
-def _transform_described(pyfunc, role, bounds_check, optimizations):
+def _transform_described(pyfunc, role, bounds_check, optimizations, zero_tangents=frozenset()):
     """(inputs, watch, transformed): ``pyfunc`` through every pass, with the description of
     its inputs read before and after (adjoint/build/inputs.py), kept only when the two agree: the
     frozen tree and its description belong together, so a module key never describes
@@ -29,7 +29,7 @@ def _transform_described(pyfunc, role, bounds_check, optimizations):
     from .build.pipeline import transform
     watch = bindings.watch_of(pyfunc)
     before = own_inputs(pyfunc, role, bounds_check)
-    tr = transform(pyfunc, role, bounds_check, optimizations)
+    tr = transform(pyfunc, role, bounds_check, optimizations, zero_tangents)
     after = own_inputs(pyfunc, role, bounds_check) if before is not None else None
     return (before if before == after else None), watch, tr
 
@@ -56,15 +56,16 @@ class _Built:
             return tr
         from .build.pipeline import transform
         role, bounds_check = self._role, getattr(self, "bounds_check", True)
+        zero = getattr(self, "zero_tangents", frozenset())
         with LOCK:
             tr = self._trs.get(optimizations)
             if tr is None:
                 if self._tr is None:
                     self._inputs, self._watch, tr = _transform_described(
-                        self.pyfunc, role, bounds_check, optimizations)
+                        self.pyfunc, role, bounds_check, optimizations, zero)
                     self._tr = tr
                 else:
-                    tr = transform(self.pyfunc, role, bounds_check, optimizations)
+                    tr = transform(self.pyfunc, role, bounds_check, optimizations, zero)
                 self._trs[optimizations] = tr
         return tr
 
@@ -163,13 +164,14 @@ class Kernel(_Built):
     _role = "kernel"
 
     def __init__(self, pyfunc, enable_backward=True, loop_capacity=256, bounds_check=True,
-                 optimize=True):
+                 optimize=True, zero_tangents=frozenset()):
         self.pyfunc = pyfunc
         self.name = pyfunc.__name__
         self.enable_backward = enable_backward
         self.loop_capacity = loop_capacity
         self.bounds_check = bounds_check
         self.optimize = optimize
+        self.zero_tangents = frozenset(zero_tangents)   # (see with_zero_tangents)
         self._only = None if optimize is True or optimize is None else \
             passes.parse_setting(optimize, f"@ad.kernel(optimize=...) of {self.name}")
         self._init_built()
@@ -187,6 +189,31 @@ class Kernel(_Built):
     def __call__(self, *args, **kwargs):
         raise AdjointError(f"kernel '{self.name}' cannot be called directly; "
                            "use ad.launch(kernel, dim, inputs=..., outputs=...)")
+
+    def with_zero_tangents(self, untangented):
+        """This kernel as a JVP launch given no tangent for the float array parameters named
+        in ``untangented`` runs it: those the kernel only reads are held constant (their
+        tangents are zeros, so every term of them is dropped rather than computed as a zero:
+        JAX's symbolic zeros), in a kernel of its own (its JVP made without them, its
+        forward and backward this kernel's); this kernel itself when there are none.
+        Its tangents are the JVP's given zeros wherever the dropped partials are finite (a
+        dropped term is then a zero, up to its sign); where one is ``inf`` or ``nan`` the
+        JVP given zeros has ``0 * inf = nan`` and this one the derivative along the rest."""
+        if not untangented:
+            return self
+        tr = self.transformed
+        zero = frozenset(p.name for p in tr.pf.differentiable()
+                         if p.is_array and p.name in untangented and p.name not in tr.writes)
+        if not zero:
+            return self
+        key = ("zero_tangents", zero)
+        variant = self.built.get(key)
+        if variant is None:
+            variant = self.built[key] = Kernel(
+                self.pyfunc, enable_backward=self.enable_backward,
+                loop_capacity=self.loop_capacity, bounds_check=self.bounds_check,
+                optimize=self.optimize, zero_tangents=zero)
+        return variant
 
     def optimizations(self):
         """The optimization passes this kernel runs with now: those ``ADJOINT_OPTIMIZE`` (or

@@ -11,7 +11,6 @@ caller would change what the next one sees.
 import gast
 import pytest
 
-from types import SimpleNamespace
 
 import adjoint as ad
 from adjoint.build import passes, pipeline
@@ -70,10 +69,7 @@ def test_no_pass_edits_its_input(kernel_module, name, role, optimize):
     them) leaves every tree an earlier pass made as it was."""
     fn = getattr(kernel_module(SOURCE), name)
     enabled = passes.ALL if optimize else passes.NONE
-    st = SimpleNamespace(pyfunc=fn.pyfunc, role=role, bounds_check=True, forward_only=False,
-                         optimizations=enabled, applied=(), saved=None, once=None,
-                         gather=None, zeroed=(), covered=(), rest_clears=(), handed=(),
-                         eager=None, plans=None, sites=())
+    st = pipeline.start(fn.pyfunc, role, True, enabled)
     seen = []                       # (what, the tree, its dump when the pass made it)
     ran = []
     with transforming(fn.pyfunc):

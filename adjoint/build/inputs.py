@@ -319,7 +319,7 @@ def _module_key(kernels, funcs, root, target, optimizations):
         claim(k)
         own = _own_of(k, "kernel")
         entries.append(("kernel", k.name, own.desc, bool(k.enable_backward),
-                        int(k.loop_capacity)))
+                        int(k.loop_capacity)) + _zero_tangents(k))
         visit_funcs(own.funcs)
     visit_funcs(funcs)
     filename, _, _, all_lines = read_source(root.pyfunc)
@@ -333,3 +333,10 @@ def _module_key(kernels, funcs, root, target, optimizations):
     if optimizations is not None and optimizations != ALL_OPTIMIZATIONS:
         whole += (("optimizations",) + tuple(sorted(optimizations)),)
     return _digest([repr(whole)])
+
+
+def _zero_tangents(kernel):
+    """A kernel variant's arrays whose tangents are zero (api.Kernel.with_zero_tangents):
+    its JVP differs, so its key does (nothing for a kernel itself: keys as they were)."""
+    zero = getattr(kernel, "zero_tangents", ())
+    return (("zero_tangents",) + tuple(sorted(zero)),) if zero else ()

@@ -65,25 +65,36 @@ class Transformed:
     eager: object = None    # eager (kernels): the forward and its VJP in one launch
     optimizations: frozenset = passes.ALL   # the optimization passes enabled (passes.py)
     applied: tuple = ()     # those of them that changed or made something here
+    zero_tangents: frozenset = frozenset()  # jvp (kernels): read-only float arrays held constant
 
 
-def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL):
+def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
+              zero_tangents=frozenset()):
     """Run every pass on ``pyfunc`` (``role`` "kernel" or "func"), the optimization passes
     in ``optimizations`` only. ``bounds_check`` (kernels): check array indices (pass
-    bounds); ``ssa`` is then the checked tree."""
+    bounds); ``ssa`` is then the checked tree. ``zero_tangents`` (kernels): float arrays
+    the kernel only reads whose tangents the JVP takes as zero (``activity.active``)."""
     with transforming(pyfunc):
-        st = _run(pyfunc, role, bounds_check, frozenset(optimizations))
+        st = _run(pyfunc, role, bounds_check, frozenset(optimizations),
+                  zero_tangents=frozenset(zero_tangents))
     made = {f.name: getattr(st, f.name) for f in fields(Transformed) if hasattr(st, f.name)}
     return Transformed(**{**made, "ssa": st.checked})
 
 
-def _run(pyfunc, role, bounds_check, enabled, last=None):
+def start(pyfunc, role, bounds_check, enabled, zero_tangents=frozenset()):
+    """The state the first pass reads: the options, and what an optimization pass that is
+    off would have made (nothing)."""
+    return SimpleNamespace(pyfunc=pyfunc, role=role, bounds_check=bounds_check,
+                           zero_tangents=zero_tangents,
+                           forward_only=getattr(pyfunc, "__adjoint_forward_only__", False),
+                           optimizations=enabled, applied=(), saved=None, once=None,
+                           gather=None, zeroed=(), covered=(), rest_clears=(), handed=(),
+                           eager=None, plans=None, sites=())
+
+
+def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset()):
     """The fields the passes made, up to and including the pass named ``last``."""
-    st = SimpleNamespace(pyfunc=pyfunc, role=role, bounds_check=bounds_check,
-                         forward_only=getattr(pyfunc, "__adjoint_forward_only__", False),
-                         optimizations=enabled, applied=(), saved=None, once=None,
-                         gather=None, zeroed=(), covered=(), rest_clears=(), handed=(),
-                         eager=None, plans=None, sites=())
+    st = start(pyfunc, role, bounds_check, enabled, zero_tangents)
     shown = _print_after()
     for p in passes.PASSES:
         if p.stage == "transform" and role in p.roles:
@@ -172,6 +183,14 @@ def _reverse(st):
     return {"rev": rev, "adjoints": frozenset(rev.kinds)}
 
 
+def _jvp(st):
+    """The JVP, its activity without the arrays whose tangents are zero (if any: a variant
+    of the kernel made for a launch given no tangent for them, Kernel.with_zero_tangents)."""
+    zero = st.zero_tangents - set(st.writes)
+    active = activity.active(st.ssa, zero) if zero else st.active
+    return {"tangent": jvp.jvp(st.checked, active)}
+
+
 def _parallel(st):
     adj_arrays = {p.name for p in st.pf.differentiable()}
     plans = parallel.plan(st.ssa, st.dims, st.threads, adj_arrays)
@@ -252,7 +271,7 @@ RUN = {
     "activity": lambda st: {"active": activity.active(st.ssa)},
     "bounds": _bounds,
     "reverse": _reverse,
-    "jvp": lambda st: {"tangent": jvp.jvp(st.checked, st.active)},
+    "jvp": _jvp,
     "parallel": _parallel,
     "prune": lambda st: {"rev": replace(st.rev)},  # (inside pass reverse: _reverse)
     "order": lambda st: {"rev": st.rev} if not st.rev.walked_forward else

@@ -156,6 +156,8 @@ def vector_jvp_kernel(kernel, k):
     locals_ = set(tangent.names.values()) - arrays
     taken = {n for s in tangent.body for n in _names(s)} | {n for n, _ in params}
     name = f"{kernel.name}_jvp{k}"
+    if kernel.zero_tangents:        # (a name of its own: linecache holds each one's text)
+        name += "_const_" + "_".join(sorted(kernel.zero_tangents))
 
     def rewrite(body):
         return copies(body, k, locals_, arrays, taken | {n for s in body for n in _names(s)})
@@ -169,8 +171,8 @@ def vector_jvp_kernel(kernel, k):
 
 
 def _rows(kernel, dim, inputs, outputs, given, device, what, noun):
-    """``(args, k, {parameter name: (k, *shape) array})`` from ``given`` (see
-    ``jvp_launch``), a zeroed one for each float array parameter left out; a
+    """``(args, k, {parameter name: (k, *shape) array}, names left out)`` from ``given``
+    (see ``jvp_launch``), a zeroed one for each float array parameter left out; a
     ``LaunchError`` naming the parameter for a bad key, ``k``, shape or dtype."""
     args = list(inputs) + list(outputs)
     if not isinstance(kernel, Kernel):
@@ -207,12 +209,13 @@ def _rows(kernel, dim, inputs, outputs, given, device, what, noun):
         raise LaunchError(f"{where}: {k} directions; one launch takes at most "
                           f"{MAX_DIRECTIONS} (split them)")
     dev = device or next((a.device for a in args if isinstance(a, Array)), None) or "cpu"
-    out = {}
+    out, left_out = {}, []
     for m in floats:
         p, arg = spec.params[m], args[m]
         shape, dtype = tuple(arg.shape), np.dtype(arg.dtype)
         value = by_param.get(m)
         if value is None:
+            left_out.append(p.name)
             value = zeros((k,) + shape, dtype=dtype, device=dev)
         elif tuple(value.shape) != (k,) + shape or value.dtype != dtype:
             raise LaunchError(f"{where}: the {noun}s of '{p.name}' must have shape "
@@ -220,7 +223,7 @@ def _rows(kernel, dim, inputs, outputs, given, device, what, noun):
                               f"{dtype}, got shape {tuple(value.shape)} and dtype "
                               f"{value.dtype}")
         out[p.name] = value
-    return args, k, out
+    return args, k, out, frozenset(left_out)
 
 
 def jvp_launch(kernel, dim, inputs=(), outputs=(), tangents=None, device=None):
@@ -232,11 +235,14 @@ def jvp_launch(kernel, dim, inputs=(), outputs=(), tangents=None, device=None):
     array on the CPU); every one has the same ``k``, and a parameter left out gets zeros.
     Writes the outputs as the forward does and returns ``{parameter name: tangents}``,
     ``(k, *shape)`` each, for every float array parameter: row ``j`` is what
-    ``ad.launch(kernel, ..., tangents=<rows j>)`` gives, bit for bit. Not recorded on a
+    ``ad.launch(kernel, ..., tangents=<rows j>)`` gives, bit for bit (both drop the terms
+    of an array the kernel only reads and no tangent is given for). Not recorded on a
     tape."""
-    args, k, given = _rows(kernel, dim, inputs, outputs, tangents, device, "jvp_launch",
-                           "tangent")
-    launch(vector_jvp_kernel(kernel, k), dim, inputs=args, outputs=list(given.values()),
+    args, k, given, left_out = _rows(kernel, dim, inputs, outputs, tangents, device,
+                                     "jvp_launch", "tangent")
+    # (the arrays given no tangent that the kernel only reads are held constant, as
+    # ad.launch holds them: api.Kernel.with_zero_tangents)
+    launch(vector_jvp_kernel(kernel.with_zero_tangents(left_out), k), dim, inputs=args, outputs=list(given.values()),
            device=device, record_tape=False)
     return given
 
@@ -282,7 +288,7 @@ def vjp_launch(kernel, dim, inputs=(), outputs=(), seeds=None, device=None):
     for bit (to rounding, what ``ad.launch(..., adjoint=True)`` gives: that runs the
     optimized backward). A seed array given is read and, where the kernel stores, cleared,
     as a backward launch clears its output adjoints. Not recorded on a tape."""
-    args, k, adjs = _rows(kernel, dim, inputs, outputs, seeds, device, "vjp_launch", "seed")
+    args, k, adjs, _ = _rows(kernel, dim, inputs, outputs, seeds, device, "vjp_launch", "seed")
     launch(vector_vjp_kernel(kernel, k), dim, inputs=args, outputs=list(adjs.values()),
            device=device, record_tape=False)
     return adjs

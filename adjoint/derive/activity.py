@@ -8,6 +8,11 @@ store, an accumulation, a returned value). Only these get ``adj_`` variables;
 everything else (indices, counters, flags, comparisons) is replayed only.
 A loop stack of floats (a generated backward printed as user code) is active
 when an entry read from it is, and then all its versions are.
+
+``active(ssa, zero)``: the same with the float arrays named in ``zero`` held
+constant, for the JVP of a launch given no tangent for them (their tangents are
+symbolic zeros: ``runtime/launch.py``). Only arrays the kernel never writes may be
+named; the tangent of each value then has every term but theirs, which are zero.
 """
 import gast
 
@@ -53,11 +58,11 @@ def _names(atoms):
     return [a.id for a in atoms if isinstance(a, gast.Name)]
 
 
-def active(ssa):
+def active(ssa, zero=frozenset()):
     pf = ssa.norm.pf
     stmts = list(walk_stmts(ssa.body))
     kinds = ssa.kinds
-    float_arrays = {p.name for p in pf.differentiable() if p.is_array}
+    float_arrays = {p.name for p in pf.differentiable() if p.is_array} - set(zero)
     if pf.role == "func":
         varied = {p.name for p in pf.params if p.kind.differentiable}
     else:

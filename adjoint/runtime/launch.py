@@ -130,10 +130,11 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     parameter, their directional derivatives along the tangents given for the inputs.
     ``tangents`` maps an argument (an ``ad.Array``: numpy arrays are not hashable) or a
     parameter name to its tangent array, of the argument's shape, dtype and device;
-    a parameter left out gets a zeroed one. A tangent array holds the tangent of its
-    array's contents: those of an output are read where the kernel reads the output
-    (``+=``) and written where it writes it. Returns ``{parameter name: tangent
-    array}`` for every float array parameter.
+    a parameter left out gets a zeroed one (one the kernel only reads is held constant:
+    its terms are left out, api.Kernel.with_zero_tangents). A tangent array holds the
+    tangent of its array's contents: those of an output are read where the kernel reads
+    the output (``+=``) and written where it writes it. Returns ``{parameter name:
+    tangent array}`` for every float array parameter.
     """
     try:
         inputs, outputs, adj_inputs, adj_outputs = structs.flatten_args(
@@ -171,7 +172,11 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         _check_aliasing(spec, values)
         dots = None
     else:
-        dots, given = _tangents(spec, args, values, tangents)   # (checks aliasing too)
+        dots, given, untangented = _tangents(spec, args, values, tangents)   # (checks aliasing)
+        if untangented and hasattr(kernel, "with_zero_tangents"):
+            # the arrays given no tangent that the kernel only reads: their terms are
+            # dropped, not computed as zeros (api.Kernel.with_zero_tangents)
+            spec = kernel.with_zero_tangents(untangented).spec_for(device)
     tape = active_tape() if record_tape else None
 
     def label():
@@ -209,8 +214,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
 
 
 def _tangents(spec, args, values, tangents):
-    """``(buffers, given)``: the tangent buffer of every float array parameter, in order,
-    and ``{parameter name: tangent as given or allocated}``, from ``tangents`` (see
+    """``(buffers, given, untangented)``: the tangent buffer of every float array parameter,
+    in order, ``{parameter name: tangent as given or allocated}`` and the names of those
+    allocated (zeros: no tangent was given for them), from ``tangents`` (see
     ``launch``); a ``LaunchError`` for a key that names no float array argument, a tangent
     of the wrong shape, dtype or device, two arrays of the launch sharing memory (as
     ``_check_aliasing``), or a tangent sharing memory with another array of the launch."""
@@ -234,10 +240,11 @@ def _tangents(spec, args, values, tangents):
                 raise LaunchError(f"kernel '{spec.name}', parameter '{spec.params[k].name}' "
                                   "is not a float array: it has no tangent")
             by_param[k] = tangent
-    bufs, given = [], {}
+    bufs, given, untangented = [], {}, []
     for k in spec.adjoint_params:
         p, v, tangent = spec.params[k], values[k], by_param.get(k)
         if tangent is None:
+            untangented.append(p.name)
             arg = args[k]
             tangent = zeros_like(arg) if isinstance(arg, Array) else np.zeros_like(v)
         data = tangent._data if type(tangent) is Array else tangent
@@ -253,7 +260,7 @@ def _tangents(spec, args, values, tangents):
     # parameters are only read (one array passed for two read parameters has one tangent).
     primals = [values[k] for k in spec.array_params]
     if not buffers.shared(primals + bufs):
-        return bufs, given      # (the common case: no two share memory)
+        return bufs, given, frozenset(untangented)     # (the common case: no two share memory)
     _check_aliasing(spec, values)
     names = [spec.params[k].name for k in spec.adjoint_params]
     for j, (name, data) in enumerate(zip(names, bufs)):
@@ -265,7 +272,7 @@ def _tangents(spec, args, values, tangents):
             raise LaunchError(f"kernel '{spec.name}' ({spec.origin}): the tangent of "
                               f"'{name}' shares memory with another array of the launch; "
                               "pass a separate array")
-    return bufs, given
+    return bufs, given, frozenset(untangented)
 
 
 def _bad_tangent(spec, p, v, given):

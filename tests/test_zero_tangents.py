@@ -1,0 +1,136 @@
+"""Symbolic zero tangents: a JVP launch given no tangent for a float array the kernel only
+reads holds that array constant (api.Kernel.with_zero_tangents; runtime/launch.py).
+
+Its terms are dropped from the JVP rather than computed as zero: the same tangents on
+finite inputs (checked against the JVP given explicit zeros, against float64 central
+differences and against the derivative written by hand), and a finite tangent where an
+``inf``/``nan`` partial of the constant array would have turned ``0 * inf`` into
+``nan``. An array the kernel writes keeps its tangent (its initial contents' tangent is
+then zero, as given). Vector mode holds the same arrays constant, so its rows stay
+bit for bit the separate launches' (tests/test_vector_mode.py).
+"""
+import numpy as np
+import pytest
+
+import adjoint as ad
+from adjoint.build.inputs import module_key
+from adjoint.vector_mode import jvp_launch
+
+SOURCE = """
+@ad.kernel
+def scaled(x: ad.array(dtype=ad.float64), w: ad.array(dtype=ad.float64),
+           y: ad.array(dtype=ad.float64)):
+    i = ad.tid()
+    s = 0.0
+    for j in range(3):
+        s += w[j] * x[i]
+    y[i] = x[i] * ad.sqrt(w[i]) + ad.sin(s)
+
+
+@ad.kernel
+def grow(x: ad.array(dtype=ad.float64), y: ad.array(dtype=ad.float64)):
+    i = ad.tid()
+    y[i] += x[i] * x[i]
+"""
+
+N = 5
+
+
+def _inputs():
+    x = np.linspace(0.1, 1.0, N)
+    w = np.array([0.0, 1.0, 2.0, 3.0, 4.0])      # sqrt's partial at w[0] = 0 is inf
+    return x, w
+
+
+def _scaled_reference(x, w):
+    """d y / d x along a tangent of ones, by hand: sqrt(w) + cos(s) * sum(w[:3])."""
+    s = x * w[:3].sum()
+    return np.sqrt(w) + np.cos(s) * w[:3].sum()
+
+
+def _forward(kernel, x, w):
+    y = ad.zeros(N, dtype=ad.float64)
+    ad.launch(kernel, N, [ad.array(x), ad.array(w)], [y], record_tape=False)
+    return y.numpy()
+
+
+def test_untangented_array_is_held_constant(kernel_module, backend):
+    m = kernel_module(SOURCE)
+    x, w = _inputs()
+    t = np.ones(N)
+    y = ad.zeros(N, dtype=ad.float64)
+    got = ad.launch(m.scaled, N, [ad.array(x), ad.array(w)], [y],
+                    tangents={"x": ad.array(t)}, record_tape=False)["y"].numpy()
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, _scaled_reference(x, w), rtol=1e-12, atol=1e-12)
+    eps = 1e-6
+    fd = (_forward(m.scaled, x + eps * t, w) - _forward(m.scaled, x - eps * t, w)) / (2 * eps)
+    np.testing.assert_allclose(got, fd, rtol=1e-7, atol=1e-7)
+    # given explicitly, a zero tangent is a number: 0 * inf is nan where w = 0
+    y = ad.zeros(N, dtype=ad.float64)
+    zeros = ad.launch(m.scaled, N, [ad.array(x), ad.array(w)], [y], record_tape=False,
+                      tangents={"x": ad.array(t), "w": ad.zeros(N, dtype=ad.float64)})["y"]
+    assert np.isnan(zeros.numpy()[0])
+    np.testing.assert_array_equal(zeros.numpy()[1:], got[1:])
+
+
+def test_the_same_tangents_as_explicit_zeros_on_finite_inputs(kernel_module, backend):
+    m = kernel_module(SOURCE)
+    rng = np.random.default_rng(3)
+    x, w = rng.uniform(0.5, 1.5, N), rng.uniform(0.5, 1.5, N)
+    t = rng.uniform(-1.0, 1.0, N)
+    outs = []
+    for extra in ({}, {"w": ad.zeros(N, dtype=ad.float64)}):
+        y = ad.zeros(N, dtype=ad.float64)
+        outs.append(ad.launch(m.scaled, N, [ad.array(x), ad.array(w)], [y], record_tape=False,
+                              tangents={"x": ad.array(t), **extra}))
+    np.testing.assert_array_equal(outs[0]["y"].numpy(), outs[1]["y"].numpy())
+    np.testing.assert_array_equal(outs[0]["w"].numpy(), np.zeros(N))   # (returned, zeros)
+
+
+def test_only_arrays_the_kernel_only_reads(kernel_module, backend):
+    m = kernel_module(SOURCE)
+    assert m.grow.with_zero_tangents(frozenset({"y"})) is m.grow    # y is written
+    variant = m.scaled.with_zero_tangents(frozenset({"w", "y"}))
+    assert variant is not m.scaled and variant.zero_tangents == frozenset({"w"})
+    assert m.scaled.with_zero_tangents(frozenset({"w"})) is variant    # made once
+    rng = np.random.default_rng(4)
+    x, y0, t = rng.uniform(0.5, 1.5, N), rng.uniform(0.5, 1.5, N), rng.uniform(-1, 1, N)
+    y = ad.array(y0)
+    got = ad.launch(m.grow, N, [ad.array(x)], [y], tangents={"x": ad.array(t)},
+                    record_tape=False)["y"].numpy()
+    np.testing.assert_allclose(got, 2.0 * x * t, rtol=1e-14)     # y's tangent starts at 0
+
+
+def test_the_variant_drops_the_terms_and_has_a_key_of_its_own(kernel_module):
+    m = kernel_module(SOURCE)
+    variant = m.scaled.with_zero_tangents(frozenset({"w"}))
+    read = {n.value.id for s in variant.transformed.tangent.body for n in _walk(s)
+            if n.__class__.__name__ == "Subscript" and hasattr(n.value, "id")}
+    assert "dot_w" not in read and "dot_x" in read
+    full = {n.value.id for s in m.scaled.transformed.tangent.body for n in _walk(s)
+            if n.__class__.__name__ == "Subscript" and hasattr(n.value, "id")}
+    assert "dot_w" in full
+    # same forward and backward; only the JVP differs, and so does the module's key
+    assert variant.transformed.rev.backward is not None
+    keys = [module_key([k], [], k, "numba") for k in (m.scaled, variant)]
+    assert None not in keys and keys[0] != keys[1]
+
+
+def test_vector_mode_holds_the_same_arrays_constant(kernel_module, backend):
+    m = kernel_module(SOURCE)
+    x, w = _inputs()
+    T = np.stack([np.ones(N), np.arange(N, dtype=np.float64)])
+    y = ad.zeros(N, dtype=ad.float64)
+    rows = jvp_launch(m.scaled, N, [ad.array(x), ad.array(w)], [y], tangents={"x": ad.array(T)})["y"]
+    for j in range(2):
+        y = ad.zeros(N, dtype=ad.float64)
+        one = ad.launch(m.scaled, N, [ad.array(x), ad.array(w)], [y], record_tape=False,
+                        tangents={"x": ad.array(T[j])})["y"]
+        assert np.array_equal(rows.numpy()[j], one.numpy())
+    assert np.all(np.isfinite(rows.numpy()))
+
+
+def _walk(node):
+    import gast
+    return gast.walk(node)
