@@ -29,7 +29,7 @@ import pytest
 
 import adjoint as ad
 # every test's kernels again with no optimization pass, compared (tests/levels.py)
-from levels import pytest_configure, pytest_runtest_call  # noqa: F401, E402 - hooks
+from tests.levels import pytest_configure, pytest_runtest_call  # noqa: F401, E402 - hooks
 
 BACKENDS = ["python", "numba", "cuda"]
 _counter = itertools.count()

@@ -1,0 +1,1 @@
+"""Tests of adjoint/build: generate, the command line, the pass list, caches and loading, bindings, PTX."""

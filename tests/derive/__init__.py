@@ -1,0 +1,1 @@
+"""Tests of adjoint/derive: the core passes (control flow, JVP, hazards, order, parallel plans, inline, atomics)."""

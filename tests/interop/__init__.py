@@ -1,0 +1,1 @@
+"""Tests of adjoint/interop: PyTorch, JAX, Dask."""

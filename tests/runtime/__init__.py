@@ -1,0 +1,1 @@
+"""Tests of adjoint/runtime: arrays, tapes, launches, bounds and faults, backends, races, value types."""

@@ -1,0 +1,1 @@
+"""Tests of adjoint/tapes: checkpoint, simulate, optimizers."""
