@@ -23,7 +23,7 @@ def math_rule(name, domain, result_kind=_float, differentiable=True, aliases=(),
               safe_reciprocal=False):
     """The rule of ``math.<name>`` (also ``ad.<name>``, the same function); generated code
     calls ``rt.<name>``, registered in adjoint/runtime/ieee.py. Adding a math function
-    is a rule here plus that runtime builtin: tests/test_rule_table.py checks both."""
+    is a rule here plus that runtime builtin: tests/rules/test_rule_table.py checks both."""
     return rule(name, f"math.{name}", domain, result_kind, differentiable, runtime=name,
                 aliases=aliases, safe_reciprocal=safe_reciprocal)
 

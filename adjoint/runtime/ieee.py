@@ -26,7 +26,7 @@ plain-Python meaning, its spelling for numba (``ieee_compiled.py``, or ``math.<n
 and what a user calls in a kernel (``math.sin``, exported as ``ad.sin``). The backends,
 the ``ad.*`` exports (runtime/builtins.py) and the CUDA device functions iterate
 ``BUILTINS``: a new math function is its rule (adjoint/rules/mathfns.py) plus one line
-here. tests/test_rule_table.py checks that the two sides match.
+here. tests/rules/test_rule_table.py checks that the two sides match.
 """
 import builtins
 import math

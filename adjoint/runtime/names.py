@@ -9,7 +9,7 @@ runtime builtins (``rt.div``, ``rt.sin``, ...: runtime/ieee.py ``BUILTINS``)
 are used by both targets. Generated modules also build their specs from the
 classes ``adjoint.runtime.<name>`` in ``MODULE``.
 
-tests/test_runtime_names.py checks both directions: every backend (python,
+tests/runtime/test_runtime_names.py checks both directions: every backend (python,
 numba, the CUDA simulator) provides each name of its target, and every
 ``rt.<name>`` and ``adjoint.runtime.<name>`` in generated modules is listed
 here. A new helper in emitted code is one line here plus its definition in the

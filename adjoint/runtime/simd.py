@@ -141,7 +141,7 @@ def _function(module, cname, fty):
     # not internal: LLVM may rename an internal function when numba links modules that
     # each define it (adjoint._ZGVdN4v_sin.21), or change it where a caller passes a
     # constant; its variant attribute, which names it, then no longer matches and the
-    # module fails to verify (tests/test_simd.py). linkonce_odr: one definition, as written
+    # module fails to verify (tests/runtime/test_simd.py). linkonce_odr: one definition, as written
     fn.linkage = "linkonce_odr"
     fn.attributes = _Attributes(("noinline", "nounwind", "readnone"),
                                 [(_VARIANT_ATTR, f"_ZGV_LLVM_N{lanes}v_{name}({vname})")])

@@ -8,7 +8,7 @@ launches, and the ``Code`` it runs. A ``Code`` is one printed text and its spell
 run the same CPU code, bound to either; cuda runs the CUDA code (emit/cuda.py lowers to it).
 
 A new backend that runs an existing code is one ``register(Target(...))`` plus its runtime
-module (tests/test_target_skeleton.py makes one); a new code also needs a lowering in emit/.
+module (tests/runtime/test_target_skeleton.py makes one); a new code also needs a lowering in emit/.
 
 Expects: nothing (a leaf: adjoint.generate and the CLI read the code names without
 loading the transformer, the runtime reads the targets without the emitter). Guarantees:

@@ -51,7 +51,7 @@ def split(m, c):
     slots: the number of steps before it. ``r`` is the least repetition number that
     reaches ``m``; the left part then takes at least ``beta(c + 1, r - 2)`` steps and
     leaves the right part what ``c - 1`` slots reverse in ``r`` repetitions. This gives
-    the least total number of forward steps (``tests/test_simulate.py`` compares it
+    the least total number of forward steps (``tests/tapes/test_simulate.py`` compares it
     with a dynamic program)."""
     r = 0
     while beta(c + 1, r) < m:

@@ -6,7 +6,7 @@ each under one topic. A topic says why a name of it that ``adjoint.warp`` does n
 define is refused; whether a name is supported is read from the namespace itself
 (``status``), so the table in docs/from-warp.md (``<!-- warp table -->``, rendered by
 docs/gen_stages.py from ``markdown_table``) cannot go stale: defining a name moves it
-to "supported", and tests/test_warp_namespace.py checks that every name is listed once.
+to "supported", and tests/warp/test_warp_namespace.py checks that every name is listed once.
 
 Expects: nothing of the rest of adjoint.warp (``status`` takes the namespace's dict).
 """

@@ -1,6 +1,6 @@
 """Run seeds: one program per seed, checked on every backend asked for.
 
-``run_seed`` is the unit of work (used in-process by tests/test_fuzz.py and by
+``run_seed`` is the unit of work (used in-process by tests/system/test_fuzz.py and by
 the worker processes of ``python -m benchmarks.fuzz``): it draws the program,
 computes the reference and its finite differences once, then runs each
 backend. The CUDA simulator runs each GPU thread as a Python thread, so CUDA

@@ -350,8 +350,8 @@ def test_adjoint_jit_0_matches_the_compiled_run(project):
 def test_pdb_stops_in_the_generated_backward(project, tmp_path):
     """The documented recipe: ADJOINT_JIT=0, a breakpoint at a line of the
     generated file, pdb stops there and can print adjoints. (A tape runs the kernel's
-    saving pair: its loop is stored, see tests/test_store.py; its backward stores into
-    x's gradient, which is clean: tests/test_clean_gradients.py.)"""
+    saving pair: its loop is stored, see tests/optimize/test_store.py; its backward stores into
+    x's gradient, which is clean: tests/optimize/test_once.py.)"""
     _, out = project
     lines = out.read_text().splitlines()
     start = lines.index(next(s for s in lines

@@ -1,6 +1,6 @@
 """The value an atomic returns (Warp's: the element's old value, issue 38):
 ``old = ad.atomic_add(a, i, v)``, ``atomic_sub``, ``atomic_min``, ``atomic_max`` (and the bit
-ones, tests/test_atomic_bits.py), also taken straight into a store (``o[i] =
+ones, tests/derive/test_atomic_bits.py), also taken straight into a store (``o[i] =
 wp.atomic_xor(a, j, v)``) or inside an expression. One mechanism: normalize writes each as
 ``old = AtomicFetch(a[i], op, v)``, whose update every pass reads as the statement form's
 (``AtomicFetch.update``). Old values against a serial model on python, numba and the CUDA

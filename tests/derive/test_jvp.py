@@ -11,7 +11,7 @@ kernel reads the output), and ``jvp_check`` compares
 - where asked, forward against reverse mode: ``<w, J t>`` from the JVP equals
   ``<J^T w, t>`` from a recorded launch's backward (the dot-product test).
 
-Kernel sources are those of tests/test_control_flow.py where it keeps them as
+Kernel sources are those of tests/derive/test_control_flow.py where it keeps them as
 module constants; the loops, accumulations and grids are gathered into a few
 kernels (one output row per pattern) to keep numba's compile count down.
 Then the launch API's refusals, the refusal of a func with ``@ad.func_grad``,

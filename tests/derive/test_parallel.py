@@ -125,7 +125,7 @@ def test_gather_backward_privatizes_the_adjoint(m):
 
 def test_stencil_backward_runs_even_then_odd_row_blocks(m):
     """The plan is the even/odd one (radius 2); on the CPU its backward gathers instead
-    (tests/test_stencil_gather.py): one parallel pass, no private copies."""
+    (tests/optimize/test_gather.py): one parallel pass, no private copies."""
     plan = transform(m.stencil.pyfunc, "kernel").plans[1]
     assert (plan.mode, plan.radius) == ("color", 2)
     bwd = ad.source(m.stencil, "backward")

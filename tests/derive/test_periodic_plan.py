@@ -95,7 +95,7 @@ def _grad(kernel, u0, seed, a=0.3):
 
 @pytest.mark.parametrize("name", sorted(RINGS))
 def test_a_ring_keeps_the_even_odd_plan(kernel_module, name):
-    """The plan is the even/odd one; the CPU backward gathers (tests/test_stencil_gather.py),
+    """The plan is the even/odd one; the CPU backward gathers (tests/optimize/test_gather.py),
     the plan's grid stays for the CUDA target's and a saved backward's."""
     m = kernel_module(KERNELS)
     radius = RINGS[name][0]

@@ -124,7 +124,7 @@ def test_api_reference_lists_the_new_names():
 
 def test_derivatives_example_passes_on_the_python_backend(tmp_path):
     """examples/derivatives.py (as the page runs it): every derivative agrees with central
-    differences. tests/test_examples.py runs it with numba."""
+    differences. tests/docs/test_examples.py runs it with numba."""
     env = dict(os.environ, ADJOINT_JIT="0",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "derivatives.py")],

@@ -241,7 +241,7 @@ def _rule_groups():
 
 @pytest.mark.parametrize("index", range(len(_rule_groups()[1])))
 def test_every_rule_in_float32_matches_float64(backend, kernel_module, index):
-    """The rules table (tests/test_rules.py: every rule, with constants, repeated
+    """The rules table (tests/rules/test_rules.py: every rule, with constants, repeated
     operands and non-differentiable ops fed into arithmetic) as float32 kernels:
     values and gradients agree with the float64 kernels to float32 rounding."""
     tr, groups = _rule_groups()
@@ -249,7 +249,8 @@ def test_every_rule_in_float32_matches_float64(backend, kernel_module, index):
     src64 = tr.kernel_source(g)
     src32 = src64.replace("dtype=float", "dtype=ad.float32").replace(
         f"def rules_{g.index}(", f"def rules32_{g.index}(")
-    # the float64 kernel is tests/test_rules.py's own (the same source), compiled once a session
+    # the float64 kernel is tests/rules/test_rules.py's own (the same source), compiled once
+    # a session
     k64 = tr.group_kernel(g, kernel_module)
     k32 = getattr(kernel_module(src32), f"rules32_{g.index}")
     a0 = tr.sample_inputs(g)

@@ -44,7 +44,7 @@ UNSUPPORTED = [
      "y = x[i] * not_defined_anywhere"),
     ("for_non_range", ["s = 0.0", "for v in x:", "    s = s + v", "out[i] = s"], "for v in x:"),
     ("chained_subscript", ["out[i] = x[i][0]"], "out[i] = x[i][0]"),
-    # (an @ad.func takes keyword arguments: tests/test_func_calls.py)
+    # (an @ad.func takes keyword arguments: tests/frontend/test_func_calls.py)
     ("keyword_args_of_a_builtin", ["out[i] = ad.clamp(x[i], lo=0.0, hi=1.0)"],
      "out[i] = ad.clamp(x[i], lo=0.0, hi=1.0)"),
     ("read_then_write_same_array", ["x[i] = x[i] * 2.0", "out[i] = x[i]"],

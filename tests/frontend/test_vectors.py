@@ -633,7 +633,7 @@ def test_show_gives_the_vector_form_then_the_scalar_form(kernel_module):
 
 def test_a_vector_func_with_a_hand_written_adjoint_of_its_components(kernel_module):
     """The rule may take the components the func is scalarized to (a vector's rule:
-    tests/test_func_grad_vectors.py)."""
+    tests/frontend/test_func_grad_vectors.py)."""
     m = kernel_module("""
 @ad.func
 def norm2(a: ad.vec3) -> float:

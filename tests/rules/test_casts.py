@@ -10,7 +10,7 @@ Two tables, one kernel per row, on every backend (python, numba, the CUDA simula
 - ``CAST_FLOAT_CASES``: float results through casts, against NumPy; the tape's gradient
   and the JVP against central differences in float64.
 
-tests/test_integers.py uses the same machinery for the bit operations.
+tests/rules/test_integers.py uses the same machinery for the bit operations.
 """
 from dataclasses import dataclass
 

@@ -1,6 +1,6 @@
 """Integers in kernels: the bit operations ``& | ^ << >> ~`` (and Warp's ``bit_and``, ...,
 ``nonzero``), and arrays and scalars of the narrow int types (adjoint/rules/bits.py,
-adjoint/runtime/intops.py, frontend/scalarize.py); the casts are tests/test_casts.py's,
+adjoint/runtime/intops.py, frontend/scalarize.py); the casts are tests/rules/test_casts.py's,
 whose machinery the tables here use.
 
 - ``INT_CASES``: int expressions of two int64 operands ``p``, ``q`` and a float ``x``,
@@ -12,7 +12,7 @@ whose machinery the tables here use.
   as C converts, ``+=`` is refused naming the line; a narrow scalar parameter is range
   checked at the launch;
 - a float operand of a bit operation is an error naming the line; bfloat16
-  is refused with the reason (uint64: tests/test_uint64.py);
+  is refused with the reason (uint64: tests/runtime/test_uint64.py);
 - ``import adjoint.warp as wp``: the same operations spelled as Warp spells them, and
   against NVIDIA Warp's CPU device where it is installed (skipped otherwise).
 """
@@ -158,7 +158,7 @@ def test_what_integers_refuse_names_the_line(kernel_module, body, message):
 
 
 def test_bfloat16_is_refused_with_the_reason():
-    # (float16 arrays are supported: tests/test_float16.py)
+    # (float16 arrays are supported: tests/runtime/test_float16.py)
     with pytest.raises(wp_ns.WarpNameError, match="wp.bfloat16 is not supported"):
         getattr(wp_ns, "bfloat16")
 

@@ -69,7 +69,7 @@ def test_every_spelling_of_a_call_reaches_its_rule(key):
         assert CALLABLES.get(id(obj)) == ("op", key), f"{spelling} does not reach rule {key}"
     if rule.symbol.startswith("math."):
         # ad.sin is math.sin: the ad.* spelling of every math rule exists, so the
-        # table-driven rule tests (tests/test_rules.py) never drop its variant
+        # table-driven rule tests (tests/rules/test_rules.py) never drop its variant
         name = rule.symbol[len("math."):]
         assert getattr(ad, name) is resolve(rule.symbol), f"ad.{name} is not {rule.symbol}"
 

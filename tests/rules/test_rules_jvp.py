@@ -1,7 +1,7 @@
 """Forward mode of every rule in ``adjoint.rules.RULES``, against finite differences
 and against reverse mode.
 
-The kernels are those of tests/test_rules.py (one kernel per group of rules,
+The kernels are those of tests/rules/test_rules.py (one kernel per group of rules,
 one output row per variant: see its docstring), launched through their JVP
 (``ad.launch(..., tangents=...)``). For each input row ``r`` the tangent is
 ``e_r`` (ones in row ``r``, zeros elsewhere); each thread reads only its own

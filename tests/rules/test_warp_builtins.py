@@ -1,7 +1,7 @@
 """Warp's scalar builtins: ``ad.sign step lerp smoothstep round rint trunc frac`` and
 ``math.log2 log10 cbrt erf erfc copysign degrees radians`` (also ``ad.<name>``).
 
-The rule-table tests (tests/test_rules.py, test_rules_jvp.py, test_rule_table.py) check
+The rule-table tests (tests/rules/test_rules.py, test_rules_jvp.py, test_rule_table.py) check
 each rule against central differences at random points of its domain. Here:
 
 - one kernel using all of them: its value against NumPy (written independently), its

@@ -10,7 +10,7 @@ with ``import warp as wp`` giving the same gradient on Warp's CPU device.
 - warp_fluid.py: smoke advected and diffused on a 2-D grid (a func reading an array,
   bilinear lookups at data-dependent indices), its gradient checkpointed by hand as
   Warp's checkpointed fluid example does it: bit for bit the plain tape's.
-(examples/warp_trajectory.py: tests/test_warp_namespace.py.)
+(examples/warp_trajectory.py: tests/warp/test_warp_namespace.py.)
 """
 import importlib.util
 import os
