@@ -7,7 +7,7 @@ differences and against the derivative written by hand), and a finite tangent wh
 ``inf``/``nan`` partial of the constant array would have turned ``0 * inf`` into
 ``nan``. An array the kernel writes keeps its tangent (its initial contents' tangent is
 then zero, as given). Vector mode holds the same arrays constant, so its rows stay
-bit for bit the separate launches' (tests/test_vector_mode.py).
+bit for bit the separate launches' (tests/derivatives/test_vector_mode.py).
 """
 import numpy as np
 import pytest
