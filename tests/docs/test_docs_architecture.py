@@ -1,5 +1,5 @@
-"""docs/architecture.md is true of the tree: every file it names exists, and its table of
-targets is the registry's (adjoint/runtime/targets.py)."""
+"""docs/architecture.md is true of the tree: every file it names exists, its table of
+targets is the registry's (adjoint/runtime/targets.py), and tests/ is grouped as it says."""
 import pathlib
 import re
 
@@ -23,3 +23,17 @@ def test_target_table_is_the_registry():
     rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \| `runtime/(\w+)\.py` \|", PAGE, re.M)
     assert {name: (code, f"adjoint.runtime.{mod}") for name, code, mod in rows} == \
         {t.name: (t.code.name, t.runtime) for t in targets.TARGETS.values()}
+
+
+def test_tests_are_grouped_as_the_page_says():
+    """Every test file is in a folder of tests/ the page names, each folder a package (its
+    tests import tests.conftest by that name), and no two test files share a name."""
+    folders = set(re.findall(r"`tests/(\w+)/`", PAGE))
+    tests = sorted((ROOT / "tests").glob("**/test_*.py"))
+    assert len(folders) >= 12
+    misplaced = [p.relative_to(ROOT).as_posix() for p in tests
+                 if p.parent.parent != ROOT / "tests" or p.parent.name not in folders]
+    assert not misplaced, f"test files outside the folders docs/architecture.md names: {misplaced}"
+    assert all((ROOT / "tests" / f / "__init__.py").exists() for f in folders)
+    names = [p.name for p in tests]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
