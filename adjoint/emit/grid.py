@@ -19,7 +19,8 @@ DECORATOR = "@rt.jit"
 
 def small(thread_fn, tids, dims, args, sums=()):
     """Body of ``<kernel>_<part>_small`` (``@rt.jit_small``): every thread of a small launch,
-    one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads).
+    one after another (``rt.by_size`` runs it below ``rt.PARALLEL_MIN_THREADS`` threads'
+    worth of work).
     A function of its own, compiled on its first call: a process that makes only small launches (or only
     large ones) compiles only the serial loop (or only the parallel one). ``sums``
     (emit/sums.py): elements kept in locals of the thread function, as one chunk of

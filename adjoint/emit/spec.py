@@ -3,7 +3,7 @@ a kernel (forward, backward, JVP and the variants of the store policy, pass once
 gather), behind which checks, and the refusals spelled for the parts a kernel has not."""
 import gast
 
-from ..derive.ir import Print
+from ..derive.ir import Print, walk_stmts
 from . import bounds
 from .precision import float32_kernel
 from .targets import code
@@ -23,6 +23,50 @@ def jvp_refusal(tr):
         if why is not None:
             return why
     return None
+
+
+def trips(tr):
+    """The trip counts that multiply a thread's work, as ``rt.by_size`` reads them from a
+    launch's arguments to choose the serial loop or the parallel plan: for the deepest
+    nest of loops whose bounds a launch gives, ``k`` where a loop runs to the ``k``-th
+    parameter's value (``range(n)``, ``range(n - 1)``), ``(k, d)`` where it runs to its
+    ``shape[d]``. Other loops (a ``while``, a bound read from an array) count once: this
+    only chooses between two plans that compute the same values."""
+    index = {p.name: k for k, p in enumerate(tr.pf.params)}
+    arrays = {p.name for p in tr.pf.params if p.is_array}
+    made = {s.targets[0].id: s.value for s in walk_stmts(tr.ssa.body)
+            if isinstance(s, gast.Assign) and isinstance(s.targets[0], gast.Name)}
+
+    def bound(e, depth=0):
+        if isinstance(e, gast.Name):
+            if e.id in index:
+                return None if e.id in arrays else index[e.id]
+            return bound(made[e.id], depth + 1) if e.id in made and depth < 4 else None
+        if isinstance(e, gast.BinOp):
+            return bound(e.left, depth) if bound(e.left, depth) is not None else \
+                bound(e.right, depth)
+        if isinstance(e, gast.Subscript) and isinstance(e.value, gast.Attribute) and \
+                e.value.attr == "shape" and isinstance(e.value.value, gast.Name) and \
+                e.value.value.id in arrays and isinstance(e.slice, gast.Constant):
+            return (index[e.value.value.id], e.slice.value)
+        return None
+
+    def nest(stmts):
+        best = ()
+        for s in stmts:
+            chain = ()
+            if isinstance(s, gast.For):
+                args = s.iter.args if isinstance(s.iter, gast.Call) else []
+                stop = bound(args[1] if len(args) > 1 else args[0]) if args else None
+                chain = ((stop,) if stop is not None else ()) + nest(s.body)
+            elif isinstance(s, gast.While):
+                chain = nest(s.body)
+            elif isinstance(s, gast.If):
+                chain = max(nest(s.body), nest(s.orelse), key=len)
+            if len(chain) > len(best):
+                best = chain
+        return best
+    return nest(tr.ssa.body)
 
 
 def prints(tr, seen=None):
@@ -69,7 +113,9 @@ def _launcher(tr, target, fns, part):
         part.startswith("backward") else part
     fn, status = f"{n}_{part}", _writes_status(fns, n, own)
     if has(fns, f"{fn}_small"):
-        fn = f"rt.by_size({fn}_small, {fn}, {tr.dims})"
+        loops = trips(tr)
+        fn = f"rt.by_size({fn}_small, {fn}, {tr.dims}" + \
+            (f", trips={loops!r})" if loops else ")")
     part = part.split("_")[0]           # forward_save runs as a forward, backward_saved too
     if part == "backward" and tr.rev.backward is None:
         return None

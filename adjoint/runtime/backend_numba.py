@@ -37,9 +37,9 @@ def _parallel_min_threads():
     return PARALLEL_MIN_THREADS
 
 
-def by_size(small, grid, ndims):
-    """helpers.by_size: below ``PARALLEL_MIN_THREADS`` threads, the serial ``small``."""
-    return helpers.by_size(small, grid, ndims, _parallel_min_threads)
+def by_size(small, grid, ndims, trips=()):
+    """helpers.by_size: below ``PARALLEL_MIN_THREADS`` threads' worth, the serial ``small``."""
+    return helpers.by_size(small, grid, ndims, _parallel_min_threads, trips)
 prange = numba.prange
 
 

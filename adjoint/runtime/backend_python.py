@@ -33,9 +33,9 @@ def _parallel_min_threads():
     return 0 if racecheck.enabled() else SERIAL_BELOW
 
 
-def by_size(small, grid, ndims):
+def by_size(small, grid, ndims, trips=()):
     """helpers.by_size; under race checking every launch runs the parallel plan."""
-    return helpers.by_size(small, grid, ndims, _parallel_min_threads)
+    return helpers.by_size(small, grid, ndims, _parallel_min_threads, trips)
 
 
 def jit(fn):

@@ -171,7 +171,8 @@ class Capture:
         self._launches.append((spec, step.args))
         label = f"{step.label}, over {dims}"
         grid = [lit(d) for d in dims]
-        fn, bounds, status = resolve(spec.forward_save if saved else spec.forward, dims)
+        fn, bounds, status = resolve(spec.forward_save if saved else spec.forward, dims,
+                                        step.values)
         flag = [self._row(bounds, f"the forward of {step.label}", step.args, 0)] if status else []
         fwd = (label, [(src.name(fn), grid + args + saved + flag)] + kept)
         if spec.backward is None:
@@ -192,7 +193,8 @@ class Capture:
             zeros.append(("rt_zero", [adjs[-1]]))
             if grad is not None:
                 adds.append(("rt_add", [self._grad(arg), adjs[-1]]))
-        fn, bounds, status = resolve(spec.backward_saved if saved else spec.backward, dims)
+        fn, bounds, status = resolve(spec.backward_saved if saved else spec.backward, dims,
+                                        step.values)
         tail = [lit(True)] if spec.handed_arrays else []
         flag = [self._row(bounds, f"the backward of {step.label}", step.args, 1)] if status \
             else []

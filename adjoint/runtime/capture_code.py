@@ -16,7 +16,6 @@ the Python backend they run as they read.
 """
 import collections
 import linecache
-import math
 import re
 import types
 
@@ -36,18 +35,19 @@ _BUILT = collections.OrderedDict()
 BUILT_MAX = 32
 
 
-def resolve(fn, dims):
+def resolve(fn, dims, values):
     """``(function, bounds, status)``: what the launcher ``fn`` (a ``KernelSpec`` part)
-    runs for a launch over ``dims`` -- the ``by_size`` variant for that many threads,
-    behind ``checked``'s ``bounds`` (None without) and whether it takes a status array."""
+    runs for a launch over ``dims`` of ``values`` -- the ``by_size`` variant for that
+    much work, behind ``checked``'s ``bounds`` (None without) and whether it takes a
+    status array."""
     bounds, status = None, False
     info = getattr(fn, "checked", None)
     if info is not None:
         fn, bounds, status = info
     sized = getattr(fn, "by_size", None)
     if sized is not None:
-        small, grid, below = sized
-        fn = small if math.prod(dims) < below() else grid
+        small, grid, below, work = sized
+        fn = small if work(list(dims) + list(values)) < below() else grid
     return fn, bounds, status
 
 

@@ -67,23 +67,40 @@ def signed(i):
     return i
 
 
-def by_size(small, grid, ndims, below):
+def by_size(small, grid, ndims, below, trips=()):
     """A kernel part's launchable function: ``small`` (its threads one after another) for
-    a launch of fewer than ``below()`` threads, else ``grid`` (the parallel plan); both
-    take ``(dim0, ..., dim<ndims-1>, *arguments)``. Each is compiled on its first call,
-    so a process compiles only the variants its launches use."""
-    if ndims == 1:
+    a launch of less work than ``below()`` threads' worth, else ``grid`` (the parallel
+    plan); both take ``(dim0, ..., dim<ndims-1>, *arguments)``. The work is the number of
+    threads times each trip count in ``trips`` (a thread's loops: emit/spec.py
+    ``trips``): ``k`` is the ``k``-th argument's value (``for j in range(n)``), ``(k, d)``
+    its ``shape[d]``. Each variant is compiled on its first call, so a process compiles
+    only those its launches use."""
+    work = _work(ndims, trips)
+    if not trips and ndims == 1:
         def run(*args):
             (small if args[0] < below() else grid)(*args)
-    elif ndims == 2:
-        def run(*args):
-            (small if args[0] * args[1] < below() else grid)(*args)
     else:
         def run(*args):
-            (small if args[0] * args[1] * args[2] < below() else grid)(*args)
+            (small if work(args) < below() else grid)(*args)
     run.__wrapped__ = grid
-    run.by_size = (small, grid, below)      # (a capture picks the variant once: capture_code)
+    run.by_size = (small, grid, below, work)    # (a capture picks the variant once: capture_code)
     return run
+
+
+def _work(ndims, trips):
+    """``work(args)``: threads times trip counts (see ``by_size``), from a launch's
+    ``(dim0, ..., *arguments)``."""
+    reads = [(lambda args, k=ndims + t: args[k]) if type(t) is int else
+             (lambda args, k=ndims + t[0], d=t[1]: args[k].shape[d]) for t in trips]
+
+    def work(args):
+        w = args[0]
+        for d in range(1, ndims):
+            w *= args[d]
+        for read in reads:
+            w *= max(read(args), 1)
+        return w
+    return work
 
 
 def chunk_start(n, chunks, c):

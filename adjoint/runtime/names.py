@@ -44,7 +44,7 @@ HELPERS = {
     "prange": Needed((CPU,), "the grid loop's range (numba.prange)"),
     "signed": Needed((CPU,), "a prange index as a signed int"),
     "by_size": Needed((CPU,), "a part's launchable function: its serial loop for a launch "
-                       "of fewer than PARALLEL_MIN_THREADS threads, else its parallel plan"),
+                       "of less work than PARALLEL_MIN_THREADS threads, else its parallel plan"),
     "chunk_count": Needed((CPU,), "how many chunks a parallel backward splits the grid into"),
     "chunk_start": Needed((CPU,), "the first thread of a chunk or block"),
     "private_copies": Needed((CPU,), "a chunk's own copies of an adjoint array"),
