@@ -80,7 +80,7 @@ def module_items(kernels, funcs=()):
         items.append(("func", f.transformed_at(shared), grad, jvp))
     for k in kernels:
         tr = k.transformed_at(k.optimizations())
-        rev = tr.rev if k.enable_backward else replace(tr.rev, backward=None)
+        rev = tr.rev if k.enable_backward else replace(tr.rev, backward=None, refused=None)
         items.append(("kernel", replace(tr, rev=rev, loop_capacity=k.loop_capacity), None, None))
     return items
 

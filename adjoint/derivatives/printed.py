@@ -149,8 +149,12 @@ def jvp_kernel(k):
     cached = k.built.get("jvp_kernel")
     if cached is not None:
         return cached
+    from ..emit.spec import jvp_refusal
     from ..emit.user import annotation, function_text
     tr = k.transformed
+    why = jvp_refusal(tr)
+    if why is not None:
+        raise AdjointError(f"kernel {k.name!r} has no JVP: {why}")
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \
         [(d, annotation(p)) for d, p in zip(tr.tangent.dot_params, tr.pf.differentiable())]
     text = function_text(tr, f"{k.name}_jvp", params, tr.tangent.body)

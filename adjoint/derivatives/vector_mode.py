@@ -146,9 +146,13 @@ def vector_jvp_kernel(kernel, k):
     cached = kernel.built.get(key)
     if cached is not None:
         return cached
+    from ..emit.spec import jvp_refusal
     from ..emit.user import annotation, function_text
     from .printed import _callees, compile_printed
     tr = kernel.transformed
+    why = jvp_refusal(tr)
+    if why is not None:
+        raise LaunchError(f"kernel {kernel.name!r} has no JVP: {why}")
     tangent = tr.tangent
     arrays = set(tangent.dot_params)
     params = [(p.name, annotation(p)) for p in tr.pf.params] + \

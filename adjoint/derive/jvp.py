@@ -32,6 +32,8 @@ from ..rules import lookup
 from ..rules.types import FLOAT
 from .ir import (AtomicMinMax, atomic_update, StackNew, StackPush, StackRead, assign, at, const, if_, name,
                  operation)
+from ..errors import TransformError
+from .old_values import backward_only
 from .reverse import at_all
 
 PREFIX = "dot_"
@@ -43,6 +45,7 @@ class Tangent:
     dot_params: list    # tangent parameters, after the primal ones
     kinds: dict         # the kind of every tangent name (float)
     names: dict         # {value name: its tangent's name}
+    refused: tuple = None   # a kernel's JVP refused at its launch: (line, why); body empty
 
 
 class _Jvp:
@@ -99,9 +102,10 @@ class _Jvp:
         update = atomic_update(s)
         if update is not None:              # old = ad.atomic_add(a, i, v)
             if s.targets[0].id in self.active:
-                raise self.pf.error("the old value an atomic returns has no tangent adjoint "
-                                    "can compute (it depends on the order threads ran): use "
-                                    "it for ints, indices or flags", s, stage="jvp")
+                raise backward_only(self.pf.error(
+                    "the old value an atomic returns has no tangent adjoint can compute (it "
+                    "depends on the order threads ran): use it for ints, indices or flags", s,
+                    stage="jvp"))
             if isinstance(update, AtomicMinMax):
                 return self.minmax(update) + [primal]
             return [primal] + self.accumulate(update)
@@ -219,5 +223,11 @@ def jvp(ssa, active_set):
     j = _Jvp(ssa, active_set)
     pf = ssa.norm.pf
     dot_params = [j.named(p.name) for p in pf.differentiable()]    # named first: stable
-    body = j.block(ssa.body)
+    try:
+        body = j.block(ssa.body)
+    except TransformError as exc:
+        # (a kernel still runs forward: its JVP's launch raises this, emit/spec.py)
+        if pf.role != "kernel" or not getattr(exc, "backward_only", False):
+            raise
+        return Tangent([], dot_params, {}, {}, refused=(exc.lineno, exc.reason))
     return Tangent(body, dot_params, dict(j.kinds), dict(j.names))

@@ -3,7 +3,8 @@
 A backward replays the forward after the launch, when an atomic's element has changed:
 it cannot recompute the old value the atomic gave. ``from_old_values`` finds the names
 computed from one (the replay leaves out a bounds check of an index made from one, as
-the forward made it); ``old_values_unneeded`` refuses a backward that reads one.
+the forward made it); ``old_values_unneeded`` refuses a backward that reads one (at the
+backward's launch: ``backward_only``).
 """
 import gast
 
@@ -44,13 +45,22 @@ def atomic_name(fetch):
                         "BitAnd": "and", "BitOr": "or", "BitXor": "xor"}[op]
 
 
+def backward_only(error):
+    """``error`` (a ``TransformError``) marked as refusing a kernel's backward only: pass
+    reverse then builds its forward, and the backward's launch raises it (a kernel Warp
+    runs forward is not refused before it runs)."""
+    error.backward_only = True
+    return error
+
+
 def old_values_unneeded(pf, backward):
     """A ``TransformError`` where the backward reads the old value an atomic
     (``old = ad.atomic_add(a, i, v)``, ...) gave: its replay cannot recompute it after the
     launch."""
     for s in walk_stmts(prune(backward)):
         if isinstance(s, gast.Assign) and isinstance(s.value, AtomicResult):
-            raise pf.error("the old value this atomic returns decides what the backward "
-                           "computes (a branch, an index or a value of it), and the backward "
-                           "cannot recompute it once the launch changed the element: use it "
-                           "only for the ints the kernel stores", s, stage="reverse")
+            raise backward_only(pf.error(
+                "the old value this atomic returns decides what the backward computes (a "
+                "branch, an index or a value of it), and the backward cannot recompute it "
+                "once the launch changed the element: use it only for the ints the kernel "
+                "stores", s, stage="reverse"))

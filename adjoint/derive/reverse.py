@@ -34,7 +34,9 @@ from ..rules.types import FLOAT
 from .ir import (AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Comment, Print, StackNew,
                  StackPush, StackRead, assign, at, atomic_update, const, copy_tree, if_, name, operation,
                  rt_attr, target_names, walk_stmts)
-from .old_values import atomic_name, from_old_values, names_in, old_values_unneeded
+from ..errors import TransformError
+from .old_values import (atomic_name, backward_only, from_old_values, names_in,
+                         old_values_unneeded)
 from .order import forward_order
 from .prune import prune
 
@@ -60,6 +62,7 @@ class Reversed:
     fused: list = None      # kernels with no loop to reverse: the forward, stores kept, then
                             # the reverse pass (optimize/eager.py); else None
     walked_forward: tuple = ()  # the lines of the loops reversed in forward order (pass order)
+    refused: tuple = None   # a kernel's backward refused at its launch: (line, why), see reverse
 
 
 def adj(v):
@@ -288,12 +291,12 @@ class Reverser:
         update = atomic_update(s)
         if update is not None:              # old = ad.atomic_add(a, i, v)
             if s.targets[0].id in self.active:
-                raise self.pf.error(
+                raise backward_only(self.pf.error(
                     f"the old value {atomic_name(s.value)}() returns is used in a value whose "
                     "gradient is taken, and it has no derivative adjoint can compute (it is "
                     "the element as the threads before this one left it, in an order no "
                     "backward knows): use it for ints, indices or flags, or read the element "
-                    "in a separate launch", s, stage="reverse")
+                    "in a separate launch", s, stage="reverse"))
             return self.rev_stmt(update)
         if isinstance(s, gast.Assign):
             t, v = s.targets[0], s.value
@@ -477,8 +480,17 @@ def reverse(ssa, active_set, forward_only=False, walk_forward=True, pruned=True)
     if forward_only or holds_stacks(ssa.body):
         return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
                         {})
-    forward, backward, adj_params, adj_vars = assemble(r)
-    old_values_unneeded(ssa.norm.pf, backward)
+    try:
+        forward, backward, adj_params, adj_vars = assemble(r)
+        old_values_unneeded(ssa.norm.pf, backward)
+    except TransformError as exc:
+        # a kernel whose backward cannot be built still runs forward (as Warp's does): the
+        # refusal is raised where its backward is launched (emit/spec.py), naming the line
+        if ssa.norm.pf.role != "kernel" or not getattr(exc, "backward_only", False):
+            raise
+        r = Reverser(ssa, active_set, walk_forward=walk_forward, pruned=pruned)
+        return Reversed(r.plain(ssa.body, keep_stores=True), None, [], active_set, {}, [], {},
+                        {}, refused=(exc.lineno, exc.reason))
     stacks = {stack: ssa.kinds.get(v, FLOAT) for names in r.names.values()
               for v, stack in names["stacks"].items()}
     counters = [n for names in r.names.values() for n in (names["count"], names["it"])]

@@ -9,9 +9,19 @@ from .precision import float32_kernel
 from .targets import code
 
 
+def refusal(tr, refused):
+    """A refusal pass reverse or jvp recorded, ``(line, why)``, as its launch says it: the
+    user's file (by name: the generated module is the same on every machine) and line."""
+    line, why = refused
+    return f"{tr.pf.source.display_name()}:{line}: {why}"
+
+
 def jvp_refusal(tr):
-    """Why ``tr`` has no JVP, or None: it calls (directly or through other funcs) a func
-    with a custom gradient, whose derivative the transformer must not guess."""
+    """Why ``tr`` has no JVP, or None: pass jvp refused it (``Tangent.refused``), or it
+    calls (directly or through other funcs) a func with a custom gradient, whose
+    derivative the transformer must not guess."""
+    if tr.tangent is not None and tr.tangent.refused is not None:
+        return refusal(tr, tr.tangent.refused)
     for f in tr.pf.funcs:
         if getattr(f, "custom_jvp", None) is not None:
             continue                    # the user's JVP (@ad.func_jvp)
@@ -118,7 +128,8 @@ def _launcher(tr, target, fns, part):
             (f", trips={loops!r})" if loops else ")")
     part = part.split("_")[0]           # forward_save runs as a forward, backward_saved too
     if part == "backward" and tr.rev.backward is None:
-        return None
+        return None if tr.rev.refused is None else \
+            (f"kernel {n!r} has no backward", refusal(tr, tr.rev.refused))
     if part == "jvp" and jvp_refusal(tr) is not None:
         return (f"kernel {n!r} has no JVP", jvp_refusal(tr))
     if not code(target).host:       # a device code: one thread per grid point
@@ -175,7 +186,7 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    reads={tuple(sorted(tr.reads))!r},",
              f"    writes={tuple(sorted(tr.writes))!r},",
              f"    forward={forward},",
-             f"    backward={backward},",
+             *_spec_entry("backward", backward),
              *_spec_entry("jvp", jvp),
              *_saved_lines(tr, target, fns),
              *_clean_lines(tr, target, fns),

@@ -323,6 +323,8 @@ def _propagate_requires_grad(spec, args):
 def _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs):
     if spec.backward is None:
         raise LaunchError(f"kernel '{spec.name}' was compiled with enable_backward=False")
+    if hasattr(spec.backward, "unavailable"):
+        raise LaunchError(spec.backward.unavailable)
     adj_inputs = [None] * len(inputs) if adj_inputs is None else list(adj_inputs)
     adj_outputs = [None] * len(outputs) if adj_outputs is None else list(adj_outputs)
     if len(adj_inputs) != len(inputs) or len(adj_outputs) != len(outputs):

@@ -195,4 +195,5 @@ def unavailable(what, reason):
     ``LaunchError`` saying ``what`` is missing and why."""
     def run(*args):
         raise LaunchError(f"{what}: {reason}")
+    run.unavailable = f"{what}: {reason}"     # (a tape refuses before any backward runs)
     return run

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TapeError
+from ..errors import LaunchError, TapeError
 from . import buffers, eager, owed, verify, watch
 
 
@@ -39,13 +39,21 @@ class LaunchStep:
         return [a for p, a in zip(self.kernel.params, self.args)
                 if p.is_array and p.name in self.kernel.writes and hasattr(a, "numpy")]
 
+    def refuse_backward(self):
+        """Raise if the kernel has no backward: made with enable_backward=False, or one
+        pass reverse refused (``rt.unavailable``: the refusal names the user's line)."""
+        if self.kernel.backward is None:
+            raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
+                            "enable_backward=False")
+        why = getattr(self.kernel.backward, "unavailable", None)
+        if why is not None:
+            raise LaunchError(f"{self.label}: {why}")
+
     def backward(self, seeds=None):
         """Run the launch's backward; ``seeds``: the tape's ``Seeds`` not yet written into
         their gradients (runtime/seeds.py) -- it may read those of its handed arrays
         where they are, and writes the others of its arrays first."""
-        if self.kernel.backward is None:
-            raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
-                            "enable_backward=False")
+        self.refuse_backward()
         if self.eager is not None and eager.backward(self, seeds):
             return
         taken = handing(self.kernel, self.args, self.dims, seeds)

@@ -10,6 +10,8 @@ float64); the old value a kernel takes, and Python calls, are Warp's; refusals n
 line; and against NVIDIA
 Warp's CPU device where it is installed (skipped otherwise).
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -153,9 +155,30 @@ def test_the_old_value_is_warps(backend, kernel_module):
     np.testing.assert_allclose(x.grad.numpy(), 3.0 * np.linspace(-1.0, 1.0, n), rtol=1e-15)
 
 
+BRANCH_ON_OLD = '''
+@ad.kernel
+def k(a: ad.array(dtype=ad.int32), x: ad.array(dtype=float), s: ad.array(dtype=ad.uint8)):
+    i = ad.tid()
+    old = ad.atomic_or(a, i, 1)
+    if old == 0:
+        x[i] = 2.0
+'''
+
+
+def test_a_branch_on_an_old_value_runs_forward_and_refuses_its_backward(kernel_module):
+    m = kernel_module(BRANCH_ON_OLD)
+    a, x = ad.zeros(2, dtype=ad.int32), ad.zeros(2, requires_grad=True)
+    with ad.Tape() as tape:
+        ad.launch(m.k, 2, inputs=[a, x, ad.zeros(2, dtype=ad.uint8)])
+    np.testing.assert_array_equal(x.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(a.numpy(), [1, 1])
+    with pytest.raises(ad.LaunchError, match="the old value this atomic returns decides what "
+                                             "the backward computes") as err:
+        tape.backward(grads={x: ad.array(np.ones(2))})
+    assert f"{os.path.basename(m.__file__)}:9: " in str(err.value)
+
+
 @pytest.mark.parametrize("body, message", [
-    ("old = ad.atomic_or(a, i, 1)\n    if old == 0:\n        x[i] = 2.0",
-     "the old value this atomic returns decides what the backward computes"),
     ("ad.atomic_xor(x, i, 1)", "atomic_xor needs an array of ints; 'x' is an array of "
                                "float64"),
     ("ad.atomic_and(s, i, 1)", "'s' is an array of uint8: it is stored into"),

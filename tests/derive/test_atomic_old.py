@@ -6,10 +6,12 @@ wp.atomic_xor(a, j, v)``) or inside an expression. One mechanism: normalize writ
 (``AtomicFetch.update``). Old values against a serial model on python, numba and the CUDA
 simulator (colliding threads run in order there); the updates keep their gradients
 (central differences in float64); a kernel whose backward would need an old value, or
-whose gradient would flow through one, is refused naming its line; NVIDIA Warp's CPU
+whose gradient would flow through one, runs forward and its backward (and JVP) is refused
+naming its line; NVIDIA Warp's CPU
 device computes the same old values where it is installed (skipped otherwise).
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ import pytest
 import adjoint as ad
 import adjoint.warp as wp_ns
 from adjoint.errors import TransformError
+from adjoint.vector_mode import jvp_launch
 from tests.conftest import central_fd
 
 SRC = '''
@@ -162,32 +165,82 @@ def test_an_old_value_stored_or_used_directly(backend, kernel_module):
     np.testing.assert_allclose(x.grad.numpy(), 2.0 * np.linspace(-1.0, 1.0, n), rtol=1e-15)
 
 
-@pytest.mark.parametrize("body, message", [
-    ("y[i] = ad.atomic_add(x, 0, 1.0)",
-     r"the old value atomic_add\(\) returns is used in a value whose gradient is taken"),
-    ("old = ad.atomic_max(x, 0, 2.0)\n    y[i] = old * 3.0",
-     r"the old value atomic_max\(\) returns is used in a value whose gradient is taken"),
-    ("k = ad.atomic_add(c, 0, 1)\n    y[k] = x[i] * x[i]",
-     "the old value this atomic returns decides what the backward computes"),
-    ("y[i] = x[i] * float(ad.atomic_sub(c, 0, 1))",
-     "the old value this atomic returns decides what the backward computes"),
-    ("v = ad.atomic_add(p, i, ad.vec3(1.0, 2.0, 3.0))",
-     r"the old value atomic_add\(\) returns of 'p', an array of vec3, is not supported"),
-])
-def test_what_an_old_value_refuses_names_the_line(kernel_module, body, message):
-    m = kernel_module(f'''
+KERNEL = '''
 @ad.kernel
 def k(c: ad.array(dtype=ad.int32), x: ad.array(dtype=float), y: ad.array(dtype=float),
       p: ad.array(dtype=ad.vec3)):
     i = ad.tid()
     {body}
-''')
-    with pytest.raises(TransformError, match=message) as err:
-        ad.launch(m.k, 2, inputs=[ad.zeros(2, dtype=ad.int32), ad.zeros(2, requires_grad=True),
-                                  ad.zeros(2, requires_grad=True), ad.zeros((2, 3), dtype=ad.vec3)])
-    assert f"{m.__file__}:" in str(err.value)
-    line = int(str(err.value).split(f"{m.__file__}:")[1].split(":")[0])
-    assert line in (9, 10)
+'''
+
+LAZY = [    # (body, what the backward's refusal says, whether the JVP is refused too)
+    ("y[i] = ad.atomic_add(x, 0, 1.0)",
+     r"the old value atomic_add\(\) returns is used in a value whose gradient is taken", True),
+    ("old = ad.atomic_max(x, 0, 2.0)\n    y[i] = old * 3.0",
+     r"the old value atomic_max\(\) returns is used in a value whose gradient is taken", True),
+    ("k = ad.atomic_add(c, 0, 1)\n    y[k] = x[i] * x[i]",
+     "the old value this atomic returns decides what the backward computes", False),
+    ("y[i] = x[i] * float(ad.atomic_sub(c, 0, 1))",
+     "the old value this atomic returns decides what the backward computes", False),
+]
+
+
+def _arrays():
+    return [ad.zeros(2, dtype=ad.int32), ad.array(np.array([0.5, 1.5]), requires_grad=True),
+            ad.zeros(2, requires_grad=True), ad.zeros(2, dtype=ad.vec3)]
+
+
+def _line_of(err, module):
+    """The line of the user's file an error names (the generated module says its basename)."""
+    text = str(err.value)
+    name = re.escape(module.__file__.rsplit("/", 1)[-1])
+    lines = re.findall(rf"{name}:(\d+): ", text)     # (not the kernel's origin, in parentheses)
+    assert len(lines) == 1, text
+    return int(lines[0])
+
+
+@pytest.mark.parametrize("body, message, jvp_refused", LAZY)
+def test_a_kernel_its_backward_refuses_runs_forward(kernel_module, body, message,
+                                                     jvp_refused):
+    """Warp runs such a kernel forward (as a program that never differentiates it does):
+    the refusal waits for the backward (or the JVP) and names the user's line then."""
+    m = kernel_module(KERNEL.format(body=body))
+    args = _arrays()
+    with ad.Tape() as tape:
+        ad.launch(m.k, 2, inputs=args)          # the forward runs
+    assert args[2].numpy().any() or "y[k]" in body
+    with pytest.raises(ad.LaunchError, match=message) as err:
+        tape.backward(grads={args[2]: ad.array(np.ones(2))})
+    assert "kernel 'k' has no backward" in str(err.value)
+    assert _line_of(err, m) in (9, 10)
+    if jvp_refused:
+        with pytest.raises(ad.LaunchError, match="has no tangent adjoint can compute") as err:
+            ad.launch(m.k, 2, inputs=_arrays(), tangents={"x": ad.array(np.ones(2))},
+                      record_tape=False)
+        assert "kernel 'k' has no JVP" in str(err.value) and _line_of(err, m) in (9, 10)
+        with pytest.raises(ad.LaunchError, match="has no tangent adjoint can compute"):
+            jvp_launch(m.k, 2, inputs=_arrays(), tangents={"x": np.ones((3, 2))})
+    else:
+        ad.launch(m.k, 2, inputs=_arrays(), tangents={"x": ad.array(np.ones(2))},
+                  record_tape=False)
+
+
+def test_enable_backward_false_says_so(kernel_module):
+    m = kernel_module(KERNEL.format(body=LAZY[0][0]).replace("@ad.kernel", "@ad.kernel("
+                                                               "enable_backward=False)"))
+    args = _arrays()
+    with ad.Tape() as tape:
+        ad.launch(m.k, 2, inputs=args)
+    with pytest.raises(ad.AdjointError, match="enable_backward=False"):
+        tape.backward(grads={args[2]: ad.array(np.ones(2))})
+
+
+def test_an_old_vector_is_refused_at_once(kernel_module):
+    m = kernel_module(KERNEL.format(body="v = ad.atomic_add(p, i, ad.vec3(1.0, 2.0, 3.0))"))
+    with pytest.raises(TransformError, match=r"the old value atomic_add\(\) returns of 'p', an "
+                                             "array of vec3, is not supported") as err:
+        ad.launch(m.k, 2, inputs=_arrays())
+    assert f"{m.__file__}:10:" in str(err.value)
 
 
 WARP_PROGRAM = '''
