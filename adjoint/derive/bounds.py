@@ -5,38 +5,23 @@ of its grid dimensions.
 Guarantees: ``bound`` returns a ``Bounded``: a new ``SSA`` whose body carries a
 *check statement* (a ``CheckStmt``, derive/ir.py, holding its ``Check``) before
 every access whose index is not already proven, and the ``Site`` of every
-check, in order (a check names its site by number, from 1). Per index
-component (axis) of an access, the cheapest sound place is chosen:
+check, in order (a check names its site by number, from 1). Per index component
+(axis) of an access, the cheapest sound place is chosen (in full, with examples:
+docs/semantics.md, "How pass bounds places the checks"):
 
-- **once per launch** (kind ``thread``/``const``): a component that is a thread
-  index (``x[i]``, ``pos[i, k]``) or an integer constant, in an access that
-  every thread makes (at the top level of the kernel, or in both branches of a
-  top-level ``if``). The runtime checks
-  ``dim_d <= arr.shape[axis]`` (``0 <= c < arr.shape[axis]``) before the grid
-  runs; that component is then proven everywhere else in the kernel too;
-- **once before a loop** (kind ``range``): the loop variable of
-  ``for j in range(a, b, s)`` (a loop with no ``break`` and no ``return``), in
-  an access every iteration makes: the range's first and last values are
-  checked before the loop (``pos[j, 0]``); a component the loop does not
-  change is checked there as well, when the loop runs at all;
-- **not at all** where the enclosing ``if`` tests prove it: ``u[i - 1, j]``
-  under ``if i > 0 and ...`` (``i`` being a thread index bounded per launch),
-  ``u[i + 1, j]`` under ``i < nx - 1`` with ``nx = u.shape[0]``
-  (derive/facts.py);
-- **where it is used** (kind ``index``): everything else (gathers
-  ``x[idx[j]]``, ``x[i + 1]``, accesses under other tests), once per value in
-  a block; and a local vector's component index known at run time (a
-  ``ComponentCheck`` from pass scalarize, in the ``else`` of its select chain: site
-  kind ``component``, ``value`` the size of that axis). With checks off, those
-  statements are removed (the chain's nan stays).
+- **once per launch** (kind ``thread``/``const``): a thread index or an integer
+  constant, in an access every thread makes; then proven everywhere in the kernel;
+- **once before a loop** (kind ``range``): the variable of a ``for ... in range``
+  with no ``break``/``return``, in an access every iteration makes;
+- **not at all** where the enclosing ``if`` tests prove it (derive/facts.py);
+- **where it is used** (kind ``index``, or ``component`` for a pass-scalarize
+  ``ComponentCheck``): everything else, once per value in a block.
 
-A failed check stops its thread before the access (emit/bounds.py: the site is
-recorded in the launch's status array and the thread function returns; the
-launch raises). A negative index is out of bounds, as in Warp and CUDA: nothing
-wraps around (the ``color`` plan of pass parallel relies on it). A check is a
-statement of its own, so the backward pass replays it even where it drops the store it
-guards; an adjoint access uses the same index on an array of the same shape,
-so the replayed checks cover it. ``bound(..., enabled=False)`` returns the SSA
+Why it is safe: a failed check stops its thread before the access (emit/bounds.py)
+and the launch raises; a negative index is out of bounds (pass parallel's ``color``
+plan relies on it). A check is a statement of its own, so the backward replays it
+even where it drops the store it guards, and an adjoint access uses the same index
+on an array of the same shape. ``bound(..., enabled=False)`` returns the SSA
 unchanged with no sites (``@ad.kernel(bounds_check=False)``).
 """
 import copy

@@ -20,14 +20,8 @@ becomes:
   checked (``bounds_check=False``, a func called from Python) it reads nan and a store
   through it makes every component of the vector nan: never another component's.
 
-Why a chain and not unrolling the constant-range loops before scalarize: the chain serves
-every int index (a loop's variable over a run-time range, an index read from an int
-array, a func's argument) and keeps the user's loop a loop in the generated code. Its
-price is up to n compares per access (n * m for ``m[k, j]``), and a loop that stays a
-loop in the backward (a kernel whose loops are unrolled by hand has none). Unrolling a
-small constant-range loop whose variable indexes components, as an optimization pass
-before scalarize, would make such a loop straight-line code with constant indices; it
-is not written yet.
+Why a chain and not unrolling the constant-range loops first: docs/semantics.md,
+"Vectors become scalars".
 """
 import copy
 import math

@@ -3,9 +3,8 @@
 Expects: a resolved ``ParsedFunction`` (pass parse): calls of vector types and
 builtins carry ``Callee("vector", name)``; parameters may be annotated with a
 ``VectorType`` (``g: ad.vec3``) or an array of them (``ad.array(dtype=ad.vec3)``).
-Guarantees: a ``ParsedFunction`` with no vector left, for pass fence and every
-later pass, which therefore see only floats (so gradients, forward mode, the
-CUDA and float32 lowerings hold for vectors by construction):
+Guarantees: a ``ParsedFunction`` with no vector left: every later pass sees only
+floats (gradients, forward mode, CUDA and float32 hold for vectors by construction):
 
 - a local ``v`` of type vec3 is the locals ``v_x, v_y, v_z`` (``m_00 ... m_22`` for
   a mat33, ``t_px ... t_qw`` for a transform; ``<name>_<k>_x`` where the user
@@ -22,17 +21,13 @@ CUDA and float32 lowerings hold for vectors by construction):
   read once at the top; a func's vector parameters are scalar parameters
   (``a_x, a_y, a_z``) and its vector results are returned as components (a
   call assigns them to the caller's locals);
-- operators and builtins are scalar expressions (vecops.py); ``ParsedFunction.
-  vectors`` records the vector signature (what a caller needs).
+- operators and builtins are scalar expressions (vecops.py); ``ParsedFunction.vectors``
+  records the vector signature (what a caller needs).
 
-An element of an array of narrow ints (``ad.uint8``, ``int8``, ``int16``, ``uint16``,
-``uint32``) is an int as it is loaded (``int(a[i])``, the int64 every int in a kernel
-is) and is converted to the array's type as it is stored (``a[i] = ad.uint8(v)``, C's
-wrap-around), so that no backend computes in the narrow type (NumPy's uint8 scalar
-would wrap, numba's would widen); such arrays are stored into, not accumulated into.
-
-Anything else a vector cannot do here -- a vector compared, a vector in a ``while``
-condition -- is a ``TransformError`` naming the user's file and line and the construct.
+Narrow-int array elements load as ints and are converted as stored (``a[i] =
+ad.uint8(v)``): no backend computes in the narrow type. Anything else a vector cannot
+do here (a vector compared, or in a ``while`` condition) is a ``TransformError`` naming
+the user's file, line and construct. In full: docs/semantics.md, "Vectors become scalars".
 """
 import copy
 from dataclasses import replace
