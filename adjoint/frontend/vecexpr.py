@@ -4,7 +4,7 @@ is once its vectors are components.
 ``Expressions.ev(e)`` gives a ``V`` (a vector's components), a ``Multi`` (a func's
 several results, for an assignment to unpack) or a scalar gast expression; the
 statements it needs first (temporaries, a func call's unpacking, the branches of
-a conditional vector) go to the ``Builder``. Builtins expand through vecops.py.
+a conditional vector) go to the ``Builder``. Builtins: vecops, vecframes, vecrot.py.
 """
 import ast
 import copy
@@ -16,7 +16,7 @@ import numpy as np
 from ..runtime.vectypes import ALL, ConstructorError, bind, check_keywords, mat_of, vec_of
 from . import components
 from . import vecops as ops
-from . import vecrot
+from . import vecframes, vecrot
 from .builder import expr, name
 from .vecops import V, VectorUseError
 
@@ -152,7 +152,7 @@ class Expressions:
                            "transforms .p .q", node)
         if isinstance(node, gast.Attribute):
             if v.vt.kind == "transform" and node.attr in ("p", "q"):    # Warp's t.p, t.q
-                return (ops.translation if node.attr == "p" else ops.rotation)(v)
+                return (vecframes.translation if node.attr == "p" else vecframes.rotation)(v)
             comps = v.vt.comps if v.vt.kind in ("vec", "quat") else ()
             if node.attr not in comps:
                 parts = " (its parts: .p, the translation, and .q, the rotation)" \
@@ -235,7 +235,7 @@ class Expressions:
             if kinds == ("quat", "quat") and sym == "*":
                 return ops.quat_mul(b, left, right)
             if kinds == ("transform", "transform") and sym == "*":
-                return ops.transform_multiply(b, left, right)
+                return vecframes.transform_multiply(b, left, right)
         names = [left.vt.name if lv else "a scalar", right.vt.name if rv else "a scalar"]
         hint = " (use ad.cw_mul for a componentwise product)" if kinds == ("vec", "vec") else ""
         raise VectorUseError(f"operator '{sym or type(op).__name__}' of {names[0]} and "
@@ -346,7 +346,8 @@ class Expressions:
         if kw and set(kw) - {"dtype"}:
             raise self.err(f"{fname}() takes no keyword arguments but dtype", e)
         if fname in ("quat_identity", "transform_identity"):
-            return getattr(ops, fname)(b)
+            return (ops.quat_identity if fname == "quat_identity" else
+                    vecframes.transform_identity)(b)
         if fname == "mul":
             if len(args) != 2:
                 raise self.err("ad.mul() takes two arguments", e)
@@ -356,10 +357,11 @@ class Expressions:
                 raise self.err(f"{fname}() takes two arguments", e)
             return ops.cw(b, b.mul if fname == "cw_mul" else b.div, *args)
         if fname == "transform_get_translation":
-            return ops.translation(ops._tf(args[0], fname))
+            return vecframes.translation(vecframes._tf(args[0], fname))
         if fname == "transform_get_rotation":
-            return ops.rotation(ops._tf(args[0], fname))
-        fn = getattr(ops, fname, None) or getattr(vecrot, fname, None)
+            return vecframes.rotation(vecframes._tf(args[0], fname))
+        fn = getattr(ops, fname, None) or getattr(vecframes, fname, None) \
+            or getattr(vecrot, fname, None)
         if fn is None:
             raise self.err(f"ad.{fname} is not supported inside kernels yet", e)
         try:
