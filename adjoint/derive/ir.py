@@ -97,6 +97,12 @@ class Comment(gast.stmt):
     _fields = ("text",)
 
 
+def comment(text, lineno=None):
+    node = Comment(text)
+    node.lineno = lineno
+    return node
+
+
 class CheckStmt(gast.Expr):
     """A bounds check (pass bounds): ``value`` is its ``rt.check_<kind>(...)`` call, as
     ``adjoint show`` prints it, and ``check`` its ``bounds.Check`` (site and kind), from

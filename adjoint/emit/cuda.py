@@ -31,9 +31,9 @@ import gast
 
 from .stacks import dotted
 from .targets import code
-from ..derive.ir import AtomicBits, AtomicFetch, AtomicMinMax, MaxOp, MinOp, StackNew, StackPush, const, if_, name
+from ..derive.ir import AtomicBits, AtomicFetch, AtomicMinMax, MaxOp, MinOp, StackNew, StackPush, comment, const, if_, name
 from ..derive.parallel import is_exclusive
-from ..derive.reverse import comment, holds_stacks
+from ..derive.reverse import holds_stacks
 
 CUDA = code("cuda")      # its spellings (runtime/targets.py)
 DEVICE, KERNEL = CUDA.func_decorator, CUDA.kernel_decorator

@@ -14,8 +14,7 @@ leaves the body as it is (and does not inline it).
 import gast
 
 from ..rules.types import INT
-from ..derive.ir import Comment, StackNew, assign, const, names_in_target, names_read
-from ..derive.reverse import comment
+from ..derive.ir import Comment, StackNew, assign, comment, const, names_in_target, names_read
 
 def maybe_unassigned(stmts, defined):
     """Names some statement reads while they may still be unassigned."""

@@ -11,8 +11,7 @@ import copy
 
 import gast
 
-from ..derive.ir import assign, const, name, rt_call
-from ..derive.reverse import comment
+from ..derive.ir import assign, comment, const, name, rt_call
 
 DECORATOR = "@rt.jit"
 

@@ -32,8 +32,7 @@ import dataclasses
 
 import gast
 
-from ..derive.ir import Comment, Float32, LoopInfo, copy_tree, name, walk_stmts
-from ..derive.reverse import comment
+from ..derive.ir import Comment, Float32, LoopInfo, comment, copy_tree, name, walk_stmts
 from .grid import unique
 from .sums import accumulated
 

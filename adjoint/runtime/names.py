@@ -62,7 +62,7 @@ HELPERS = {
     "block_count": Needed((CPU,), "how many blocks a stencil backward runs (even, then odd)"),
     "zero_fill": Needed((CPU,), "zero a gathered array before a clean gathered backward "
                         "falls back to the plan's grid (emit/grid.py choose)"),
-    # loop stacks (derive/reverse.py; a CUDA thread keeps its own in local arrays)
+    # loop stacks (derive/loops.py; a CUDA thread keeps its own in local arrays)
     "trip_count": Needed(BOTH, "iterations of range(start, stop, step): a stack's size, and "
                          "a stored loop's count (optimize/store.py)"),
     "stack_new_float": Needed((CPU,), "a float64 loop stack"),
