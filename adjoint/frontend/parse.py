@@ -11,7 +11,6 @@ record (what it calls: a math function, a builtin, ``ad.tid``, an atomic, a
 device func); every global number is inlined as a constant; every other free
 name is an error naming file and line.
 """
-import ast
 import builtins
 import contextlib
 import inspect
@@ -26,15 +25,14 @@ import numpy as np
 
 from ..errors import AdjointError, TransformError
 from ..rules import RULES, lookup
-from ..rules.types import BOOL, FLOAT, INT, of
 from ..runtime import builtins as adb
 from ..runtime import dialect as dialects
 from ..runtime.structs import is_struct
-from ..runtime.types import ArrayType, scalar_dtype
 from ..runtime.vecfuncs import CALLABLE as VECTOR_CALLABLES
 from ..runtime.vecfuncs import GENERIC as GENERIC_VECTORS
 from ..runtime.vectypes import VectorType
 from . import choose
+from .annotations import add_parameters, gast_to_text
 from .devicefunc import DeviceFunction
 from .fence import reject_syntax
 from .refusals import PYTHON_ONLY, PYTHON_ONLY_MODULE, python_only, unsupported_call
@@ -137,23 +135,6 @@ class Callee:
 
 
 @dataclass
-class Param:
-    """A parameter: ``type`` is an ``ArrayType`` or a numpy scalar dtype."""
-    name: str
-    type: object
-
-    @property
-    def is_array(self):
-        return isinstance(self.type, ArrayType)
-
-    @property
-    def kind(self):
-        if self.is_array:
-            return of(self.type.kind)
-        return {"f": FLOAT, "b": BOOL}.get(self.type.kind, INT)
-
-
-@dataclass
 class ParsedFunction:
     name: str
     role: str                      # "kernel" or "func"
@@ -185,80 +166,6 @@ class ParsedFunction:
                               function=self.name)
 
 
-def _param_type(pf, dialect, name, annotation, role):
-    """The type of parameter ``name`` of ``pf`` (a ``ParsedFunction`` being made: its
-    name, source and tree) from its annotation."""
-    if isinstance(annotation, (ArrayType, VectorType)):
-        return annotation       # (a vector is made scalars or an array by pass scalarize)
-    where = next((a for a in pf.node.args.args if a.id == name), None)
-    if annotation is inspect.Parameter.empty:
-        if role != "kernel":
-            return dialect.float
-        use, ndim = _array_use(pf.node, name)
-        if use is not None:
-            shape = "" if ndim == 1 else f", ndim={ndim}"
-            raise pf.error(f"kernel parameter '{name}' needs an annotation: it is used as an "
-                           f"array (line {use.lineno}: {gast_to_text(use)}), so write "
-                           f"{name}: ad.array(dtype=float{shape}) (or dtype=ad.float32, "
-                           "int, ...)", where)
-        raise pf.error(f"kernel parameter '{name}' needs an annotation: {name}: float or "
-                       f"{name}: int for a number, {name}: ad.array(dtype=float) for an array",
-                       where)
-    dt = scalar_dtype(annotation, dialect)
-    if dt is None and annotation is np.float16:
-        raise pf.error(f"parameter '{name}': float16 is an array dtype only (stored as "
-                       "float16, computed in float32); annotate a scalar float32", where)
-    if dt is None:
-        raise pf.error(f"parameter '{name}' has unsupported annotation {annotation!r}", where)
-    return dt
-
-
-def _float_dtype(t):
-    """The float dtype of a parameter type (an array's, a vector's, a scalar's), or None."""
-    dt = t.dtype if isinstance(t, (ArrayType, VectorType)) else t
-    return dt if dt.kind == "f" else None
-
-
-def _weak_floats(pf, weak):
-    """A kernel parameter annotated ``float`` (``weak``: their names) is a *weak* scalar,
-    as a Python number is to NumPy 2 (NEP 50), JAX and PyTorch: it takes the kernel's
-    precision. Where every float array of the kernel, and every other float parameter
-    (``ad.float32`` scalars, vectors, struct fields), is float32, the weak ones are float32
-    too (a launch rounds the value given to float32), and the kernel computes in float32
-    (emit/precision.py); anywhere else ``float`` is float64, as before. ``ad.float64`` is
-    never weak; in Warp's dialect ``float`` is float32 anyway."""
-    if not weak or pf.dialect.float != np.float64:
-        return
-    strong = [_float_dtype(p.type) for p in pf.params if p.name not in weak]
-    floats = [dt for dt in strong if dt is not None]
-    arrays = [p for p in pf.params if p.is_array and p.type.kind == "float"]
-    if arrays and all(dt == np.float32 for dt in floats):
-        for p in pf.params:
-            if p.name in weak:
-                p.type = np.dtype(np.float32)
-
-
-def _array_use(fdef, name):
-    """``(node, ndim)``: the first use of ``name`` in ``fdef`` as an array (``name[i, j]``,
-    ``name.shape``, ``len(name)``) and the number of indices it shows (1 unless a
-    subscript gives more), or ``(None, 0)``."""
-    def named(n):
-        return isinstance(n, gast.Name) and n.id == name
-    uses = []
-    for n in gast.walk(fdef):
-        if isinstance(n, gast.Subscript) and named(n.value):
-            uses.append((n, len(n.slice.elts) if isinstance(n.slice, gast.Tuple) else 1))
-        elif isinstance(n, gast.Attribute) and n.attr == "shape" and named(n.value):
-            uses.append((n, 1))
-        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Name) and \
-                n.func.id == "len" and any(named(a) for a in n.args):
-            uses.append((n, 1))
-    if not uses:
-        return None, 0
-    first = min(uses, key=lambda u: (u[0].lineno, u[0].col_offset))[0]
-    return first, max((u[1] for u in uses), default=1)
-
-
 def parse(pyfunc, role):
     """Parse ``pyfunc`` (a kernel or a func) into a resolved ``ParsedFunction``."""
     filename, first, lines, all_lines = read_source(pyfunc)
@@ -281,14 +188,7 @@ def parse(pyfunc, role):
                            set(sig.parameters))
     pf = ParsedFunction(pyfunc.__name__, role, fdef, src, [], pyfunc, structs=structs,
                         dialect=dialect)
-    for p in sig.parameters.values():
-        if is_struct(p.annotation):         # one parameter per leaf field (frontend/structs.py)
-            pf.params += [Param(n, t) for n, t in structs.flatten(p.name, p.annotation)]
-        else:
-            pf.params.append(Param(p.name, _param_type(pf, dialect, p.name, p.annotation,
-                                                       role)))
-    if role == "kernel":
-        _weak_floats(pf, {p.name for p in sig.parameters.values() if p.annotation is float})
+    add_parameters(pf, sig, role)
     if role != "grad":
         reject_syntax(pf)
     resolver = _Resolver(pf, pyfunc)
@@ -553,8 +453,3 @@ def _zero_vector(vt):
 
 def _name(id_):
     return gast.Name(id=id_, ctx=gast.Load(), annotation=None, type_comment=None)
-
-
-def gast_to_text(node):
-    """Source text of a gast node (for messages and comments)."""
-    return ast.unparse(gast.gast_to_ast(node))
