@@ -1,7 +1,7 @@
 """Warp's mat44 forms of three builtins (issue 38): ``quat_from_matrix(m44)`` (the quaternion
 of the top-left 3x3 block), ``transform_point(m44, p)`` (the first three components of
 ``m44 @ (p, 1)``) and ``transform_vector(m44, v)`` (of ``m44 @ (v, 0)``);
-frontend/vecops.py in kernels, runtime/vecfuncs.py in plain Python.
+frontend/vecframes.py (and vecrot.py) in kernels, runtime/vecfuncs.py in plain Python.
 
 One table, ``CASES``: a kernel body of the loaded ``m`` (a mat44) and ``x`` (a vec3) ending
 in an expression stored to ``out[i]``, and a NumPy reference written here from the

@@ -1,5 +1,5 @@
 """Spatial vectors and matrices (Warp's Featherstone conventions), and vectors and matrices
-of any size (adjoint/runtime/vectypes.py, adjoint/frontend/vecops.py).
+of any size (adjoint/runtime/vectypes.py, adjoint/frontend/vecops.py and vecframes.py).
 
 One table, ``CASES``: each row is an expression of a kernel's loaded values ``x, y`` (of
 the argument types it names), the type of its result, and a NumPy reference written here
