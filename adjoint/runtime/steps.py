@@ -41,7 +41,8 @@ class LaunchStep:
 
     def refuse_backward(self):
         """Raise if the kernel has no backward: made with enable_backward=False, or one
-        pass reverse refused (``rt.unavailable``: the refusal names the user's line)."""
+        pass reverse refused (``rt.unavailable``: the refusal names the user's line),
+        before anything of this step's backward is done."""
         if self.kernel.backward is None:
             raise TapeError(f"{self.label}: kernel '{self.kernel.name}' was compiled with "
                             "enable_backward=False")

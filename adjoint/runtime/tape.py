@@ -195,9 +195,6 @@ class Tape:
         first one's fault (runtime/pending.py): a gradient is never left to be read from
         a faulted launch."""
         self._refuse_overwritten()
-        for step in self.steps:         # (before any backward runs: nothing half done)
-            if isinstance(step, LaunchStep):
-                step.refuse_backward()
         seeds = self._seed_all(loss, grads)
         try:
             for step in reversed(self.steps):
