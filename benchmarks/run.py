@@ -5,6 +5,7 @@
     python benchmarks/run.py --only springs --repeat 20 --json out.json
     python benchmarks/run.py --device cuda   # the same workloads on an NVIDIA GPU
     python benchmarks/run.py --busy 1        # each workload also beside a busy process
+    python benchmarks/run.py --small --only stencil,stencil-user   # 128x128: many small launches
 
 Systems on ``--device cpu``: ``adjoint`` (@ad.kernel + ad.Tape, numba backend),
 ``adjoint-unchecked`` (the same with @ad.kernel(bounds_check=False): the table
@@ -99,6 +100,9 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
     p.add_argument("--tiny", action="store_true",
                    help="tiny sizes (smoke test); implies --quick")
+    p.add_argument("--small", action="store_true",
+                   help="the stencils at 128x128, 50 launches (many small launches: issue 39's "
+                        "case); workloads without such a size run at full size")
     p.add_argument("--micro", action="store_true",
                    help="a few hundred threads (smoke test in numba's CUDA simulator); "
                         "implies --quick")
@@ -129,7 +133,8 @@ def parse_args(argv):
                    help="skip the launch-overhead and cold/warm-start measurements")
     a = p.parse_args(argv)
     a.quick = a.quick or a.tiny or a.micro
-    a.size = "micro" if a.micro else "tiny" if a.tiny else ("quick" if a.quick else "full")
+    a.size = "micro" if a.micro else "tiny" if a.tiny else ("quick" if a.quick else
+                                                            "small" if a.small else "full")
     a.repeat = a.repeat or (5 if a.quick else 15)
     a.warmup = a.warmup if a.warmup is not None else (1 if a.quick else 2)
     names = []
@@ -227,7 +232,7 @@ def main(argv=None):
     quiet, loaded = {}, {}          # (--busy) {workload: {system: Result}}
     for name in args.workloads:
         wl = load(name)
-        problem = wl.make(np.random.default_rng(42), **wl.SIZES[args.size])
+        problem = wl.make(np.random.default_rng(42), **wl.SIZES.get(args.size, wl.SIZES["full"]))
         harness.set_tangent(problem, np.random.default_rng(43))
         log(f"\n[{name}] {wl.TITLE} -- {problem.meta.get('size', '')}")
         table = cuda_systems(name) if args.device == "cuda" else wl.SYSTEMS

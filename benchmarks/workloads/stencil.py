@@ -15,6 +15,7 @@ from . import optional
 NAME = "stencil"
 TITLE = "50 launches of a 2-D heat stencil on a tape, loss = sum(final field), d/du0"
 SIZES = {"full": {"n": 512, "steps": 50}, "quick": {"n": 256, "steps": 50},
+         "small": {"n": 128, "steps": 50},      # many small launches (issue 39: --small)
          "tiny": {"n": 24, "steps": 6},
          "micro": {"n": 12, "steps": 3}}
 ALPHA = 0.2
