@@ -198,8 +198,10 @@ class Kernel(_Built):
         forward and backward this kernel's); this kernel itself when there are none.
         Its tangents are the JVP's given zeros wherever the dropped partials are finite (a
         dropped term is then a zero, up to its sign); where one is ``inf`` or ``nan`` the
-        JVP given zeros has ``0 * inf = nan`` and this one the derivative along the rest."""
-        if not untangented:
+        JVP given zeros has ``0 * inf = nan`` and this one the derivative along the rest.
+        It is optimization pass ``zero_tangents`` (adjoint/build/passes.py): with it off
+        (``ADJOINT_OPTIMIZE=-zero_tangents``, ``optimize=False``), this kernel itself."""
+        if not untangented or "zero_tangents" not in self.optimizations():
             return self
         tr = self.transformed
         zero = frozenset(p.name for p in tr.pf.differentiable()

@@ -28,7 +28,7 @@ from ..frontend.parse import parse, transforming
 from ..frontend.scalarize import scalarize
 from ..rules.types import INT
 from ..derive import activity, bounds, hazards, inline, jvp, normalize, parallel, reverse, ssa, types
-from ..optimize import cover, eager, gather, once, reciprocal, scale, store, zeroed
+from ..optimize import cover, eager, gather, once, reciprocal, scale, store, zero_tangents, zeroed
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -65,7 +65,7 @@ class Transformed:
     eager: object = None    # eager (kernels): the forward and its VJP in one launch
     optimizations: frozenset = passes.ALL   # the optimization passes enabled (passes.py)
     applied: tuple = ()     # those of them that changed or made something here
-    zero_tangents: frozenset = frozenset()  # jvp (kernels): read-only float arrays held constant
+    zero_tangents: frozenset = frozenset()  # arrays held constant (pass zero_tangents)
 
 
 def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
@@ -184,11 +184,7 @@ def _reverse(st):
 
 
 def _jvp(st):
-    """The JVP, its activity without the arrays whose tangents are zero (if any: a variant
-    of the kernel made for a launch given no tangent for them, Kernel.with_zero_tangents)."""
-    zero = st.zero_tangents - set(st.writes)
-    active = activity.active(st.ssa, zero) if zero else st.active
-    return {"tangent": jvp.jvp(st.checked, active)}
+    return {"tangent": jvp.jvp(st.checked, st.active)}
 
 
 def _parallel(st):
@@ -273,6 +269,8 @@ RUN = {
     "reverse": _reverse,
     "jvp": _jvp,
     "parallel": _parallel,
+    "zero_tangents": lambda st: zero_tangents.zero_tangents(
+        st.checked, st.ssa, st.writes, st.plans, st.zero_tangents),
     "prune": lambda st: {"rev": replace(st.rev)},  # (inside pass reverse: _reverse)
     "order": lambda st: {"rev": st.rev} if not st.rev.walked_forward else
              {"rev": replace(st.rev)},     # (inside pass reverse; applied if it walked one)
