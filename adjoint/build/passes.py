@@ -77,12 +77,11 @@ PASSES = (
        roles=("kernel",),
        summary="how each part's threads may run at once (parallel, privatize, color, serial)"),
     # ---- optimizations: each can be turned off; results compared with it off
-    _P("zero_tangents", "optimize/zero_tangents.py", ("ssa", "checked", "writes", "plans", "tangent"),
-       ("tangent", "plans"), optimization=True, roles=("kernel",), exact=False,
-       rounding="where a dropped partial is inf or nan, the JVP given zeros has 0 * inf = "
-                "nan and this one the derivative along the other arrays",
+    _P("zero_tangents", "optimize/zero_tangents.py",
+       ("ssa", "checked", "writes", "plans", "tangent"), ("tangent", "plans"), optimization=True, roles=("kernel",),
        summary="the JVP of a launch given no tangent for arrays it only reads, their "
-               "terms left out (api.Kernel.with_zero_tangents)"),
+               "terms left out (api.Kernel.with_zero_tangents); exact where those terms' "
+               "partials are finite (where one is inf or nan, zeros give 0 * inf = nan)"),
     _P("prune", "derive/prune.py", ("rev",), ("rev",), optimization=True,
        summary="replay code whose values the backward never reads left out"),
     _P("order", "derive/order.py", ("rev",), ("rev",), optimization=True, exact=False,

@@ -330,16 +330,20 @@ def _as_float32(arrays):
 def directional(prog, mod, data, weights, device, leaf, v):
     """The loss's directional derivative along ``v`` on ``leaf`` by forward mode: the
     schedule on ``data`` with a tangent array beside every float array (zero but for
-    ``leaf``), its tangents weighed by ``weights``."""
+    ``leaf``), its tangents weighed by ``weights``. A tangent still all zeros (no step
+    has written one into it) is not given for an array a kernel only reads: the launch
+    holds that array constant (pass zero_tangents; with it off, zeros are computed)."""
     arrays = {n: _array(prog, n, x, device) for n, x in data.items()}
     dots = {n: _array(prog, n, v if n == leaf else np.zeros_like(x), device)
             for n, x in data.items() if x.dtype.kind == "f"}
+    zero = {n for n in dots if n != leaf}      # tangents known to be all zeros
     for s in prog.steps:
         if s.op == "launch":
             k = prog.kernel(s.kernel)
             vals = [arrays[a] if isinstance(a, str) else a for a in s.args]
             given = {p.name: dots[a] for p, a in zip(k.params, s.args)
-                     if isinstance(a, str) and a in dots}
+                     if isinstance(a, str) and a in dots and (p.is_output or a not in zero)}
+            zero -= {a for p, a in zip(k.params, s.args) if p.is_output}
             ad.launch(getattr(mod, s.kernel), prog.dim,
                       inputs=[x for p, x in zip(k.params, vals) if not p.is_output],
                       outputs=[x for p, x in zip(k.params, vals) if p.is_output],
@@ -356,6 +360,8 @@ def directional(prog, mod, data, weights, device, leaf, v):
             arrays[s.dest].assign(arrays[s.src])
             if s.src in dots:
                 dots[s.dest].assign(dots[s.src])
+        if s.op != "launch" and s.src in dots:      # (clone, copy, assign: dest = src)
+            (zero.add if s.src in zero else zero.discard)(s.dest)
     return sum(float(np.sum(w.astype(np.float64) * dots[n].numpy())) for n, w in weights.items())
 
 
