@@ -14,9 +14,9 @@ or dropped, a buffer of another shape): never a stale result.
 
 A replay equals the tape bit for bit: each step calls the compiled variant its launch
 ran, and the plain form of its backward (where the tape knows buffers hold zeros it
-may store instead of adding: the same values). The exception: a loss's launch the
-tape ran with its VJP at once (runtime/eager.py) rounds, for a seed other than 1, one
-product per element otherwise; the replay runs its backward, as the tape does for 1.
+may store instead of adding: the same values). A loss's launch the tape ran with its
+VJP at once (runtime/eager.py) replays so too: its forward computes ``J`` for a seed of
+1, and its backward adds ``g * J`` (replays the backward where ``g`` is not finite).
 Values a later step overwrites are copied right after the step reading them, as the
 tape keeps them. CUDA launches, ``record_func`` and checkpointed steps are refused.
 """
@@ -26,11 +26,25 @@ import operator
 import numpy as np
 
 from ..errors import TapeError
-from . import buffers, config, racecheck, verify, watch
+from . import buffers, config, eager, racecheck, verify, watch
 from .bounds import STATUS_SIZE
 from .capture_code import Pools, Source, lit, resolve, row, slot
 from .jit import cpu_backend_name
 from .steps import CopyStep, FuncStep, LaunchStep
+
+
+def _rows(stmts, last):
+    """``stmts`` with each backward status row ``("brow", r)``, numbered as the steps were
+    recorded, as the row it is in the order the backward runs."""
+    out = []
+    for stmt in stmts:
+        if len(stmt) == 2:
+            fn, args = stmt
+            out.append((fn, [("row", last - t[1]) if t[0] == "brow" else t for t in args]))
+        else:       # ("if", test, then, orelse)
+            (test,), then, orelse = _rows([stmt[1]], last), stmt[2], stmt[3]
+            out.append(("if", test, _rows(then, last), _rows(orelse, last)))
+    return out
 
 
 class CaptureError(TapeError):
@@ -94,8 +108,7 @@ class Capture:
                 backward.append(bwd)
         # the backward's status rows in the order it runs
         last = len(self._faults[1]) - 1
-        backward = [(label, [(fn, [("row", last - t[1]) if t[0] == "brow" else t for t in args])
-                             for fn, args in stmts]) for label, stmts in backward[::-1]]
+        backward = [(label, _rows(stmts, last)) for label, stmts in backward[::-1]]
         self._faults[1].reverse()
         self._written = list({id(a): a for a in self._written}.values())
         self.source = src.text(forward, backward)
@@ -171,12 +184,25 @@ class Capture:
         self._launches.append((spec, step.args))
         label = f"{step.label}, over {dims}"
         grid = [lit(d) for d in dims]
-        fn, bounds, status = resolve(spec.forward_save if saved else spec.forward, dims,
-                                        step.values)
+        # the tape ran it with its VJP at once: so does the replay, on copies of what the
+        # tape computed (a backward before any replay reads them)
+        kinds = eager.layout(spec, step.args, step.values, dims) \
+            if step.eager is not None and all(J is not None for J in step.eager) else None
+        vjp = [J.copy() for J in step.eager] if kinds else None
+        if vjp is not None:
+            saved = [self._fixed(v, "eager", ("eager", n, j)) for j, v in enumerate(vjp)]
+            resets = [({"one": "rt_one", "zero": "rt_zero"}[kind], [J])
+                      for kind, J in zip(kinds, saved) if kind != "stored"]
+        fn, bounds, status = resolve(spec.forward_vjp if vjp is not None else
+                                     spec.forward_save if saved else spec.forward, dims,
+                                     step.values)
         flag = [self._row(bounds, f"the forward of {step.label}", step.args, 0)] if status else []
-        fwd = (label, [(src.name(fn), grid + args + saved + flag)] + kept)
+        fwd = (label, (resets if vjp is not None else []) +
+               [(src.name(fn), grid + args + saved + flag)] + kept)
         if spec.backward is None:
             return fwd, None
+        if vjp is not None:
+            Js, saved = saved, []
         adjs, zeros, adds, grads = [], [], [], []
         for j, k in enumerate(spec.adjoint_params):
             arg = step.args[k]
@@ -198,9 +224,22 @@ class Capture:
         tail = [lit(True)] if spec.handed_arrays else []
         flag = [self._row(bounds, f"the backward of {step.label}", step.args, 1)] if status \
             else []
-        return fwd, (f"backward of {label}",
-                     zeros + [(src.name(fn), grid + back_args + saved + adjs + tail + flag)] +
-                     adds)
+        replay = zeros + [(src.name(fn), grid + back_args + saved + adjs + tail + flag)] + adds
+        if vjp is None:
+            return fwd, (f"backward of {label}", replay)
+        return fwd, (f"backward of {label}", [self._eager_backward(step, Js, replay)])
+
+    def _eager_backward(self, step, Js, replay):
+        """A backward that adds ``g * J`` into each gradient (runtime/eager.py), ``g`` the
+        seeded output's gradient and ``J`` what the forward computed for a seed of 1; where
+        ``g`` is not finite it runs ``replay`` instead, as the tape does."""
+        spec = step.kernel
+        k_out = spec.vjp_seeded_param
+        seed = self._grad(step.args[k_out])
+        adds = [("rt_eager_add", [seed, Js[j], self._grad(step.args[k])])
+                for j, k in enumerate(spec.adjoint_params)
+                if k != k_out and getattr(step.args[k], "grad", None) is not None]
+        return ("if", ("rt_finite_seed", [seed]), adds, replay)
 
     def _copy(self, step):
         """The forward and backward statements of a recorded copy."""

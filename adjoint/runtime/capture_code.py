@@ -105,7 +105,28 @@ def snapshot(kept, live):
     kept[...] = live
 
 
-HELPERS = {"rt_zero": zero, "rt_copy": copy_region, "rt_copy_backward": copy_region_backward,
+def one(buf):
+    """Set the seed buffer of a loss's VJP (runtime/eager.py) to 1 before its forward."""
+    buf.fill(1)
+
+
+def finite_seed(grad):
+    """Whether the one-element gradient ``grad`` (a loss's) is finite: its backward adds
+    ``g * J`` (runtime/eager.py), else replays."""
+    return np.isfinite(grad.reshape(-1)[0])
+
+
+def eager_add(seed, J, grad):
+    """``grad += g * J``, ``g`` the one element of ``seed``: the backward of a loss's
+    launch whose forward computed ``J`` for a seed of 1 (runtime/eager.py)."""
+    g = seed.reshape(-1)[0]
+    total, part = grad.reshape(-1), J.reshape(-1)
+    for e in range(total.size):
+        total[e] += part[e] * g
+
+
+HELPERS = {"rt_zero": zero, "rt_one": one, "rt_finite_seed": finite_seed,
+           "rt_eager_add": eager_add, "rt_copy": copy_region, "rt_copy_backward": copy_region_backward,
            "rt_copy_clear": copy_region_clear, "rt_keep": snapshot, "rt_add": add_into}
 
 
@@ -132,7 +153,8 @@ class Pools:
 
     ROLES = {"a": "arrays", "n": "numpy arrays", "g": "gradients", "s": "scalars bound at "
              "capture", "kept": "values a later step overwrites, kept",
-             "saved": "values the forward saves", "scratch": "zeroed scratch adjoints"}
+             "saved": "values the forward saves", "scratch": "zeroed scratch adjoints",
+             "eager": "a loss's vector-Jacobian products for a seed of 1"}
 
     def __init__(self):
         self.pools = {}         # (role, type key) -> pool name
@@ -259,6 +281,8 @@ class Source:
         if len(first) != len(other):
             return None
         strides = []
+        if any(len(stmt) != 2 for stmt in first + other):     # (a branch: never rolled)
+            return None
         for (fa, aa), (fb, ab) in zip(first, other):
             if fa != fb or len(aa) != len(ab):
                 return None
@@ -280,7 +304,7 @@ class Source:
             label, stmts = steps[first]
             if count == 1:
                 lines.append(f"# {label}")
-                lines += [_call(fn, [self._arg(t) for t in args]) for fn, args in stmts]
+                lines += self._lines(stmts)
                 continue
             lines.append(f"# {_span(label, steps[first + count - 1][0], count)}")
             lines.append(f"for k in range({count}):")
@@ -289,6 +313,23 @@ class Source:
                 text = [t[1] if t[0] == "lit" else self._arg(t, "k", next(stride))
                         for t in args]
                 lines.append("    " + _call(fn, text, 4))
+        return lines
+
+    def _lines(self, stmts, indent=0):
+        """The lines of statements: calls ``(fn, args)``, and branches ``("if", (fn, args),
+        then, orelse)``."""
+        lines = []
+        for stmt in stmts:
+            if len(stmt) == 2:
+                fn, args = stmt
+                lines.append(" " * indent + _call(fn, [self._arg(t) for t in args], indent))
+                continue
+            _, (fn, args), then, orelse = stmt
+            lines.append(" " * indent + f"if {_call(fn, [self._arg(t) for t in args])}:")
+            lines += self._lines(then, indent + 4) or [" " * (indent + 4) + "pass"]
+            if orelse:
+                lines.append(" " * indent + "else:")
+                lines += self._lines(orelse, indent + 4)
         return lines
 
     def text(self, forward, backward):

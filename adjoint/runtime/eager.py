@@ -26,6 +26,18 @@ def buffers_for(spec, args, values, dims):
     (one per float array parameter: the seeded output's holds 1, the others zeros, or
     nothing where the launch stores into every element), or None: the launch runs its
     forward."""
+    kinds = layout(spec, args, values, dims)
+    if kinds is None:
+        return None
+    fills = {"one": np.ones, "zero": np.zeros, "stored": np.empty}
+    return [fills[kind](values[k].shape if kind != "one" else 1, values[k].dtype)
+            for kind, k in zip(kinds, spec.adjoint_params)]
+
+
+def layout(spec, args, values, dims):
+    """What each buffer of ``buffers_for`` starts as: ``"one"`` (the seeded output's),
+    ``"zero"``, or ``"stored"`` (the launch stores into every element: any contents); or
+    None: the launch runs its forward."""
     if spec.forward_vjp is None or not config.eager_vjp:
         return None
     k_out = spec.vjp_seeded_param
@@ -37,17 +49,16 @@ def buffers_for(spec, args, values, dims):
         return None
     scalars = {p.name: v for p, v in zip(spec.params, values) if not p.is_array}
     covered = spec.covered_adjoints
-    bufs = []
+    kinds = []
     for j, k in enumerate(spec.adjoint_params):
-        v = values[k]
         if k == k_out:
-            bufs.append(np.ones(1, v.dtype))
+            kinds.append("one")
         elif spec.params[k].name in spec.vjp_stored and j in covered and \
-                owed.covers(covered[j], v.shape, dims, scalars):
-            bufs.append(np.empty(v.shape, v.dtype))     # (every element stored)
+                owed.covers(covered[j], values[k].shape, dims, scalars):
+            kinds.append("stored")
         else:
-            bufs.append(np.zeros(v.shape, v.dtype))
-    return bufs
+            kinds.append("zero")
+    return kinds
 
 
 def backward(step, seeds):

@@ -334,3 +334,38 @@ def test_adjoint_capture_prints_the_source(tmp_path, capsys):
                          r"s\[0\], a\[k \+ 1\]\)", out)
         assert cli.main(["capture", f"{path}:step"]) == 2
         assert "no plain Python function named 'step'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("g", [1.0, 2.5, np.inf])
+def test_a_loss_with_its_vjp_at_once_replays_as_the_tape(cpu_backend, kernel_module, g):
+    """A loss's launch the tape ran with its VJP at once (runtime/eager.py, numba): the
+    replay's forward computes that VJP too and its backward adds ``g * J``, as the tape's
+    does, bit for bit for any finite seed ``g`` (and replays the backward for an infinite
+    one, as the tape does)."""
+    m = kernel_module(SRC)
+    rng = np.random.default_rng(5)
+    x = ad.array(rng.random(40) - 0.5, requires_grad=True)
+    y = ad.array(rng.random(40) + 0.5, requires_grad=True)
+    out = ad.zeros(1, requires_grad=True)
+
+    def taped():
+        out.zero_()
+        x.grad.zero_()
+        y.grad.zero_()
+        with ad.Tape() as tape:
+            ad.launch(m.dot, 40, inputs=[x, y], outputs=[out])
+        tape.backward(grads={out: np.array([g])})
+        return [out.numpy().copy(), x.grad.numpy().copy(), y.grad.numpy().copy()], tape
+
+    want, tape = taped()
+    eager = tape.steps[0].eager is not None
+    assert eager == (cpu_backend == "numba")
+    cap = tape.capture()
+    assert ("rt_eager_add" in cap.source) == eager
+    for _ in range(2):
+        out.zero_()
+        cap.zero()
+        cap.forward()
+        cap.backward(grads={out: np.array([g])})
+        _same([out.numpy(), x.grad.numpy(), y.grad.numpy()], want)
+    np.testing.assert_allclose(x.grad.numpy(), g * y.numpy(), rtol=1e-15)
