@@ -196,9 +196,10 @@ class Kernel(_Built):
         tangents are zeros, so every term of them is dropped rather than computed as a zero:
         JAX's symbolic zeros), in a kernel of its own (its JVP made without them, its
         forward and backward this kernel's); this kernel itself when there are none.
-        Its tangents are the JVP's given zeros wherever the dropped partials are finite (a
-        dropped term is then a zero, up to its sign); where one is ``inf`` or ``nan`` the
-        JVP given zeros has ``0 * inf = nan`` and this one the derivative along the rest.
+        Its tangents are the JVP's given zeros, up to rounding (a rule with an operand
+        held constant takes its one-operand form), wherever the dropped partials are
+        finite; where one is ``inf`` or ``nan`` the JVP given zeros has ``0 * inf = nan``
+        and this one the derivative along the rest.
         It is optimization pass ``zero_tangents`` (adjoint/build/passes.py): with it off
         (``ADJOINT_OPTIMIZE=-zero_tangents``, ``optimize=False``), this kernel itself."""
         if not untangented or "zero_tangents" not in self.optimizations():

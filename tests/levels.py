@@ -16,7 +16,8 @@ code's text); a value it read that differs does.
   runs the same kernels.
 - Equal means bit for bit, unless a kernel the test launched had an optimization
   applied that documents other rounding (``pipeline.inexact``: order, reciprocal, gather,
-  eager, jam where ``Pass.exact`` is false and the pass changed something); then to
+  eager, jam, zero_tangents where ``Pass.exact`` is false and the pass changed
+  something); then to
   ``1e-9`` in float64 and ``2e-4`` in float32, relative to the array's largest magnitude
   (at least 1). NaN equals NaN.
 - A test that launched no kernel (it reads generated text, or runs no launch) is not

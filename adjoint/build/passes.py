@@ -37,6 +37,7 @@ class Pass:
     stage: str = "transform"    # "transform": pipeline.transform runs it; "emit": emit/ does
     exact: bool = True      # optimizations: the same values, bit for bit (see ``rounding``)
     rounding: str = ""      # where not exact: how results may differ
+    rounds: tuple = ("values", "gradients", "tangents")     # ... and which results
     roles: tuple = ("kernel", "func")
     summary: str = ""
 
@@ -78,10 +79,14 @@ PASSES = (
        summary="how each part's threads may run at once (parallel, privatize, color, serial)"),
     # ---- optimizations: each can be turned off; results compared with it off
     _P("zero_tangents", "optimize/zero_tangents.py",
-       ("ssa", "checked", "writes", "plans", "tangent"), ("tangent", "plans"), optimization=True, roles=("kernel",),
+       ("ssa", "checked", "writes", "plans", "tangent"), ("tangent", "plans"),
+       optimization=True, roles=("kernel",), exact=False, rounds=("tangents",),
+       rounding="a rule with an operand held constant takes its one-operand form "
+                "(x / c: dot_x / c; c / x: -(dot_x / x) * q), which may round otherwise "
+                "than the two-operand form given a zero; where a dropped partial is inf "
+                "or nan, zeros give 0 * inf = nan and this the derivative along the rest",
        summary="the JVP of a launch given no tangent for arrays it only reads, their "
-               "terms left out (api.Kernel.with_zero_tangents); exact where those terms' "
-               "partials are finite (where one is inf or nan, zeros give 0 * inf = nan)"),
+               "terms left out (api.Kernel.with_zero_tangents)"),
     _P("prune", "derive/prune.py", ("rev",), ("rev",), optimization=True,
        summary="replay code whose values the backward never reads left out"),
     _P("order", "derive/order.py", ("rev",), ("rev",), optimization=True, exact=False,

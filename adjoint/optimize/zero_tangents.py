@@ -11,10 +11,12 @@ jvp stands).
 Why: a tangent that is zero contributes ``partial * 0`` to every tangent it reaches,
 work that vector mode's Jacobian columns (one array's directions, the rest constant)
 would do in every column (JAX's symbolic zeros).
-Rounding: where every dropped partial is finite, ``partial * 0`` is a zero and the
-tangents are the same (up to a zero's sign). Where one is ``inf`` or ``nan`` (the
-tangent of ``sqrt(w)`` at ``w = 0``), the JVP given zeros has ``0 * inf = nan`` and this
-one the derivative along the other arrays.
+Rounding: a dropped term ``partial * 0`` is a zero, but a rule with an operand held
+constant takes its one-operand form (``x / c``: ``dot_x / c``; ``c / x``:
+``-(dot_x / x) * q``), which may round otherwise (an ulp) than the two-operand form
+given a zero. Where a dropped partial is ``inf`` or ``nan`` (the tangent of ``sqrt(w)``
+at ``w = 0``), the JVP given zeros has ``0 * inf = nan`` and this one the derivative
+along the other arrays.
 """
 from ..derive import activity, jvp, parallel
 

@@ -12,8 +12,9 @@ checkpointed tape's results):
 
 - bit for bit, unless an optimization that may round otherwise applied to a kernel or
   func of the program (``pipeline.inexact``: order, reciprocal, gather, eager, jam where
-  it joins two threads' adds), or the backend is CUDA (atomics add in the order threads
-  arrive); then within ``1e-9`` in float64 and ``2e-4`` in float32, relative to the
+  it joins two threads' adds, zero_tangents) to the kind of result compared
+  (``Pass.rounds``: zero_tangents rounds JVPs alone), or the backend is CUDA (atomics
+  add in the order threads arrive); then within ``1e-9`` in float64 and ``2e-4`` in float32, relative to the
   array's largest magnitude (at least 1). NaN equals NaN. This is tests/levels.py's rule.
 - The plain run is itself checked against the finite differences (a wrong core pass is a
   mismatch there, whatever the optimizations do).
@@ -88,7 +89,7 @@ def difference(got, want, rounding, what):
             if not np.array_equal(x, y):
                 return f"{name}: {x!r} optimized, {y!r} {what}"
             continue
-        tol = tolerance(x.dtype, rounding)
+        tol = tolerance(x.dtype, _rounding_in(name, rounding))
         same = (x == y) | (np.isnan(x) & np.isnan(y))
         if tol:
             scale = max(1.0, float(np.nanmax(np.abs(x), initial=0.0)))
@@ -100,6 +101,16 @@ def difference(got, want, rounding, what):
                     f"({int((~same).sum())} of {same.size} differ, "
                     f"{'bit for bit' if not tol else f'tolerance {tol:g}'})")
     return None
+
+
+def _rounding_in(name, rounding):
+    """Those of ``rounding`` that may round the result ``name`` (check.observed's: a JVP,
+    a gradient, or a value) otherwise (``Pass.rounds``): pass zero_tangents, for one,
+    rounds tangents alone."""
+    kind = "tangents" if name.startswith("JVP") else \
+        "gradients" if name.startswith("gradient") else "values"
+    return {r for r in rounding
+            if r not in passes.BY_NAME or kind in passes.BY_NAME[r].rounds}
 
 
 def context(applied, rounding):
@@ -117,7 +128,7 @@ def check(out, mod, backend, run, load, each_pass=False, diagnose=True):
     ``each_pass``, or ``diagnose`` and the levels disagree)."""
     applied, rounding = optimizations(mod, backend)
     rec = {"status": "skipped", "applied": sorted(applied), "inexact": sorted(rounding),
-           "exact": not rounding}
+           "exact": not (_rounding_in("gradient", rounding) | _rounding_in("value", rounding))}
     if out.status not in ("ok", "mismatch") or not passes.current():
         return out, rec             # (a refusal or an error: nothing computed to compare)
     with passes.optimizing(False):

@@ -21,6 +21,13 @@ from adjoint.vector_mode import jvp_launch
 
 SOURCE = """
 @ad.kernel
+def ratio(x: ad.array(dtype=ad.float64), c: ad.array(dtype=ad.float64),
+          y: ad.array(dtype=ad.float64)):
+    i = ad.tid()
+    y[i] = (1.0 + c[i]) / (2.0 + ad.cos(x[i]))
+
+
+@ad.kernel
 def scaled(x: ad.array(dtype=ad.float64), w: ad.array(dtype=ad.float64),
            y: ad.array(dtype=ad.float64)):
     i = ad.tid()
@@ -80,6 +87,8 @@ def test_untangented_array_is_held_constant(kernel_module, backend):
 
 
 def test_the_same_tangents_as_explicit_zeros_on_finite_inputs(kernel_module, backend):
+    """Here bit for bit (no rule of this kernel has a one-operand form that rounds
+    otherwise: test_a_quotient_of_a_constant_rounds_within_an_ulp)."""
     m = kernel_module(SOURCE)
     rng = np.random.default_rng(3)
     x, w = rng.uniform(0.5, 1.5, N), rng.uniform(0.5, 1.5, N)
@@ -105,6 +114,33 @@ def test_only_arrays_the_kernel_only_reads(kernel_module, backend):
     got = ad.launch(m.grow, N, [ad.array(x)], [y], tangents={"x": ad.array(t)},
                     record_tape=False)["y"].numpy()
     np.testing.assert_allclose(got, 2.0 * x * t, rtol=1e-14)     # y's tangent starts at 0
+
+
+def test_a_quotient_of_a_constant_rounds_within_an_ulp(kernel_module, backend):
+    """The fuzzer's seed 1103232: ``n / d`` with ``n`` held constant has the tangent
+    ``-(dot_d / d) * q``; given ``dot_n = 0`` the JVP computes ``(dot_n - dot_d * q) / d``,
+    which rounds otherwise (here in 29 of 64 elements). Both are the derivative (float64
+    central differences, and by hand) and agree to an ulp."""
+    m = kernel_module(SOURCE)
+    rng = np.random.default_rng(7)
+    x, c, t = rng.uniform(-2, 2, 64), rng.uniform(-3, 3, 64), rng.uniform(-1, 1, 64)
+    outs = []
+    for extra in ({}, {"c": ad.zeros(64, dtype=ad.float64)}):
+        y = ad.zeros(64, dtype=ad.float64)
+        outs.append(ad.launch(m.ratio, 64, [ad.array(x), ad.array(c)], [y], record_tape=False,
+                              tangents={"x": ad.array(t), **extra})["y"].numpy())
+    assert not np.array_equal(outs[0], outs[1])     # (the shape the fuzzer found)
+    np.testing.assert_allclose(outs[0], outs[1], rtol=5e-16, atol=1e-300)
+    by_hand = (1.0 + c) * np.sin(x) / (2.0 + np.cos(x)) ** 2 * t
+    np.testing.assert_allclose(outs[0], by_hand, rtol=1e-14)
+
+    def f(v):
+        y = ad.zeros(64, dtype=ad.float64)
+        ad.launch(m.ratio, 64, [ad.array(v), ad.array(c)], [y], record_tape=False)
+        return y.numpy()
+    eps = 1e-6
+    np.testing.assert_allclose(outs[0], (f(x + eps * t) - f(x - eps * t)) / (2 * eps),
+                               rtol=1e-7, atol=1e-9)
 
 
 @pytest.mark.parametrize("off", ["setting", "kernel"])
