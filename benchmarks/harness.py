@@ -41,6 +41,7 @@ import time
 import numpy as np
 
 import adjoint as ad
+from adjoint.runtime import load
 
 from .report import bounds_check_cost
 
@@ -137,10 +138,13 @@ def timed(fn, *args, sync=None):
 
 
 def settle(system):
-    """Let ``system``'s worker threads go idle before anything else is timed."""
+    """Let ``system``'s worker threads go idle before anything else is timed, and give
+    numba's threads back: adjoint's governor (runtime/load.py) may have lowered them for
+    the calling thread, which the hand-written pairs' ``prange`` loops run on too."""
     pause = SETTLE_AFTER_S.get(getattr(system, "requires", None), 0.0)
     if pause:
         time.sleep(pause)
+    load.release()
 
 
 def rel_errors(got, ref):

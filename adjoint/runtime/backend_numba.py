@@ -24,7 +24,7 @@ from numba.core.errors import NumbaPerformanceWarning
 from numba.core.typing import templates
 from numba.extending import overload
 
-from . import helpers, simd
+from . import helpers, load, simd
 from .bounds import checked  # noqa: F401
 from .all_builtins import BUILTINS
 from .spec import unavailable  # noqa: F401
@@ -34,6 +34,7 @@ NAME = "numba"
 
 
 def _parallel_min_threads():
+    load.govern()       # (each launch's part asks: numba's threads for the load now)
     return PARALLEL_MIN_THREADS
 
 

@@ -26,7 +26,7 @@ import operator
 import numpy as np
 
 from ..errors import TapeError
-from . import buffers, config, eager, racecheck, verify, watch
+from . import buffers, config, eager, load, racecheck, verify, watch
 from .bounds import STATUS_SIZE
 from .capture_code import Pools, Source, lit, resolve, row, slot
 from .jit import cpu_backend_name
@@ -339,6 +339,8 @@ class Capture:
     def _run(self, fn, values, part):
         status = self._status[part]
         status[:] = 0
+        if self._typed:         # (numba: its threads for the load now, runtime/load.py)
+            load.govern()
         with contextlib.ExitStack() as stack:
             stack.enter_context(np.errstate(all="ignore"))
             if racecheck.enabled():     # (each thread writes the status of its faults)

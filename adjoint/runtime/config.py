@@ -11,6 +11,10 @@ reads every array a launch writes, and copies it to the host on a GPU.
 recorded on a tape whose kernel adds into a one-element loss runs its forward and
 its vector-Jacobian product as one launch, and the tape's backward scales what it
 computed (runtime/eager.py). Off, every backward replays its launch.
+
+``load_governor`` (env ``ADJOINT_LOAD_GOVERNOR=0`` turns it off; on by default): on
+the numba backend, parallel code runs on as many threads as the machine has cores
+not taken by other runnable work (runtime/load.py). Off, always on numba's threads.
 """
 import os
 
@@ -21,4 +25,6 @@ def _flag(name):
 
 verify_fp = _flag("ADJOINT_VERIFY_FP")
 eager_vjp = os.environ.get("ADJOINT_EAGER_VJP", "1").strip().lower() not in (
+    "", "0", "false", "no", "off")
+load_governor = os.environ.get("ADJOINT_LOAD_GOVERNOR", "1").strip().lower() not in (
     "", "0", "false", "no", "off")

@@ -1,0 +1,93 @@
+"""Fewer threads on a busy machine: numba's parallel regions on the cores others leave free.
+
+A parallel region splits its work among numba's threads and ends when the last of
+them is done. Beside a process busy on one of two cores, one of the two threads is
+descheduled for a time slice at a time and the region waits for it: the stencil's
+fwd+bwd went from 11.4 ms quiet to 23.3 ms, where the same code on one thread took
+18.5 ms, as the hand-written serial pair did (issue 39).
+
+``govern()`` runs before each launch's kernel part on the numba backend
+(``backend_numba.by_size``) and each replay of a capture. At most every
+``INTERVAL`` seconds it reads how many tasks the machine is running
+(``/proc/loadavg``'s fourth field, less the calling thread), keeps a running mean of it
+(``SMOOTHING``) and sets the calling thread's numba thread count
+(``numba.set_num_threads``) to the cores that leaves, at least 1 and at most
+``NUMBA_NUM_THREADS``.
+
+Results do not change: the chunks a privatized sum is split into are fixed by
+``NUMBA_NUM_THREADS`` (``backend_numba.MAX_CHUNKS``), not by the threads running them.
+A thread whose count the user set (``numba.set_num_threads``) is left alone from then
+on; ``ADJOINT_LOAD_GOVERNOR=0`` (``ad.config.load_governor``) turns it off. Where
+``/proc/loadavg`` cannot be read (not Linux) it does nothing.
+"""
+import os
+import threading
+import time
+
+from . import config
+
+INTERVAL = 0.05         # seconds between two readings of the load
+SMOOTHING = 0.5         # weight of a new reading in the running mean
+_local = threading.local()
+_cores = []             # the cores this process may run on (read once)
+
+
+def others():
+    """The tasks the machine is running now besides the calling thread, or None."""
+    try:
+        with open("/proc/loadavg", "rb") as fh:
+            running = fh.read().split()[3].split(b"/")[0]
+        return max(0, int(running) - 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cores():
+    if not _cores:
+        _cores.append(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                      else (os.cpu_count() or 1))
+    return _cores[0]
+
+
+def threads_for(busy, most):
+    """The threads to run on with ``busy`` cores' worth of other work: the rest, at least
+    1 and at most ``most``."""
+    return max(1, min(most, cores() - int(busy + 0.5)))
+
+
+def govern():
+    """Set the calling thread's numba thread count for the load now (see the module doc)."""
+    st = _local.__dict__
+    now = time.monotonic()
+    if now < st.get("next", 0.0) or not config.load_governor:
+        return
+    st["next"] = now + INTERVAL
+    if st.get("user"):
+        return
+    import numba
+    most = numba.config.NUMBA_NUM_THREADS
+    current = numba.get_num_threads()
+    if current != st.get("set", most):
+        st["user"] = True       # (the user set it: theirs from now on)
+        return
+    seen = others()
+    if seen is None:
+        st["next"] = float("inf")
+        return
+    busy = st["busy"] = SMOOTHING * seen + (1 - SMOOTHING) * st.get("busy", seen)
+    want = threads_for(busy, most)
+    if want != current:
+        numba.set_num_threads(want)
+        st["set"] = want
+
+
+def release():
+    """In the calling thread: numba's threads back to ``NUMBA_NUM_THREADS`` if the
+    governor lowered them, and the load seen forgotten (the next ``govern`` reads it
+    afresh). For a benchmark that times numba code of its own after adjoint's (numba's
+    thread count is the calling thread's, for every parallel function it calls)."""
+    st = _local.__dict__
+    if "set" in st and not st.get("user"):
+        import numba
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    st.clear()
