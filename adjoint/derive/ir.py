@@ -9,7 +9,7 @@ not runtime calls: each target prints them its own way (emit/stacks.py), and
 nothing downstream has to recognise a stack by its name.
 """
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import gast
 
@@ -378,6 +378,64 @@ def walk_stmts(stmts):
             if info is not None:
                 yield from walk_stmts(info.cond)
                 yield from walk_stmts(info.latch)
+
+
+class BlockRewriter:
+    """Rewrites statement blocks: ``block(stmts)`` joins the lists ``stmt(s)`` gives for
+    each statement (``[]`` deletes it, several splice). The default ``stmt(s)`` is
+    ``nested(s)``: an ``if``'s body and orelse, a loop's body and orelse and, of an IR
+    loop (``.loop``), its ``cond`` and ``latch`` blocks, each rewritten by ``block``. A
+    subclass overrides ``stmt`` and calls ``nested`` for compound statements it leaves.
+    ``copy = True``: ``nested`` rewrites a shallow copy of the statement (and a replaced
+    ``LoopInfo``), leaving the input tree as it was; else it rewrites in place.
+    For pure rewrites only: analyses carrying facts through a block (liveness, zeros,
+    bounds, ssa, reverse) walk it themselves; ``walk_stmts`` is the flat walk."""
+    copy = False
+
+    def block(self, stmts):
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return out
+
+    def stmt(self, s):
+        return self.nested(s)
+
+    def nested(self, s):
+        if not isinstance(s, (gast.If, gast.For, gast.While)):
+            return [s]
+        if self.copy:
+            s = copy.copy(s)
+        s.body, s.orelse = self.block(s.body), self.block(s.orelse)
+        info = getattr(s, "loop", None)
+        if info is not None:
+            if self.copy:
+                s.loop = info = replace(info)
+            info.cond, info.latch = self.block(info.cond), self.block(info.latch)
+        return [s]
+
+
+def names_in(node):
+    """Every name ``node`` (a node or a list of them) reads or writes; IR statements hold
+    fields that are not nodes (a loop's ``LoopInfo``: its blocks are not entered)."""
+    out, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if isinstance(n, list):
+            todo += n
+        elif isinstance(n, gast.Name):
+            out.add(n.id)
+        elif isinstance(n, gast.AST):
+            todo += [getattr(n, f, None) for f in n._fields]
+    return out
+
+
+def unique(taken, base):
+    """``base``, or ``base`` with underscores before it, not in ``taken`` (then added)."""
+    while base in taken:
+        base = "_" + base
+    taken.add(base)
+    return base
 
 
 class Namer:
