@@ -34,6 +34,7 @@ import gast
 import numpy as np
 
 from ..api import Kernel
+from ..derive.ir import BlockRewriter
 from ..errors import LaunchError
 from ..runtime.array import Array, zeros
 from ..runtime.launch import launch
@@ -113,24 +114,20 @@ def copies(body, k, tangents, arrays, taken):
             renamed[t].append(name)
     marked = set(tangents) | set(arrays)
 
-    def block(stmts):
-        out = []
-        for s in stmts:
+    class Copies(BlockRewriter):
+        copy = True
+
+        def stmt(self, s):
             header = _header(s)
             if header is not None:
                 if any(_names(h) & marked for h in header):
                     raise ValueError("a branch or loop header reads a tangent")
-                s = copy.copy(s)
-                s.body = block(s.body)
-                s.orelse = block(s.orelse)
-                out.append(s)
-            elif _names(s) & marked:
-                out.extend(_Direction(j, renamed, arrays).visit(copy.deepcopy(s))
-                           for j in range(k))
-            else:
-                out.append(s)
-        return out
-    return block(body)
+                return self.nested(s)
+            if _names(s) & marked:
+                return [_Direction(j, renamed, arrays).visit(copy.deepcopy(s))
+                        for j in range(k)]
+            return [s]
+    return Copies().block(body)
 
 
 def _annotation(p, extra):

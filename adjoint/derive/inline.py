@@ -28,7 +28,7 @@ from dataclasses import replace
 import gast
 
 from ..runtime.structs import struct_params
-from .ir import assign, name, walk_stmts
+from .ir import BlockRewriter, assign, name, walk_stmts
 
 
 def has_array_params(func):
@@ -104,25 +104,14 @@ def _check_kept_call(pf, s, arrays):
                        "@ad.func_jvp may read arrays but not write them", s, stage="inline")
 
 
-class _State:
+class _State(BlockRewriter):
     def __init__(self, pf, namer, next_uid):
         self.pf, self.namer, self.next_uid = pf, namer, next_uid
         self.arrays = {p.name: p.type for p in pf.params if p.is_array}
 
-    def block(self, stmts):
-        out = []
-        for s in stmts:
-            func = _inlined_call(s)
-            if func is not None:
-                out.extend(self.call(s, func))
-                continue
-            if isinstance(s, gast.If):
-                s.body, s.orelse = self.block(s.body), self.block(s.orelse)
-            elif isinstance(s, (gast.For, gast.While)):
-                s.body = self.block(s.body)
-                s.loop.cond = self.block(s.loop.cond)
-            out.append(s)
-        return out
+    def stmt(self, s):
+        func = _inlined_call(s)
+        return self.call(s, func) if func is not None else self.nested(s)
 
     def err(self, reason, node):
         return self.pf.error(reason, node, stage="inline")

@@ -32,7 +32,7 @@ from types import SimpleNamespace
 
 import gast
 
-from ..derive.ir import Comment, copy_tree, if_, name, walk_stmts
+from ..derive.ir import BlockRewriter, Comment, copy_tree, if_, name, walk_stmts
 from ..derive.parallel import thread_indices
 
 
@@ -151,19 +151,13 @@ def optional_clears(body, arrays):
     if not arrays:
         return body
 
-    def rewrite(stmts):
-        out = []
-        for s in stmts:
+    class Optional(BlockRewriter):
+        def stmt(self, s):
             if isinstance(s, gast.Assign) and len(s.targets) == 1 and \
                     any(_slot(s.targets[0], a) for a in arrays):
-                s = if_(name(CLEAR_FLAG), [s], [], getattr(s, "lineno", 0))
-            else:
-                for field in ("body", "orelse"):
-                    if isinstance(getattr(s, field, None), list):
-                        setattr(s, field, rewrite(getattr(s, field)))
-            out.append(s)
-        return out
-    return rewrite(copy_tree(body))
+                return [if_(name(CLEAR_FLAG), [s], [], getattr(s, "lineno", 0))]
+            return self.nested(s)
+    return Optional().block(copy_tree(body))
 
 
 def clears(body, adj, dims):

@@ -29,6 +29,7 @@ import inspect
 import textwrap
 from dataclasses import dataclass
 
+from ..derive.ir import BlockRewriter
 from .types import BOOL, INT, join
 
 import gast
@@ -112,8 +113,8 @@ class Rule:
             sign, term = _signed(expr)
             return gast.AugAssign(target=_name(adjs[p], store=True),
                                   op=gast.Sub() if sign < 0 else gast.Add(), value=term)
-        body = _guarded_quotients(_map_partials(_without(self.template, _no_derivative(adjs)),
-                                                update))
+        kept = _without(self.template, _no_derivative(adjs))
+        body = _guarded_quotients(_MapPartials(update).block(kept))
         return [_Substitute(mapping).visit(s) for s in body]
 
     def forward(self, z, args, dot_of, dot_z):
@@ -239,18 +240,17 @@ def _no_derivative(derivs):
     return {p for p, d in derivs.items() if d is None}
 
 
-def _map_partials(stmts, fn):
-    """``stmts`` with every ``d_x = e`` replaced by ``fn(x, e)`` (inside branches too)."""
-    out = []
-    for s in stmts:
-        if isinstance(s, gast.If):
-            out.append(gast.If(test=s.test, body=_map_partials(s.body, fn),
-                               orelse=_map_partials(s.orelse, fn)))
-        elif _partial_of(s):
-            out.append(fn(_partial_of(s), s.value))
-        else:
-            out.append(s)
-    return out
+class _MapPartials(BlockRewriter):
+    """``block(stmts)``: ``stmts`` with every ``d_x = e`` replaced by ``fn(x, e)`` (inside
+    branches too; the branches are copies)."""
+    copy = True
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def stmt(self, s):
+        p = _partial_of(s)
+        return [self.fn(p, s.value)] if p else self.nested(s)
 
 
 def _guarded_quotients(stmts):
