@@ -8,13 +8,8 @@ backward's launch: ``backward_only``).
 """
 import gast
 
-from .ir import AtomicFetch, AtomicResult, target_names, walk_stmts
+from .ir import AtomicFetch, AtomicResult, names_in, target_names, walk_stmts
 from .prune import prune
-
-
-def names_in(node):
-    """The names ``node`` reads or writes."""
-    return {n.id for n in gast.walk(node) if isinstance(n, gast.Name)}
 
 
 def from_old_values(body):

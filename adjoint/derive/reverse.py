@@ -34,10 +34,9 @@ from ..rules.types import FLOAT
 from ..errors import TransformError
 from .ir import (AtomicFetch, AtomicMinMax, AtomicResult, CheckStmt, Print, StackNew, StackPush,
                  StackRead, assign, at, atomic_update, comment, const, copy_tree, if_, name,
-                 operation)
+                 names_in, operation)
 from .loops import Loops
-from .old_values import (atomic_name, backward_only, from_old_values, names_in,
-                         old_values_unneeded)
+from .old_values import atomic_name, backward_only, from_old_values, old_values_unneeded
 from .prune import prune
 
 ADJ_ZERO = 0.0

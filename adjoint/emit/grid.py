@@ -11,7 +11,7 @@ import copy
 
 import gast
 
-from ..derive.ir import assign, comment, const, name, rt_call
+from ..derive.ir import assign, comment, const, name, rt_call, unique
 
 DECORATOR = "@rt.jit"
 
@@ -36,14 +36,6 @@ def small(thread_fn, tids, dims, args, sums=()):
         body.append(gast.If(test=s.inside(), body=[gast.AugAssign(
             target=s.element(store=True), op=gast.Add(), value=name(s.local))], orelse=[]))
     return body
-
-
-def unique(taken, base):
-    """``base``, or ``base`` with underscores before it, not in ``taken`` (then added)."""
-    while base in taken:
-        base = "_" + base
-    taken.add(base)
-    return base
 
 
 def _at(array, index, store=False):

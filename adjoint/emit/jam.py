@@ -32,8 +32,7 @@ import dataclasses
 
 import gast
 
-from ..derive.ir import Comment, Float32, LoopInfo, comment, copy_tree, name, walk_stmts
-from .grid import unique
+from ..derive.ir import Comment, Float32, LoopInfo, comment, copy_tree, name, unique, walk_stmts
 from .sums import accumulated
 
 _PURE_RT = {"trip_count", "range_outside", "index_outside_loop"}   # rt helpers: values only

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import gast
 
-from ..derive.ir import const, copy_tree, name, rt_call, target_names, walk_stmts
+from ..derive.ir import const, copy_tree, name, rt_call, target_names, unique, walk_stmts
 
 
 @dataclass(frozen=True)
@@ -146,10 +146,7 @@ def find(body, private, scalars, taken):
     for array, index in found:
         if array in bad:
             continue
-        local = "_".join([f"{array}_at"] + [str(c).replace("-", "m") for c in index])
-        while local in names:
-            local = "_" + local
-        names.add(local)
+        local = unique(names, "_".join([f"{array}_at"] + [str(c).replace("-", "m") for c in index]))
         out.append(Sum(array, index, local))
     return out
 

@@ -31,9 +31,8 @@ import copy
 import gast
 
 from ..rules import RULES, lookup
-from ..derive.ir import CheckStmt, Comment, const
+from ..derive.ir import CheckStmt, Comment, const, unique
 from .declare import declare
-from .grid import unique
 from .printer import Printer
 
 

@@ -36,7 +36,8 @@ import gast
 
 from ..derive import parallel
 from ..derive.prune import prune
-from ..derive.ir import AtomicMinMax, Comment, const, name, names_read, walk_stmts
+from ..derive.ir import (AtomicMinMax, Comment, at, const, name, names_in, names_read, unique,
+                         walk_stmts)
 
 
 @dataclass
@@ -89,7 +90,7 @@ def gather(backward, ssa, dims, owner, plan, dim_names):
     lin = [parallel.index_offsets(ssa, owner, d) for d in range(dims)]
     wraps = [parallel.ring_wraps(ssa, owner, lin[d], d) for d in range(dims)]
     sizes = _size_values(ssa)
-    taken = _all_names(backward) | set(dim_names) | {p.name for p in ssa.norm.pf.params} | \
+    taken = names_in(backward) | set(dim_names) | {p.name for p in ssa.norm.pf.params} | \
         {f"adj_{p.name}" for p in ssa.norm.pf.params}
     receivers = []
     for array in sorted(arrays):
@@ -123,7 +124,7 @@ def _accumulations(body, arrays):
                 return None
             accs.append(s)
             continue
-        if (_names_in(s.test) if isinstance(s, gast.If) else _names_in(s)) & arrays:
+        if (names_in(s.test) if isinstance(s, gast.If) else names_in(s)) & arrays:
             ok = False
     return accs if ok and accs else None
 
@@ -158,7 +159,7 @@ def _unwritten_reads(body, params, written):
             if isinstance(s, gast.AugAssign) and isinstance(t, gast.Subscript):
                 reads |= {t.value.id}
         else:
-            reads = _names_in(s)
+            reads = names_in(s)
         if reads & written:
             return None
         written |= {a for a in _written_arrays(s) if a in params}
@@ -226,8 +227,8 @@ def _requires(perm, specs, sizes, dim_names):
 # -- the receiver ------------------------------------------------------------------------
 def _receiver(body, array, layout, dims, arrays, sizes, taken, dim_names):
     perm, specs = layout
-    elements = [_fresh(f"e{k}", taken) for k in range(dims)]
-    total = _fresh(f"{array}_sum", taken)
+    elements = [unique(taken, f"e{k}") for k in range(dims)]
+    total = unique(taken, f"{array}_sum")
     by_dim = {d: k for k, d in enumerate(perm)}
     senders = []
     for _s, spec in specs:
@@ -246,7 +247,7 @@ def _receiver(body, array, layout, dims, arrays, sizes, taken, dim_names):
         for d, c in enumerate(vec):
             if (c.offset is None or c.ring) and not isinstance(c.expr, (gast.Constant, gast.Name)) \
                     and c.key not in named:
-                named[c.key] = _fresh(f"{elements[perm.index(d)]}_w{len(named) + 1}", taken)
+                named[c.key] = unique(taken, f"{elements[perm.index(d)]}_w{len(named) + 1}")
                 lets.append(gast.Assign(targets=[name(named[c.key], store=True)], value=c.expr,
                                         type_comment=None))
     senders = [tuple(replace(c, expr=name(named[c.key])) if c.key in named else c for c in vec)
@@ -385,7 +386,7 @@ def _sender_copy(s, vec, perm, elements, array, arrays, total, specs):
             tests.append(_cmp(copy.deepcopy(idx), gast.Eq(), name(elements[k])))
         add = gast.AugAssign(target=name(total, store=True), op=copy.deepcopy(s.op),
                              value=copy.deepcopy(s.value))
-        _at(add, s)
+        at(add, getattr(s, "lineno", None))
         return gast.If(test=_and(tests), body=[add], orelse=[]) if tests else add
     if _written_arrays(s):
         return None                          # the sender's own writes: the rest makes them
@@ -459,33 +460,3 @@ def _element(array, elements):
     idx = [name(e) for e in elements]
     sl = idx[0] if len(idx) == 1 else gast.Tuple(elts=idx, ctx=gast.Load())
     return gast.Subscript(value=name(array), slice=sl, ctx=gast.Store())
-
-
-def _at(node, like):
-    node.lineno = getattr(like, "lineno", None)
-    node.col_offset = getattr(like, "col_offset", 0)
-
-
-def _names_in(node):
-    """Every name in ``node`` (IR statements hold fields that are not nodes)."""
-    out, todo = set(), [node]
-    while todo:
-        n = todo.pop()
-        if isinstance(n, list):
-            todo += n
-        elif isinstance(n, gast.Name):
-            out.add(n.id)
-        elif isinstance(n, gast.AST):
-            todo += [getattr(n, f, None) for f in n._fields]
-    return out
-
-
-def _all_names(body):
-    return set().union(*[_names_in(s) for s in body])
-
-
-def _fresh(base, taken):
-    while base in taken:
-        base = "_" + base
-    taken.add(base)
-    return base
