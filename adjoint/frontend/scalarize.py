@@ -35,6 +35,7 @@ from dataclasses import replace
 import gast
 import numpy as np
 
+from ..derive.ir import BlockRewriter
 from ..runtime.types import NARROW_INTS, ArrayType
 from ..runtime.vectypes import VectorType
 from .annotations import Param
@@ -69,7 +70,7 @@ def _uses_vectors(pf):
     return False
 
 
-class _Scalarize(Places, Expressions):
+class _Scalarize(Places, Expressions, BlockRewriter):
     def __init__(self, pf):
         self.pf = pf
         taken = {n.id for n in gast.walk(pf.node) if isinstance(n, gast.Name)}
@@ -139,6 +140,8 @@ class _Scalarize(Places, Expressions):
 
     # -- statements ------------------------------------------------------------------
     def block(self, stmts):
+        """``BlockRewriter.block``, with the statements each one's expressions need (the
+        builder's) before it, located at it."""
         out = []
         for s in stmts:
             self.line = s
@@ -161,22 +164,18 @@ class _Scalarize(Places, Expressions):
             return self.expr_stmt(s)
         if isinstance(s, gast.If):
             s.test = self.scalar(s.test, "an if condition")
-            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
-            return [s]
-        if isinstance(s, gast.For):
+        elif isinstance(s, gast.For):
             s.iter.args = [self.scalar(a, "range()") for a in s.iter.args] \
                 if isinstance(s.iter, gast.Call) else s.iter.args
-            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
-            return [s]
-        if isinstance(s, gast.While):
+        elif isinstance(s, gast.While):
             with self.b.block() as pre:
                 s.test = self.scalar(s.test, "a while condition")
             if pre:
                 raise self.err("a vector operation in a while condition is not supported: "
                                "compute it into a variable before the loop and at the end of "
                                "its body", s.test)
-            s.body, s.orelse = self.block(s.body), self.block(s.orelse)
-            return [s]
+        if isinstance(s, (gast.If, gast.For, gast.While)):
+            return self.nested(s)       # (its blocks: block() above)
         if isinstance(s, gast.Return) and s.value is not None:
             return self.return_(s)
         return [s]
