@@ -9,10 +9,10 @@ fwd+bwd went from 11.4 ms quiet to 23.3 ms, where the same code on one thread to
 ``govern()`` runs before each launch's kernel part on the numba backend
 (``backend_numba.by_size``) and each replay of a capture. At most every
 ``INTERVAL`` seconds it reads how many tasks the machine is running
-(``/proc/loadavg``'s fourth field, less the calling thread), keeps a running mean of it
-(``SMOOTHING``) and sets the calling thread's numba thread count
-(``numba.set_num_threads``) to the cores that leaves, at least 1 and at most
-``NUMBA_NUM_THREADS``.
+(``/proc/loadavg``'s fourth field, less this process's own running threads), keeps a
+running mean of it (``SMOOTHING``; a core counts as taken from ``1 - FULL``) and sets
+the calling thread's numba thread count (``numba.set_num_threads``) to the cores that
+leaves, at least 1 and at most ``NUMBA_NUM_THREADS``.
 
 Results do not change: the chunks a privatized sum is split into are fixed by
 ``NUMBA_NUM_THREADS`` (``backend_numba.MAX_CHUNKS``), not by the threads running them.
@@ -28,18 +28,34 @@ from . import config
 
 INTERVAL = 0.05         # seconds between two readings of the load
 SMOOTHING = 0.5         # weight of a new reading in the running mean
+FULL = 0.25             # a core counts as taken from a mean of 0.75 tasks on
 _local = threading.local()
 _cores = []             # the cores this process may run on (read once)
 
 
 def others():
-    """The tasks the machine is running now besides the calling thread, or None."""
+    """The tasks the machine is running now besides this process's own threads (numba's
+    workers finishing a region count as ours), or None where that cannot be read."""
     try:
         with open("/proc/loadavg", "rb") as fh:
-            running = fh.read().split()[3].split(b"/")[0]
-        return max(0, int(running) - 1)
+            running = int(fh.read().split()[3].split(b"/")[0])
+        return max(0, running - _own_running())
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _own_running():
+    """This process's threads running or runnable now (state R), at least 1 (the caller)."""
+    n = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue                # (a thread that ended)
+        end = stat.rindex(b")")
+        n += stat[end + 2:end + 3] == b"R"
+    return max(n, 1)
 
 
 def cores():
@@ -52,7 +68,7 @@ def cores():
 def threads_for(busy, most):
     """The threads to run on with ``busy`` cores' worth of other work: the rest, at least
     1 and at most ``most``."""
-    return max(1, min(most, cores() - int(busy + 0.5)))
+    return max(1, min(most, cores() - int(busy + FULL)))
 
 
 def govern():
