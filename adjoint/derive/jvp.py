@@ -30,6 +30,7 @@ import gast
 
 from ..rules import lookup
 from ..rules.types import FLOAT
+from .ir import BlockRewriter
 from .ir import (AtomicMinMax, atomic_update, StackNew, StackPush, StackRead, assign, at, const, if_, name,
                  operation)
 from ..errors import TransformError
@@ -48,7 +49,7 @@ class Tangent:
     refused: tuple = None   # a kernel's JVP refused at its launch: (line, why); body empty
 
 
-class _Jvp:
+class _Jvp(BlockRewriter):
     def __init__(self, ssa, active_set):
         self.ssa = ssa
         self.pf = ssa.norm.pf
@@ -82,12 +83,6 @@ class _Jvp:
     def dot_value(self, atom):
         d = self.dot_of(atom)
         return name(d) if d else const(0.0)
-
-    def block(self, stmts):
-        out = []
-        for s in stmts:
-            out.extend(self.stmt(s))
-        return out
 
     def stmt(self, s):
         line = getattr(s, "lineno", None)

@@ -37,6 +37,7 @@ import gast
 from ..frontend.parse import Callee
 from ..rules import lookup
 from ..rules.types import of
+from .ir import BlockRewriter
 from .ir import (AtomicBits, AtomicFetch, AtomicMinMax, ComponentCheck, LoopInfo, MaxOp, MinOp, Namer, Print, StackNew,
                  StackPush, StackRead, assign, at, const, if_, is_atom, loop_like, name)
 
@@ -222,7 +223,7 @@ class _ExitLowering:
         return pre + out, True
 
 
-class _Anf:
+class _Anf(BlockRewriter):
     """Flatten expressions: one operation per statement."""
 
     def __init__(self, pf, namer):
@@ -230,12 +231,6 @@ class _Anf:
 
     def err(self, reason, node):
         return self.pf.error(reason, node, stage="normalize")
-
-    def block(self, stmts):
-        out = []
-        for s in stmts:
-            out.extend(self.stmt(s))
-        return out
 
     def stmt(self, s):
         line = s.lineno
