@@ -21,6 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
 
+cuda = None         # numba.cuda, once --primitives imports it
+warp_add1 = None    # backend_cuda's rt.warp_add1 device function, likewise
+
 
 class Counter:
     """Counts of what numba-cuda is asked to do while ``on``."""
@@ -106,6 +109,12 @@ def main(argv=None):
     ap.add_argument("--size", default="full")
     ap.add_argument("--workloads", default="elementwise,springs,nbody,stencil,dense")
     ap.add_argument("--systems", default="adjoint,adjoint-unchecked,numba-cuda")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N",
+                    help="after the table: where adjoint's host time goes, the functions "
+                         "of N rounds of each workload's fwd+bwd by own time (cProfile)")
+    ap.add_argument("--primitives", action="store_true",
+                    help="after the table: the host time of numba-cuda's launch paths and "
+                         "of the device copies and allocations adjoint's rounds make")
     args = ap.parse_args(argv)
     import adjoint as ad
     from benchmarks import harness
@@ -121,6 +130,7 @@ def main(argv=None):
     # checked launches left pending read (one copy, uncounted: the counter is off), so
     # that they never pile up into a check at a counted launch
     sync = ad.synchronize
+    profiles = []
     print("| workload | system | phase | GPU launches | H2D | D2H | syncs | host ms | "
           "until done ms | launches by kernel |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -145,7 +155,160 @@ def main(argv=None):
                                                                 key=lambda kv: -kv[1]))
                 print(f"| {name} | {sname} | {phase} | {sum(launches.values())} | {h2d} | "
                       f"{d2h} | {syncs} | {host:.3f} | {wall:.3f} | {top} |", flush=True)
+            if args.cprofile and sname == "adjoint":
+                profiles.append((name, host_profile(system, seed, sync, args.cprofile)))
+    for name, text in profiles:
+        print(f"\n#### {name}: adjoint's fwd+bwd, {args.cprofile} rounds, by own time\n")
+        print("```\n" + text + "```", flush=True)
+    if args.primitives:
+        print("\n#### numba-cuda's primitives, host microseconds (median of 200)\n")
+        for what, us in primitives():
+            print(f"- {what}: {us:.1f}", flush=True)
     return 0
+
+
+def host_profile(system, seed, sync, rounds):
+    """The top functions by own time of ``rounds`` fwd+bwd rounds, the host's issuing only
+    (the profiler is off while ``sync`` waits for the GPU between rounds)."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    for _ in range(rounds):
+        prof.enable()
+        system.fwd_bwd(seed)
+        prof.disable()
+        sync()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(22)
+    lines = out.getvalue().splitlines()
+    start = next((k for k, line in enumerate(lines) if "ncalls" in line), 0)
+    return "\n".join(line.replace(os.path.dirname(np.__file__), "numpy")[:150]
+                     for line in lines[start:] if line.strip()) + "\n"
+
+
+def primitives():
+    """``[(what, host µs)]``: numba-cuda's launch of one tiny kernel by its dispatcher and
+    by its compiled ``_Kernel`` directly, with 1 and 6 array arguments; adjoint's
+    configured launch; a device-to-device copy, an allocation and a fill of 4M float32."""
+    global cuda, warp_add1  # (module globals: the simulator swaps cuda while a kernel runs)
+    import numba.cuda
+    cuda = numba.cuda
+    from adjoint.runtime import backend_cuda
+    warp_add1 = backend_cuda.warp_add1
+
+    @cuda.jit
+    def one(a):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] += 1.0
+
+    @cuda.jit
+    def six(n, a, b, c, d, e, f):
+        i = cuda.grid(1)
+        if i < n:
+            a[i] += b[i] + c[i] + d[i] + e[i] + f[i]
+
+    import numba
+    sim = bool(numba.config.ENABLE_CUDASIM)      # (a trial of the code: tiny, few rounds)
+    small = [cuda.to_device(np.zeros(256, np.float32)) for _ in range(6)]
+    big = cuda.to_device(np.zeros(64 if sim else 4_000_000, np.float32))
+    big2 = cuda.device_array_like(big)
+
+    def timed(fn, rounds=2 if sim else 200):
+        fn()
+        cuda.synchronize()
+        ts = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+            cuda.synchronize()
+        return float(np.median(ts)) * 1e6
+
+    out = [("dispatcher, 1 array: one[1, 256](a)", timed(lambda: one[1, 256](small[0]))),
+           ("dispatcher, int + 6 arrays", timed(lambda: six[1, 256](256, *small))),
+           ("backend_cuda._configured(...)(int + 6 arrays)",
+            timed(lambda: backend_cuda._configured(six, (1,), (256,))(256, *small)))]
+    for disp, args, what in ((one, (small[0],), "1 array"), (six, (256, *small), "int + 6 arrays")):
+        try:
+            kernel = next(iter(disp.overloads.values()))
+            out.append((f"_Kernel.launch directly, {what}",
+                        timed(lambda: kernel.launch(args, (1, 1, 1), (256, 1, 1), 0, 0))))
+        except Exception as exc:  # noqa: BLE001 - a private API: name what failed
+            out.append((f"_Kernel.launch directly, {what}: failed ({type(exc).__name__}: "
+                        f"{exc})", float("nan")))
+    out += [("copy_to_device, device to device, 4M float32", timed(lambda: big2.copy_to_device(big))),
+            ("cuda.device_array(4M float32)", timed(lambda: cuda.device_array(big.size, np.float32))),
+            ("backend_cuda.fill(4M float32)", timed(lambda: backend_cuda.fill(big2, np.float32(0)))),
+            ("cuda.synchronize() with nothing queued", timed(cuda.synchronize))]
+    out += scatter(sim, timed)
+    return out
+
+
+def scatter(sim, timed):
+    """A dense layer's backward into x: every row's thread adds ``W[i, k] * g[i]`` into
+    ``out[k]`` for every k (the same k across a warp at once), by plain atomics and by
+    ``rt.warp_add1``; each until done (µs), and whether the two sums agree."""
+    @cuda.jit
+    def plain(n, W, g, out):
+        i = cuda.grid(1)
+        if i < n:
+            for k in range(n):
+                cuda.atomic.add(out, k, W[i, k] * g[i])
+
+    @cuda.jit
+    def warp(n, W, g, out):
+        i = cuda.grid(1)
+        if i < n:
+            for k in range(n):
+                warp_add1(out, k, W[i, k] * g[i])
+
+    # the same sums with each lane at another element (k + 33 i mod n): what rt.warp_add1
+    # costs where it cannot help
+    @cuda.jit
+    def plain_spread(n, W, g, out):
+        i = cuda.grid(1)
+        if i < n:
+            for k in range(n):
+                cuda.atomic.add(out, (k + 33 * i) % n, W[i, (k + 33 * i) % n] * g[i])
+
+    @cuda.jit
+    def warp_spread(n, W, g, out):
+        i = cuda.grid(1)
+        if i < n:
+            for k in range(n):
+                warp_add1(out, (k + 33 * i) % n, W[i, (k + 33 * i) % n] * g[i])
+
+    n = 40 if sim else 2048
+    rng = np.random.default_rng(0)
+    W = cuda.to_device(rng.standard_normal((n, n)).astype(np.float32))
+    g = cuda.to_device(rng.standard_normal(n).astype(np.float32))
+    outs = {}
+    rows = []
+    blocks = ((n + 255) // 256, 256) if not sim else ((n + 31) // 32, 32)
+    for label, kernel in (("plain cuda.atomic.add", plain), ("rt.warp_add1", warp),
+                          ("spread, plain", plain_spread), ("spread, rt.warp_add1", warp_spread)):
+        out = cuda.to_device(np.zeros(n, np.float32))
+
+        def run():
+            kernel[blocks](n, W, g, out)
+            cuda.synchronize()
+        try:
+            us = timed(run, rounds=3 if sim else 20)
+        except Exception as exc:  # noqa: BLE001 - name what failed
+            rows.append((f"scatter {n}x{n}, {label}: failed ({type(exc).__name__}: {exc})",
+                         float("nan")))
+            continue
+        out.copy_to_device(np.zeros(n, np.float32))
+        run()
+        outs[label] = out.copy_to_host()
+        rows.append((f"scatter {n}x{n} until done, {label}", us))
+    ref = W.copy_to_host().astype(np.float64).T @ g.copy_to_host().astype(np.float64)
+    rows.append(("scatter: max |sum - float64| " + ", ".join(
+        f"{label} {np.abs(got - ref).max():.2e}" for label, got in outs.items()) +
+        f" (max |ref| {np.abs(ref).max():.1f})", 0.0))
+    return rows
 
 
 if __name__ == "__main__":

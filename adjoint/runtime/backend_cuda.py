@@ -257,8 +257,57 @@ def _fault(status, site, a, b, c):
         status[4] = c
 
 
+FULL_WARP = 0xFFFFFFFF
+
+
+def _warp_add1(arr, i, value):
+    """``cuda.atomic.add(arr, i, value)``, with one atomic a warp where it can: when all 32
+    lanes of the warp are here at once with the same index ``i``, their values are summed
+    across the warp (five shuffles) and lane 0 adds the sum; otherwise each lane adds its
+    own. The element gets the same terms, added in another order. (``match_any_sync``
+    returns an int32, ``activemask`` a uint32: the mask keeps the comparison unsigned.)"""
+    mask = cuda.activemask()
+    if mask == FULL_WARP and (cuda.match_any_sync(mask, i) & FULL_WARP) == mask:
+        value += cuda.shfl_xor_sync(mask, value, 16)
+        value += cuda.shfl_xor_sync(mask, value, 8)
+        value += cuda.shfl_xor_sync(mask, value, 4)
+        value += cuda.shfl_xor_sync(mask, value, 2)
+        value += cuda.shfl_xor_sync(mask, value, 1)
+        if cuda.laneid == 0:
+            cuda.atomic.add(arr, i, value)
+    else:
+        cuda.atomic.add(arr, i, value)
+
+
+def _warp_add2(arr, i, j, value):
+    """``_warp_add1`` for a 2-D element ``arr[i, j]``."""
+    mask = cuda.activemask()
+    if mask == FULL_WARP and (cuda.match_any_sync(mask, i) & FULL_WARP) == mask and \
+            (cuda.match_any_sync(mask, j) & FULL_WARP) == mask:
+        value += cuda.shfl_xor_sync(mask, value, 16)
+        value += cuda.shfl_xor_sync(mask, value, 8)
+        value += cuda.shfl_xor_sync(mask, value, 4)
+        value += cuda.shfl_xor_sync(mask, value, 2)
+        value += cuda.shfl_xor_sync(mask, value, 1)
+        if cuda.laneid == 0:
+            cuda.atomic.add(arr, (i, j), value)
+    else:
+        cuda.atomic.add(arr, (i, j), value)
+
+
+def _lane_add1(arr, i, value):
+    """``_warp_add1`` in the simulator (no warp intrinsics there): each thread's own add."""
+    cuda.atomic.add(arr, i, value)
+
+
+def _lane_add2(arr, i, j, value):
+    cuda.atomic.add(arr, (i, j), value)
+
+
 _DEVICE = {"range_outside": helpers.range_outside, "trip_count": helpers.trip_count,
-           "index_outside_loop": helpers.index_outside_loop, "fault": _fault}
+           "index_outside_loop": helpers.index_outside_loop, "fault": _fault,
+           "warp_add1": _warp_add1, "warp_add2": _warp_add2}
+_SIMULATED = {"warp_add1": _lane_add1, "warp_add2": _lane_add2}
 
 
 def _device_function(attr):
@@ -270,12 +319,12 @@ def _device_function(attr):
             return BUILTINS[attr].python
         fn = BUILTINS[attr].cuda
     elif attr in _DEVICE:
-        fn = _DEVICE[attr]
+        fn = _SIMULATED.get(attr, _DEVICE[attr]) if simulated() else _DEVICE[attr]
     else:
         return None
     global cuda
     import numba.cuda
-    cuda = numba.cuda       # _fault reads cuda.atomic when it is compiled
+    cuda = numba.cuda       # _fault and the warp adds read cuda.* when they are compiled
     return cuda.jit(device=True)(fn)
 
 
