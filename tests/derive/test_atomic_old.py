@@ -10,6 +10,7 @@ whose gradient would flow through one, runs forward and its backward (and JVP) i
 naming its line; NVIDIA Warp's CPU
 device computes the same old values where it is installed (skipped otherwise).
 """
+import itertools
 import math
 import re
 
@@ -21,6 +22,7 @@ import adjoint.warp as wp_ns
 from adjoint.errors import TransformError
 from adjoint.vector_mode import jvp_launch
 from tests.conftest import central_fd
+from tests.gpu_tolerance import real_gpu
 
 SRC = '''
 @ad.kernel
@@ -64,11 +66,12 @@ def _run(m, x, tape=None):
     return args
 
 
-def _model(x):
-    """The kernel's threads one after another, in order."""
+def _model(x, order=None):
+    """The kernel's threads one after another, in order (or in ``order``)."""
     count, lo, hi, total = [0, 100, 0], [0.25], [0.0, 0.1], [0.5, 0.0]
     idx, out = [0] * (2 * N), [0.0] * N
-    for i, xi in enumerate(x):
+    for i in range(len(x)) if order is None else order:
+        xi = x[i]
         k = count[0]
         count[0] += 2
         s = count[1]
@@ -91,11 +94,41 @@ def test_old_values_are_warps(backend, kernel_module):
     _, count, lo, hi, total, idx, out = _run(m, X)
     w_count, w_lo, w_hi, w_total, w_idx, w_out = _model(X)
     np.testing.assert_array_equal(count.numpy(), w_count)
+    if real_gpu():
+        _check_some_arrival_order(idx.numpy(), out.numpy())
+        np.testing.assert_allclose(lo.numpy(), w_lo, rtol=1e-15)
+        np.testing.assert_allclose(hi.numpy(), w_hi, rtol=1e-15)
+        np.testing.assert_allclose(total.numpy(), w_total, rtol=1e-14)
+        return
     np.testing.assert_array_equal(idx.numpy(), w_idx)
     np.testing.assert_allclose(lo.numpy(), w_lo, rtol=1e-15)
     np.testing.assert_allclose(hi.numpy(), w_hi, rtol=1e-15)
     np.testing.assert_allclose(total.numpy(), w_total, rtol=1e-14)
     np.testing.assert_allclose(out.numpy(), w_out, rtol=1e-15)
+
+
+def _check_some_arrival_order(idx, out):
+    """On a GPU the lanes of one atomic instruction on one element are served in an order
+    the hardware picks, and numba-cuda's float min/max return the value their
+    compare-and-swap loop read first (docs/from-warp.md): a thread's old value is then the
+    element as some order of the threads left it before this thread's update, or older.
+    Each flag of ``idx[N:]`` comes from one atomic: a thread's flag must be one that some
+    order of the threads gives it, or the element's starting value. ``count[0]`` (add 2)
+    and ``count[2]`` (add 1) hand out each old value once."""
+    flags = idx[N:]
+    assert set(flags) <= set(range(8))
+    start = _model(X, order=())[4][N:]      # no thread ran: the starting values' flags
+    possible = [[{(start[i] >> bit) & 1} for i in range(N)] for bit in range(3)]
+    for order in itertools.permutations(range(N)):
+        model = np.array(_model(X, order)[4][N:])
+        for bit in range(3):
+            for i in range(N):
+                possible[bit][i].add(int(model[i] >> bit) & 1)
+    for bit in range(3):
+        for i in range(N):
+            assert (int(flags[i]) >> bit) & 1 in possible[bit][i], (bit, i, flags)
+    assert len(set(idx[:N])) == N
+    assert sorted(np.rint(out - 2.0 * X).astype(int)) == [0, 0, 0, 1, 1, 1]
 
 
 def test_the_updates_keep_their_gradients(backend, kernel_module):

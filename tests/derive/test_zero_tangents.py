@@ -18,6 +18,7 @@ import adjoint as ad
 from adjoint import passes
 from adjoint.build.inputs import module_key
 from adjoint.vector_mode import jvp_launch
+from tests.gpu_tolerance import assert_same
 
 SOURCE = """
 @ad.kernel
@@ -98,7 +99,8 @@ def test_the_same_tangents_as_explicit_zeros_on_finite_inputs(kernel_module, bac
         y = ad.zeros(N, dtype=ad.float64)
         outs.append(ad.launch(m.scaled, N, [ad.array(x), ad.array(w)], [y], record_tape=False,
                               tangents={"x": ad.array(t), **extra}))
-    np.testing.assert_array_equal(outs[0]["y"].numpy(), outs[1]["y"].numpy())
+    # (on a real GPU to rounding: NVVM fuses a * b + c where the rest of a kernel lets it)
+    assert_same(outs[0]["y"].numpy(), outs[1]["y"].numpy())
     np.testing.assert_array_equal(outs[0]["w"].numpy(), np.zeros(N))   # (returned, zeros)
 
 
