@@ -133,6 +133,14 @@ PASSES = (
        roles=("kernel",), exact=False,
        rounding="two threads' adds into one private element are one add (a + b)",
        summary="two threads a pass through a loop they share"),
+    _P("warp_sums", "emit/warp.py", ("emitted",), ("emitted",), optimization=True,
+       stage="emit", roles=("kernel",), exact=False, rounds=(),
+       rounding="on a GPU only: the adds of a warp's 32 lanes into one element are summed "
+                "as a tree and added once, not one at a time in the order the lanes arrive "
+                "(the CPU targets and numba's simulator run each thread's own add: the same "
+                "bits there)",
+       summary="CUDA: an atomic add every lane of a warp makes into one element, summed "
+               "across the warp and added once"),
 )
 BY_NAME = {p.name: p for p in PASSES}
 OPTIMIZATIONS = tuple(p.name for p in PASSES if p.optimization)

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import gast
 
 from . import passes
-from ..emit import stacks
+from ..emit import stacks, warp
 from ..emit.module import function_sources
 from ..emit.printer import render_function
 from ..emit.user import backward_text
@@ -122,14 +122,25 @@ EMITS = {   # whether an emit pass may change what is printed (before it prints 
     "sums": _privatized,
     "jam": lambda st: st.dims == 1 and any(plan.mode in ("parallel", "privatize")
                                            for plan in st.plans or ()),
+    "warp_sums": lambda st: _warp_sums(st),
 }
+
+
+def _warp_sums(st):
+    """Whether pass warp_sums may change this kernel's CUDA code (emit/warp.py)."""
+    rev, tangent = getattr(st, "rev", None), getattr(st, "tangent", None)
+    bodies = (getattr(rev, "forward", None), getattr(rev, "backward", None),
+              getattr(tangent, "body", None))
+    return any(warp.candidates(b, set(st.threads or ())) for b in bodies if b)
 
 
 def inexact(tr):
     """The optimization passes applied to ``tr`` that may make its results round otherwise
-    than the plain code's (``Pass.exact``; jam only where it joins two threads' adds into
-    a privatized element)."""
+    than the plain code's on the CPU backends and numba's simulator (``Pass.exact``; jam
+    only where it joins two threads' adds into a privatized element; not warp_sums, whose
+    ``rounds`` is empty: it rounds otherwise on a GPU alone)."""
     return tuple(n for n in tr.applied if not passes.BY_NAME[n].exact and
+                 passes.BY_NAME[n].rounds and
                  (n != "jam" or any(plan.mode == "privatize" for plan in tr.plans or ())))
 
 

@@ -29,6 +29,7 @@ import copy
 
 import gast
 
+from . import warp
 from .stacks import dotted
 from .targets import code
 from ..derive.ir import AtomicBits, AtomicFetch, AtomicMinMax, MaxOp, MinOp, StackNew, StackPush, comment, const, if_, name
@@ -52,10 +53,11 @@ def _call(func, *args):
 class LowerCuda(gast.NodeTransformer):
     """Rewrite a lowered CPU body for CUDA (see the module docstring)."""
 
-    def __init__(self, owner, dims, capacity, custom_grads, shared=frozenset()):
+    def __init__(self, owner, dims, capacity, custom_grads, shared=frozenset(), uniform=None):
         self.owner, self.dims = owner, dims
         self.capacity, self.custom_grads = capacity, custom_grads
         self.shared = shared        # arrays some thread adds into at another's element
+        self.uniform = uniform      # pass warp_sums: whether an index is the warp's own
 
     def exclusive(self, sl):
         return is_exclusive(self.owner, self.dims, sl)
@@ -66,6 +68,10 @@ class LowerCuda(gast.NodeTransformer):
         if isinstance(t, gast.Subscript) and (not self.exclusive(t.slice) or
                                               _root(t) in self.shared):
             fn = "add" if isinstance(node.op, gast.Add) else "sub"
+            if self.uniform is not None and self.uniform(t.slice):
+                summed = warp.add(copy.deepcopy(t), node.value, subtract=fn == "sub")
+                if summed is not None:      # (pass warp_sums: one atomic a warp)
+                    return summed
             idx = copy.deepcopy(t.slice)
             return gast.Expr(value=_call(_attr(CUDA.atomic, fn), name(t.value.id), idx,
                                          node.value))
@@ -176,9 +182,15 @@ def shared_arrays(body, owner, dims):
     return frozenset(out)
 
 
-def lower_body(body, tr, capacity, custom_grads):
+def lower_body(body, tr, capacity, custom_grads, tids=()):
+    """``body`` spelled for CUDA; ``tids``: a kernel thread function's thread index
+    parameters (pass warp_sums reads which values they reach)."""
     owner = tr.threads if tr.pf.role == "kernel" else {}
-    lw = LowerCuda(owner, tr.dims, capacity, custom_grads, shared_arrays(body, owner, tr.dims))
+    uniform = None
+    if tr.pf.role == "kernel" and "warp_sums" in tr.optimizations:
+        uniform = warp.uniform_test(body, set(owner) | set(tids))
+    lw = LowerCuda(owner, tr.dims, capacity, custom_grads, shared_arrays(body, owner, tr.dims),
+                   uniform)
     return [lw.visit(copy.deepcopy(s)) for s in body]
 
 

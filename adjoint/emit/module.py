@@ -150,7 +150,7 @@ def _pair(tr, target, custom_grads, part, body, params, plan, backward):
     code = code_of(target)
     if not code.host:               # one device thread per grid point (emit/cuda.py)
         lowered = cuda.lower_body(_declared(body, tids + params, tr, target), tr,
-                                  tr.loop_capacity, custom_grads)
+                                  tr.loop_capacity, custom_grads, tids)
         if bounds.reports(lowered) and cuda.STATUS not in params:
             params = params + [cuda.STATUS]     # (a printed backward's stacks may overflow)
         return [(thread, tids + params, lowered, code.func_decorator),

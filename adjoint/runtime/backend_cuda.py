@@ -216,6 +216,12 @@ def add(out, src):
     _flat_launch("add", out, src)
 
 
+def copy(out, src):
+    """``out[:] = src`` on the device, for flat device arrays of one size and dtype (a
+    launch: the host does not wait, as it would for the driver's copy)."""
+    _flat_launch("copy", out, src)
+
+
 _compiled = {}
 cuda = None     # numba.cuda, bound on first use (importing it here would cost every CPU user)
 
@@ -240,7 +246,13 @@ def _kernels():
             if i < out.size:
                 out[i] += src[i]
 
-        _compiled.update(fill=fill_kernel, add=add_kernel)
+        @cuda.jit
+        def copy_kernel(out, src):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = src[i]
+
+        _compiled.update(fill=fill_kernel, add=add_kernel, copy=copy_kernel)
     return _compiled
 
 

@@ -82,6 +82,10 @@ HELPERS = {
     "unavailable": Needed(BOTH, "a part a kernel lacks (a JVP, a backward), with the reason"),
     "launcher": Needed((CUDA,), "a @cuda.jit grid kernel as a launchable function"),
     "refused": Needed((CUDA,), "a CUDA backward that says why the kernel has none"),
+    # pass warp_sums (emit/warp.py)
+    "warp_add1": Needed((CUDA,), "an atomic add into arr[i] summed across a warp whose lanes "
+                                 "all add there, one atomic a warp"),
+    "warp_add2": Needed((CUDA,), "warp_add1 for arr[i, j]"),
 }
 
 RT = {**HELPERS,

@@ -28,6 +28,7 @@ long as the object holding the allocation, so freed memory reused is never clean
 calling thread, watched or not, while it is in effect: a checkpointed segment uses it
 to keep the values its writes replace (``adjoint/tapes/checkpoint.py``).
 """
+import bisect
 import threading
 import weakref
 
@@ -71,7 +72,7 @@ def _allocation(buf):
         while isinstance(host.base, np.ndarray):
             host = host.base
         return ("host", host.__array_interface__["data"][0])
-    return ("device", buf.__cuda_array_interface__["data"][0])
+    return ("device", buffers.device_span(buf)[0])
 
 
 def watch(buf, watcher):
@@ -130,6 +131,8 @@ def before_write(buf, writer, by=None):
 
 _clean = {}         # memory key -> weakref.ref(the object holding that allocation)
 _spans = {}         # device memory key in _clean -> (first byte, end byte)
+_starts = []        # the first bytes of _spans' keys, sorted (some may be stale: forgotten)
+_longest = [0]      # the longest span ever noted, in bytes
 
 
 def mark_clean(buf):
@@ -140,7 +143,7 @@ def mark_clean(buf):
     if owner is None:
         return
     key = memory_key(buf)
-    span = _device_span(buf) if key[0] == "device" else None
+    span = buffers.device_span(buf) if key[0] == "device" else None
 
     def forget(ref):
         # no lock: a collection may run this on a thread holding another of adjoint's
@@ -155,7 +158,13 @@ def mark_clean(buf):
     with LOCK:      # (another thread may be reading _spans: _forget_clean)
         _clean[key] = ref
         if span is not None:
+            if not _spans:
+                _starts.clear()         # (all stale: their owners were collected)
             _spans[key] = span
+            k = bisect.bisect_left(_starts, span[0])
+            if k == len(_starts) or _starts[k] != span[0]:
+                _starts.insert(k, span[0])
+            _longest[0] = max(_longest[0], span[1] - span[0])
 
 
 def mark_dirty(buf):
@@ -170,19 +179,25 @@ def _forget_clean(key, buf):
     device allocation it overlaps is forgotten too."""
     _clean.pop(key, None)
     if key[0] == "device" and _spans:
-        start, end = _device_span(buf)
+        start, end = buffers.device_span(buf)
         # under the lock: threads marking and forgetting device memory at once would
-        # change _spans while this loop reads it (a real GPU's launches, not the simulator's)
+        # change _spans while this reads it (a real GPU's launches, not the simulator's).
+        # A clean span overlapping [start, end) starts before ``end`` and at most the
+        # longest span before ``start``: a bisection of the sorted first bytes finds the
+        # few to look at (a tape of 50 launches holds 51 clean gradients)
         with LOCK:
-            for k, (s, e) in _spans.copy().items():    # (a copy: a collected owner's
-                if s < end and start < e or k == key:   # ``forget`` may run meanwhile)
+            hi = bisect.bisect_right(_starts, max(end, start))
+            lo = bisect.bisect_right(_starts, start - _longest[0], 0, hi)
+            gone = []
+            for first in _starts[lo:hi]:
+                k = ("device", first)
+                span = _spans.get(k)    # (None: its owner was collected, ``forget`` ran)
+                if span is None or span[0] < end and start < span[1] or k == key:
                     _clean.pop(k, None)
                     _spans.pop(k, None)
-
-
-def _device_span(buf):
-    start = buf.__cuda_array_interface__["data"][0]
-    return start, start + int(np.prod(buf.shape)) * np.dtype(buf.dtype).itemsize
+                    gone.append(first)
+            for first in gone:
+                del _starts[bisect.bisect_left(_starts, first)]
 
 
 def is_clean(buf):

@@ -333,3 +333,22 @@ def test_small_launches_do_not_warn_of_low_occupancy(kernel_module):
         tape.backward(grads={out: np.ones(2)})
     assert [str(w.message) for w in seen
             if w.category.__name__ == "NumbaPerformanceWarning"] == []
+
+
+def test_a_device_to_device_copy_is_a_launch(monkeypatch):
+    """``buffers.copy_into`` between device arrays of one dtype runs the runtime's copy
+    kernel (a launch the host does not wait for), not numba's ``copy_to_device`` (the
+    driver's cuMemcpyDtoD, which makes the host wait); values land as they were."""
+    from adjoint.runtime import buffers
+    cls = type(ad.zeros(1, device="cuda").data)
+
+    def refuse(self, ary, *args, **kwargs):
+        raise AssertionError("copy_to_device was called")
+    src = ad.array(np.arange(12.0).reshape(3, 4), device="cuda")
+    dst = ad.zeros((3, 4), device="cuda")
+    monkeypatch.setattr(cls, "copy_to_device", refuse)
+    buffers.copy_into(dst.data, src.data)
+    twin = buffers.clone(src.data)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(dst.numpy(), np.arange(12.0).reshape(3, 4))
+    np.testing.assert_array_equal(twin.copy_to_host(), np.arange(12.0).reshape(3, 4))

@@ -125,6 +125,14 @@ def scatter(x: ad.array(dtype=float), idx: ad.array(dtype=ad.int64), y: ad.array
     ad.atomic_add(total, 0, x[i] * x[i])
 
 
+@ad.kernel
+def moments(x: ad.array(dtype=float), m: ad.array(dtype=float, ndim=2)):
+    # every thread adds into the same two elements (on CUDA one atomic a warp: warp_sums)
+    i = ad.tid()
+    m[0, 0] += x[i]
+    m[0, 1] += x[i] * x[i]
+
+
 @ad.kernel(enable_backward=False)
 def forward_only(x: ad.array(dtype=float), y: ad.array(dtype=float)):
     i = ad.tid()
