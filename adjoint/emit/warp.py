@@ -4,31 +4,26 @@ into at once is summed across the warp first, and added once.
 Expects: a kernel's thread body lowered for CUDA (emit/cuda.py), whose accumulations into
 an element other threads may add into become ``cuda.atomic.add``, and the names holding
 the thread's indices.
-Guarantees: ``uniform(body, seeds)`` gives a test of whether an expression has the same
-value in every thread that evaluates it at one point of the body: it reads no thread
-index, no array element (loads may differ from thread to thread), no name assigned from
-such a value or under control that depends on one (an ``if``, a loop's range or test),
-and no name assigned in a loop holding a ``break`` or ``continue`` (threads leave it at
-different trips); a ``return`` does not matter: the threads left are as they were. Calls
-count only as ``rt.<builtin>`` of such values, and an array's ``.shape``. ``add(...)``
-spells ``arr[idx] += v`` with such an index (1 or 2 components: ``rt.warp_add1(arr, i,
-v)``, ``rt.warp_add2(arr, i, j, v)``; ``-=`` adds ``-v``), where a dense layer's backward
-adds into ``adj_x[k]`` for every row, an n-body's into the other body's ``adj_pos[j]``, a
-loss's into ``loss[0]``.
-The runtime's device function (runtime/backend_cuda.py) checks at run time that all 32
-lanes of the warp are there with one index (``activemask``, ``match_any_sync``), sums
-their values with five shuffles and has lane 0 add the sum; otherwise each lane adds its
-own, as before. So a wrong guess here costs time, never a term: the static test only
-keeps the check away from scatters whose indices differ by thread (a spring's two ends),
-where it would double the time of the atomics (measured on an H200) for nothing.
-Not exact on a GPU: the 32 terms are added as a tree before the element, where the
-atomics added them one at a time in the order the lanes arrived (which was not fixed
-either). Numba's simulator has no warp intrinsics: there the function is each thread's
-own ``cuda.atomic.add``, so the CPU backends and the simulator give the same bits with
-the pass on and off.
+Guarantees: ``uniform_test(body, seeds)`` tells whether an expression has one value in
+every thread that evaluates it at one point of the body: it reads no thread index, no
+array element, no name assigned from such a value or under control that depends on one
+(an ``if``, a loop's range or test), and no name assigned in a loop holding a ``break``
+or ``continue`` (threads leave it at different trips; a ``return`` leaves the others as
+they were). Calls count only as ``rt.<builtin>`` of such values, and an array's
+``.shape``. ``add`` spells ``arr[idx] += v`` with such an index as ``rt.warp_add1(arr, i,
+v)`` or ``rt.warp_add2(arr, i, j, v)`` (``-=`` adds ``-v``): a loss's ``loss[0]``, a
+dense layer's backward into ``adj_x[k]``, an n-body's into the other body's ``adj_pos``.
+The device function (runtime/backend_cuda.py) checks at run time that all 32 lanes are
+there with one index, sums their values by shuffles and has lane 0 add the sum, else
+each lane adds its own: a wrong guess here costs time, never a term. The static test
+keeps that check away from scatters whose indices differ by thread, where it only slows
+the atomics down (docs/backends.md has the measurements).
+Not exact on a GPU: the warp's terms are added as a tree, not one at a time in the order
+the lanes arrive (which was not fixed either). Numba's simulator has no warp intrinsics:
+there the function is each thread's own ``cuda.atomic.add``, so the CPU backends and the
+simulator give the same bits with the pass on and off.
 
-Why: 32 lanes adding into one address serialize in the memory system (a 2048x2048 dense
-backward's adds into x took 1.65 ms by plain atomics, 0.56 ms summed by warps on an H200).
+Why: the atomics of 32 lanes on one address serialize in the memory system.
 """
 import gast
 

@@ -111,7 +111,7 @@ def copy_into(dst, src):
         src = to_host(src).astype(dst.dtype)
     elif size(src) == size(dst):
         # device to device by the runtime's copy kernel: numba's copy_to_device calls the
-        # driver's cuMemcpyDtoD, which makes the host wait (132 µs for 16 MB on an H200)
+        # driver's cuMemcpyDtoD, which makes the host wait for the copy
         backend_cuda.copy(flat(dst), flat(src))
         return
     dst.copy_to_device(src)
@@ -134,7 +134,7 @@ _spans = {}     # id(device buffer) -> (weakref.ref(buffer), its span)
 def device_span(buf):
     """``(first byte, end byte)`` of a device buffer's memory, computed once per buffer
     object (numba builds a device array's ``__cuda_array_interface__`` anew each time it is
-    read: on an H200 the alias checks of a launch's arguments cost more than the launch)."""
+    read, and the alias checks of every launch ask for each argument's span)."""
     hit = _spans.get(id(buf))
     if hit is not None and hit[0]() is buf:
         return hit[1]

@@ -184,7 +184,7 @@ def _forget_clean(key, buf):
         # change _spans while this reads it (a real GPU's launches, not the simulator's).
         # A clean span overlapping [start, end) starts before ``end`` and at most the
         # longest span before ``start``: a bisection of the sorted first bytes finds the
-        # few to look at (a tape of 50 launches holds 51 clean gradients)
+        # few to look at (a long tape holds a clean gradient per array it made)
         with LOCK:
             hi = bisect.bisect_right(_starts, max(end, start))
             lo = bisect.bisect_right(_starts, start - _longest[0], 0, hi)
