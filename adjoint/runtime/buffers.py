@@ -107,13 +107,15 @@ def copy_into(dst, src):
         return
     if on_host(src):
         src = np.ascontiguousarray(src, dtype=dst.dtype).reshape(dst.shape)
-    elif np.dtype(src.dtype) != np.dtype(dst.dtype):
-        src = to_host(src).astype(dst.dtype)
-    elif size(src) == size(dst):
-        # device to device by the runtime's copy kernel: numba's copy_to_device calls the
-        # driver's cuMemcpyDtoD, which makes the host wait for the copy
+    elif size(src) == size(dst) and (np.dtype(src.dtype) == np.dtype(dst.dtype) or
+                                     np.dtype(src.dtype).kind == np.dtype(dst.dtype).kind == "f"):
+        # device to device by the runtime's copy kernel (a cast between float dtypes:
+        # to nearest, ties to even): numba's copy_to_device calls the driver's
+        # cuMemcpyDtoD, which makes the host wait for the copy
         backend_cuda.copy(flat(dst), flat(src))
         return
+    elif np.dtype(src.dtype) != np.dtype(dst.dtype):
+        src = to_host(src).astype(dst.dtype)
     dst.copy_to_device(src)
 
 

@@ -6,8 +6,10 @@ checks expect a float32 one (``_convert`` raises ``Float16Argument``, off the co
 and hands the launch to ``run``: it runs on a float32 copy of each float16 array (its
 *proxy*), then rounds what the kernel wrote back into the float16 array.
 
-On a tape the launch's step holds the proxies: the float32 values its backward reads,
-which no later write changes. Two functions of the tape (``Tape.record_func``) bracket
+On CUDA the proxies are float32 device arrays, widened and rounded back by the
+runtime's copy kernel (a cast on the device: ``buffers.copy_into``), as on the CPU by
+NumPy: to nearest, ties to even. On a tape the launch's step holds the proxies: the
+float32 values its backward reads, which no later write changes. Two functions of the tape (``Tape.record_func``) bracket
 the step: before its backward, each float16 gradient is widened into its proxy's float32
 gradient; after, the proxy's gradient is rounded back into it (inputs' accumulated into,
 outputs' cleared, as the backward left them). Gradients are thus stored as float16
@@ -15,6 +17,7 @@ between steps, as Warp stores them. (A capture refuses those functions: runtime/
 import numpy as np
 
 from ..errors import LaunchError
+from . import buffers
 from .array import Array
 from .tape import active_tape
 
@@ -43,7 +46,7 @@ class _Proxies:
         pair = self.pairs.get(id(value))
         if pair is None:
             if isinstance(value, Array):
-                proxy = Array(value._data.astype(FLOAT32), device="cpu", _owned=True)
+                proxy = Array(_wide(value._data), device=value.device, _owned=True)
                 proxy.requires_grad = value.grad is not None or value.requires_grad
             else:
                 proxy = value.astype(FLOAT32)
@@ -65,9 +68,6 @@ def run(launch, kernel, spec, dim, inputs, outputs, device, adjoint, adj_inputs,
     """``launch(kernel, ...)`` (runtime/launch.py) with each float16 array argument
     replaced by its float32 proxy, the kernel's writes rounded back (see the module).
     ``inputs`` and ``outputs`` are flat (structs' leaves): they are launched on ``spec``."""
-    if device != "cpu":
-        raise _refuse(kernel, "float16 arrays are supported on the CPU only (a CUDA launch "
-                              "would need a float32 copy on the device): store float32")
     if tangents is not None:
         raise _refuse(kernel, "forward mode (tangents=) on float16 arrays is not supported: "
                               "store float32")
@@ -122,11 +122,29 @@ def _adjoint(launch, kernel, dim, ins, outs, device, adj_inputs, adj_outputs, pr
         _store(a, p)
 
 
+def _wide(buf):
+    """A float32 copy of float16 buffer ``buf``, on its device."""
+    if buffers.on_host(buf):
+        return buf.astype(FLOAT32)
+    out = buffers.empty(buf.shape, FLOAT32, "cuda")
+    buffers.copy_into(out, buf)         # (the copy kernel: a cast on the device)
+    return out
+
+
+def _assign(dst, src):
+    """``dst[...] = src``, cast to ``dst``'s dtype (to nearest, ties to even), on either
+    device (both buffers on one)."""
+    if buffers.on_host(dst):
+        dst[...] = src
+    else:
+        buffers.copy_into(dst, src)
+
+
 def _store(original, proxy):
     """Round ``proxy`` (float32) into the float16 ``original`` (to nearest, ties to even)."""
     data = proxy._data if isinstance(proxy, Array) else proxy
     if isinstance(original, Array):
-        original.data[...] = data       # (``.data``: no longer known to hold zeros)
+        _assign(original.data, data)    # (``.data``: no longer known to hold zeros)
     else:
         original[...] = data
 
@@ -138,7 +156,7 @@ def _widen_grads(proxies):
             continue
         if p.grad is None:
             p.requires_grad = True
-        p.grad.data[...] = a.grad._data
+        _assign(p.grad.data, a.grad._data)
 
 
 def _round_grads(proxies):

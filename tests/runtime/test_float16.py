@@ -5,9 +5,10 @@ Values against NumPy computing in float32 then rounding to float16; gradients th
 float16 intermediate against central differences of a float64 copy of the kernels
 (float16 tolerances); on the python and numba backends; struct fields; a recorded step
 keeps the float32 values its backward reads; ``launch(adjoint=True)`` on float16
-adjoints; the Warp spelling, and NVIDIA Warp 1.19's CPU device where it is installed
-(skipped otherwise); what is refused (CUDA, forward mode, a checkpointed segment, a
-capture, float16 scalars) names why, and the user's line.
+adjoints; on CUDA (proxies widened and rounded on the device) the CPU's values and
+gradients; the Warp spelling, and NVIDIA Warp 1.19's CPU device where it is installed
+(skipped otherwise); what is refused (forward mode, a checkpointed segment, a capture,
+float16 scalars) names why, and the user's line.
 """
 import numpy as np
 import pytest
@@ -119,6 +120,46 @@ def test_the_backward_launch_on_float16_adjoints(cpu_backend, kernel_module):
     assert not np.any(seed.numpy())         # (handed back, then cleared)
 
 
+def _on(device, m):
+    """A taped forward and backward, and a ``launch(adjoint=True)``, on ``device``."""
+    xa = ad.array(X, dtype=F16, requires_grad=True, device=device)
+    wa = ad.array(W, dtype=F16, requires_grad=True, device=device)
+    y = ad.zeros(len(X), dtype=F16, requires_grad=True, device=device)
+    loss = ad.zeros(1, dtype=F16, requires_grad=True, device=device)
+    with ad.Tape() as tape:
+        ad.launch(m.step, len(X), inputs=[xa, wa], outputs=[y])
+        ad.launch(m.total, len(X), inputs=[y], outputs=[loss])
+    tape.backward(grads={loss: np.ones(1, F16)})
+    adj_x = ad.zeros(len(X), dtype=F16, device=device)
+    seed = ad.array(np.linspace(1.0, 2.0, len(X)), dtype=F16, device=device)
+    ad.launch(m.step, len(X), inputs=[xa, wa], outputs=[ad.zeros(len(X), dtype=F16,
+                                                                   device=device)],
+              adjoint=True, adj_inputs=[adj_x, None], adj_outputs=[seed])
+    return [a.numpy() for a in (y, loss, xa.grad, wa.grad, adj_x, seed)]
+
+
+def test_on_cuda_the_cpu_values_and_gradients(kernel_module):
+    """On CUDA the float32 proxies live on the device (the copy kernel widens and rounds
+    them, to nearest, ties to even, as NumPy does): the CPU's float16 results, bit for bit
+    in the simulator; on a GPU a fused multiply-add may move a float32 value by an ulp,
+    and its float16 rounding by one float16 ulp."""
+    from tests.gpu_tolerance import real_gpu
+    m = _kernels(kernel_module, "ad.float16")
+    with ad.backend_scope("numba"):
+        want = _on("cpu", m)
+    with ad.backend_scope("cuda"):
+        got = _on("cuda", m)
+        gpu = real_gpu()
+    for g, w in zip(got, want):
+        assert g.dtype == F16
+        if gpu:
+            np.testing.assert_allclose(g.astype(float), w.astype(float), rtol=2**-10,
+                                       atol=2**-24)
+        else:
+            np.testing.assert_array_equal(g, w)
+    assert np.any(want[2]) and not np.any(want[5])   # (gradients; the seed handed back)
+
+
 def test_float16_fields_of_a_struct(cpu_backend, kernel_module):
     m = kernel_module('''
 @ad.struct
@@ -153,10 +194,6 @@ def test_what_float16_refuses(kernel_module):
     with pytest.raises(ad.LaunchError, match="float16 arrays in a checkpointed segment"):
         with ad.Tape():
             segment()
-    with ad.backend_scope("cuda"):
-        dev = [ad.zeros(3, dtype=F16, device="cuda") for _ in range(3)]
-        with pytest.raises(ad.LaunchError, match="float16 arrays are supported on the CPU"):
-            ad.launch(m.step, 3, inputs=dev[:2], outputs=dev[2:])
     bad = kernel_module('''
 @ad.kernel
 def scale(x: ad.array(dtype=ad.float16), s: ad.float16):
