@@ -27,7 +27,7 @@ Why: the atomics of 32 lanes on one address serialize in the memory system.
 """
 import gast
 
-from ..derive.ir import name, rt_call
+from ..derive.ir import name, rt_call, walk_stmts
 
 _PURE_CALLS = {"min", "max", "abs", "int", "float", "range"}
 
@@ -156,15 +156,8 @@ def candidates(body, seeds):
     """Whether ``body`` adds into an array element at an index uniform across a warp
     (what this pass would spell with ``rt.warp_add``)."""
     test = uniform_test(body, seeds)
-    for s in _statements(body):
+    for s in walk_stmts(body):
         if isinstance(s, gast.AugAssign) and isinstance(s.target, gast.Subscript) \
                 and isinstance(s.op, (gast.Add, gast.Sub)) and test(s.target.slice):
             return True
     return False
-
-
-def _statements(body):
-    for s in body:
-        yield s
-        for field in ("body", "orelse"):
-            yield from _statements(getattr(s, field, None) or [])
