@@ -11,10 +11,9 @@ kernel reads the output), and ``jvp_check`` compares
 - where asked, forward against reverse mode: ``<w, J t>`` from the JVP equals
   ``<J^T w, t>`` from a recorded launch's backward (the dot-product test).
 
-Kernel sources are those of tests/derive/test_control_flow.py where it keeps them as
-module constants; the loops, accumulations and grids are gathered into a few
-kernels (one output row per pattern) to keep numba's compile count down.
-Then the launch API's refusals, the refusal of a func with ``@ad.func_grad``,
+The JVP tier of the kernel corpus (tests/corpus.py), each case with the dot-product
+test; then in/out arrays and atomics, a privatized parallel kernel and colliding
+stores, the launch API's refusals, the refusal of a func with ``@ad.func_grad``,
 ``ad.source``/``adjoint show`` of the JVP, the reserved ``dot_`` names and
 byte-identical generated modules.
 """
@@ -29,7 +28,7 @@ import pytest
 import adjoint as ad
 from adjoint.errors import LaunchError, TransformError
 from tests.gpu_tolerance import assert_same
-from tests.derive.test_control_flow import BRANCHES, FUNCS, LOOP_BRANCH_ON_CARRIED, RANGE_LOOP
+from tests import corpus
 from tests.runtime.test_numba_codegen import _own_ir
 
 EPS = 1e-6
@@ -107,138 +106,31 @@ def _dot_product_test(kernel, dim, inputs, outputs, tangents, dots, rng):
     assert abs(lhs - rhs) <= 1e-10 * max(1.0, abs(lhs)), f"<w, Jt> = {lhs} != <J^T w, t> = {rhs}"
 
 
-# --------------------------------------------------------------------------- branches, loops
+# --------------------------------------------------------------------------- the corpus
 
-def test_jvp_branches(backend, kernel_module):
-    m = kernel_module(BRANCHES)
-    x = np.array([-2.0, -1.3, -0.7, -0.2, 0.3, 0.8, 1.5, 2.5])
-    jvp_check(m.branches, 8, [x], [np.zeros(8)])
-
-
-def test_jvp_range_with_runtime_bounds_and_steps(backend, kernel_module):
-    m = kernel_module(RANGE_LOOP)
-    x = np.array([0.3, 0.9, 1.4, -0.6])
-    for a, b, s in [(0, 4, 1), (5, -2, -2), (2, 2, 1)]:
-        dots = jvp_check(m.ranged, 4, [a, b, s, x], [np.zeros(4)])
-        assert np.all(dots[-1] != 0.0) == (len(range(a, b, s)) > 0)
+@pytest.mark.parametrize("case", corpus.CASES, ids=lambda c: c.name)
+def test_jvp_against_central_differences(backend, case):
+    for inputs in case.runs:
+        jvp_check(case.kernel, case.dim, inputs, [np.zeros(case.out_shape, case.out_dtype)],
+                  atol=1e-6, reverse=True)
 
 
-def test_jvp_loop_branching_on_carried_value(backend, kernel_module):
-    m = kernel_module(LOOP_BRANCH_ON_CARRIED)
-    jvp_check(m.loop_branch, 3, [7, np.array([1.5, 0.4, 1.9])], [np.zeros(3)])
-    # reference case 6, by hand: x = 1.5, n = 4 gives dy/dx = 2 x sum(0.81^k) = 8.992623...
+def test_jvp_of_zero_trip_ranges_is_zero(backend):
+    """The corpus's (start, stop, step) of ``ranged``: a loop that runs carries the
+    tangent, an empty range or a step the wrong way carries none."""
+    for a, b, s, x in corpus.BY_NAME["ranged"].runs:
+        out = ad.zeros(4)
+        got = ad.launch(corpus.ranged, 4, inputs=[a, b, s, ad.array(x)], outputs=[out],
+                        tangents={"x": ad.ones(4)})
+        assert np.all(got["out"].numpy() != 0.0) == (len(range(a, b, s)) > 0)
+
+
+def test_jvp_loop_branching_on_carried_value(backend):
+    """reference case 6, by hand: x = 1.5, n = 4 gives dy/dx = 2 x sum(0.81^k) = 8.992623..."""
     x, out = ad.array([1.5]), ad.zeros(1)
-    got = ad.launch(m.loop_branch, 1, inputs=[4, x], outputs=[out],
+    got = ad.launch(corpus.loop_branch, 1, inputs=[4, x], outputs=[out],
                     tangents={x: ad.array([1.0])})
     assert abs(got["out"].numpy()[0] - 3.0 * sum(0.81 ** k for k in range(4))) < 1e-12
-
-
-LOOPS = '''
-@ad.kernel
-def loops(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float, ndim=2)):
-    i = ad.tid()
-    v = x[i]
-    # while loops: a counted one, and one whose trip count depends on v
-    y = 1.0
-    k = 0
-    while k < n:
-        y = y * v + math.cos(y)
-        k += 1
-    z = 0.1
-    while z < 5.0:
-        z = z * (1.5 + v * v)
-    out[0, i] = y + z
-    # break and continue, in a for and in a while True
-    w = 1.0
-    for k in range(n):
-        if k % 3 == 1:
-            continue
-        w = w * v + 0.25
-        if w > 4.0:
-            break
-    s = 0.0
-    k = 0
-    while True:
-        k += 1
-        if k > n:
-            break
-        if k % 2 == 0:
-            continue
-        s += math.sin(v * float(k))
-    out[1, i] = w + s
-    # nested loops, the inner trip count set by the outer index
-    q = 0.3
-    for k in range(n):
-        for j in range(k, 0, -1):
-            q = q * v * 0.5 + 0.1 * float(j)
-        q = math.tanh(q) + v
-    out[2, i] = q
-    # several carried values, swapped
-    a = v
-    b = 1.0
-    c = 0.0
-    for k in range(n):
-        a, b = b, a
-        c = c + a * b
-        a = a * v
-        b = b + c * 0.1
-    out[3, i] = a + 2.0 * b + 3.0 * c
-'''
-
-
-def test_jvp_while_break_continue_nested_and_carried(backend, kernel_module):
-    m = kernel_module(LOOPS)
-    x = np.array([0.5, 1.1, 1.6, -0.45])
-    for n in (9, 0):
-        dots = jvp_check(m.loops, 4, [n, x], [np.zeros((4, 4))])
-        assert np.all(dots[-1][0] != 0.0)      # the second while loop runs whatever n is
-        if n:
-            assert np.all(dots[-1] != 0.0)
-
-
-EXPRS = '''
-@ad.kernel
-def exprs(n: int, c: ad.array(dtype=ad.int32), x: ad.array(dtype=float),
-          out: ad.array(dtype=float, ndim=2)):
-    i = ad.tid()
-    v = x[i]
-    y = v * v if v > 0.5 else 2.0 * v
-    if 0.0 < v < 1.0:
-        y = y + math.sin(v)
-    s = v
-    s += y
-    s *= v
-    s -= 0.5 * v
-    s /= 1.0 + v * v
-    s **= 2.0
-    out[0, i] = s
-    j = x.shape[0] - 1 - i
-    p = x[i] if c[i] > 0 else x[j]
-    out[1, i] = p * p
-    g = 0.0
-    if i < n and x[i] > 0.0:
-        g = x[i] * x[i]
-    if i >= n or x[i] < -1.0:
-        g = g + 1.0
-    out[2, i] = g
-'''
-
-
-def test_jvp_ternaries_augmented_assignment_short_circuit(backend, kernel_module):
-    m = kernel_module(EXPRS)
-    c = np.array([1, 0, 1, 0, 0, 1], dtype=np.int32)
-    x = np.array([-0.8, 0.2, 0.45, 0.7, 1.3, -2.1])
-    dots = jvp_check(m.exprs, 6, [4, c, x], [np.zeros((3, 6))])
-    np.testing.assert_array_equal(dots[-1][2, 4:], 0.0)    # threads past n: constants
-
-
-# --------------------------------------------------------------------------- funcs
-
-def test_jvp_funcs_nested_calls_tuples_early_return_in_loop(backend, kernel_module):
-    m = kernel_module(FUNCS)
-    x = np.array([0.45, 1.1, -0.7, 2.2])
-    y = np.array([0.8, -0.3, 1.1, 0.6])
-    jvp_check(m.use_funcs, 4, [4, x, y], [np.zeros(4)], rtol=1e-6, atol=1e-6)
 
 
 # --------------------------------------------------------------------------- accumulation
@@ -321,32 +213,6 @@ def test_jvp_of_colliding_plain_stores(backend, kernel_module):
     dots = jvp_check(m.last_wins, 5, [idx, x], [np.zeros(3)])
     t = np.random.default_rng(0).uniform(-1.0, 1.0, 5)     # jvp_check's tangent of x
     np.testing.assert_allclose(dots[-1], 2 * x[[1, 4, 3]] * t[[1, 4, 3]], rtol=1e-14)
-
-
-# --------------------------------------------------------------------------- grids
-
-GRIDS = '''
-@ad.kernel
-def grid2(x: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
-    i, j = ad.tid()
-    jn = (j + 1) % x.shape[1]
-    out[i, j] = x[i, j] * x[i, jn] + math.sin(x[i, j]) * float(x.shape[0])
-
-
-@ad.kernel
-def grid3(x: ad.array(dtype=float, ndim=3), w: ad.array(dtype=float),
-          out: ad.array(dtype=float, ndim=3)):
-    i, j, k = ad.tid()
-    out[i, j, k] = x[i, j, k] * x[i, j, k] * w[k] + float(i + 2 * j)
-'''
-
-
-def test_jvp_2d_and_3d_grids(backend, kernel_module):
-    m = kernel_module(GRIDS)
-    rng = np.random.default_rng(2)
-    jvp_check(m.grid2, (3, 4), [rng.uniform(-1, 1, (3, 4))], [np.zeros((3, 4))])
-    jvp_check(m.grid3, (2, 3, 2), [rng.uniform(-1, 1, (2, 3, 2)), rng.uniform(-1, 1, 2)],
-              [np.zeros((2, 3, 2))])
 
 
 # --------------------------------------------------------------------------- refusals
@@ -684,7 +550,10 @@ def test_source_and_show_print_the_jvp(kernel_module):
 def test_generated_module_is_byte_identical_and_holds_the_jvp(tmp_path):
     """Two generations, in two processes with different hash seeds, give the same text."""
     src = tmp_path / "kernels.py"
-    src.write_text("import math\nimport adjoint as ad\n" + FUNCS + LOOPS + ACCUMULATE)
+    text = open(corpus.__file__).read()         # the corpus's funcs and a loop kernel
+    funcs = text[text.index("@ad.func\ndef sq("):text.index("def _funcs_ref(")]
+    loops = text[text.index("@ad.kernel\ndef brk("):text.index("def _brk_ref(")]
+    src.write_text("import math\nimport adjoint as ad\n\n" + funcs + loops + ACCUMULATE)
     texts = []
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed,
@@ -697,6 +566,6 @@ def test_generated_module_is_byte_identical_and_holds_the_jvp(tmp_path):
             texts.append(p.stdout)
     assert texts[0] == texts[2] and texts[1] == texts[3]
     for text in texts[:2]:
-        for fn in ("use_funcs_jvp", "loops_jvp", "accumulate_jvp", "polar_jvp", "sq_jvp"):
+        for fn in ("use_funcs_jvp", "brk_jvp", "accumulate_jvp", "polar_jvp", "sq_jvp"):
             assert f"def {fn}(" in text
     assert ad.generate(str(src)) == texts[0]

@@ -4,7 +4,8 @@ The skeleton here is a fourth target, defined in this file: the plain-Python tar
 another name, with its own runtime module (a copy of backend_python's whose decorators
 count what they compile). Registered for the test only, it runs a kernel's forward and
 backward -- through ``ad.backend_scope``, the generated CPU module bound to its runtime
-module -- and the gradient matches central differences in float64.
+module -- and the gradient matches central differences in float64; then every kernel of
+the corpus (tests/corpus.py) runs through it, checked as the gradient tier checks it.
 """
 import dataclasses
 import sys
@@ -12,7 +13,9 @@ import types
 
 import numpy as np
 import pytest
+from tests import corpus
 from tests.conftest import central_fd
+from tests.derive.test_control_flow import check
 
 import adjoint as ad
 from adjoint.runtime import backend_python, jit, names, targets
@@ -116,3 +119,15 @@ def test_forward_and_backward_run_through_the_skeleton(skeleton, kernel_module):
             ad.launch(m.looped, 4, inputs=[x, w0], outputs=[out])
         tape.backward(grads={out: seed})
         np.testing.assert_array_equal(x.grad.numpy(), got)
+
+
+@pytest.mark.parametrize("case", corpus.CASES, ids=lambda c: c.name)
+def test_the_corpus_runs_through_the_skeleton(skeleton, case):
+    """Forward against the case's reference, gradient against central differences."""
+    _, mod = skeleton
+    with ad.backend_scope("skeleton"):
+        for inputs in case.runs:
+            check(case.kernel, case.dim, inputs, case.out_shape, ref=case.ref,
+                  out_dtype=case.out_dtype)
+    assert case.kernel.modules["skeleton"].rt is mod
+    assert any(f.startswith(f"{case.name}_backward") for f in mod.compiled), mod.compiled

@@ -2,11 +2,13 @@
 
 Expected values are the exact numbers of the reference document, or come from
 an independent computation: a closed form in numpy, or central finite
-differences through forward launches. None is taken from adjoint's output.
+differences through forward launches. None is taken from adjoint's output. The kernels
+of §1 and §6 are the corpus's (tests/corpus.py), which every tier runs.
 """
 
 import numpy as np
 import pytest
+from tests import corpus
 from tests.conftest import central_fd
 
 import adjoint as ad
@@ -31,44 +33,14 @@ def launch_forward(kernel, dim, inputs, outputs):
 
 # -- §1: aliasing stops gradient flow ------------------------------------------------
 
-ALIASING = '''
-@ad.kernel
-def aliasing(a: ad.array(dtype=float), b: ad.array(dtype=float)):
-    i = ad.tid()
-    x = a[i]
-    y = x
-    if y > 0.0:
-        y = x * x
-    else:
-        y = x * x * x
-    b[i] = y
-'''
-
-ALIASING_FUNC = '''
-@ad.func
-def alias_branch(x: float) -> float:
-    y = x
-    if y > 0.0:
-        y = x * x
-    else:
-        y = x * x * x
-    return y
-
-@ad.kernel
-def aliasing(a: ad.array(dtype=float), b: ad.array(dtype=float)):
-    i = ad.tid()
-    b[i] = alias_branch(a[i])
-'''
-
-
-@pytest.mark.parametrize("src", [ALIASING, ALIASING_FUNC], ids=["kernel", "func"])
-def test_s1_aliasing_then_rebinding_in_a_branch(backend, kernel_module, src):
-    m = load(kernel_module, src)
+@pytest.mark.parametrize("kernel", [corpus.aliasing, corpus.alias_in_func],
+                         ids=["kernel", "func"])
+def test_s1_aliasing_then_rebinding_in_a_branch(backend, kernel):
     a = ad.array([-1.0, 2.0, 3.0], requires_grad=True)
     b = ad.zeros(3, requires_grad=True)
     tape = ad.Tape()
     with tape:
-        ad.launch(m.aliasing, 3, inputs=[a], outputs=[b])
+        ad.launch(kernel, 3, inputs=[a], outputs=[b])
     np.testing.assert_array_equal(b.numpy(), [-1.0, 4.0, 9.0])
     tape.backward(grads={b: np.ones(3)})
     np.testing.assert_array_equal(a.grad.numpy(), [3.0, 4.0, 6.0])
@@ -204,57 +176,28 @@ def test_s4_none_adjoint_for_an_array_argument(backend, kernel_module):
 
 # -- §6: dynamic loops with loop-carried variables -----------------------------------
 
-DYNAMIC_LOOP = '''
-@ad.kernel
-def dynamic_loop_mult(n: int, x: ad.array(dtype=float), out: ad.array(dtype=float)):
-    i = ad.tid()
-    prod = 1.0
-    for k in range(n):
-        prod = prod * x[i]
-    out[i] = prod
-'''
-
-
-def test_s6_dynamic_loop_mult(backend, kernel_module):
-    m = load(kernel_module, DYNAMIC_LOOP)
+def test_s6_dynamic_loop_mult(backend):
     x = ad.array([2.0, 2.0, 2.0], requires_grad=True)
     out = ad.zeros(3, requires_grad=True)
     tape = ad.Tape()
     with tape:
-        ad.launch(m.dynamic_loop_mult, 3, inputs=[2, x], outputs=[out])
+        ad.launch(corpus.dynamic_loop_mult, 3, inputs=[2, x], outputs=[out])
     np.testing.assert_array_equal(out.numpy(), [4.0, 4.0, 4.0])
     tape.backward(grads={out: np.ones(3)})
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
 
 
-def test_s6_dynamic_loop_mult_other_trip_counts(backend, kernel_module):
-    m = load(kernel_module, DYNAMIC_LOOP)
+def test_s6_dynamic_loop_mult_other_trip_counts(backend):
     x0 = np.array([0.5, -1.5, 2.0])
     for n in (0, 1, 5):
         x = ad.array(x0, requires_grad=True)
         out = ad.zeros(3, requires_grad=True)
         tape = ad.Tape()
         with tape:
-            ad.launch(m.dynamic_loop_mult, 3, inputs=[n, x], outputs=[out])
+            ad.launch(corpus.dynamic_loop_mult, 3, inputs=[n, x], outputs=[out])
         tape.backward(grads={out: np.ones(3)})
         expected = n * x0 ** (n - 1) if n > 0 else np.zeros(3)
         np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-14, err_msg=f"n={n}")
-
-
-BRANCHING_LOOP = '''
-@ad.kernel
-def branching_loop(n: int, xs: ad.array(dtype=float), out: ad.array(dtype=float)):
-    i = ad.tid()
-    x = xs[i]
-    y = 0.0
-    for k in range(n):
-        if x > 1.0:
-            y = y + x * x
-        else:
-            y = y + 2.0 * x
-        x = x * 0.9
-    out[i] = y
-'''
 
 
 def _branching_loop_grad(x0, n):
@@ -266,14 +209,13 @@ def _branching_loop_grad(x0, n):
     return g
 
 
-def test_s6_loop_whose_body_branches_on_a_carried_value(backend, kernel_module):
-    m = load(kernel_module, BRANCHING_LOOP)
+def test_s6_loop_whose_body_branches_on_a_carried_value(backend):
     x0 = np.array([1.5, 1.2, 0.5, 3.0])   # 1.2 switches branch in the third iteration
     xs = ad.array(x0, requires_grad=True)
     out = ad.zeros(4, requires_grad=True)
     tape = ad.Tape()
     with tape:
-        ad.launch(m.branching_loop, 4, inputs=[4, xs], outputs=[out])
+        ad.launch(corpus.loop_branch, 4, inputs=[4, xs], outputs=[out])
     tape.backward(grads={out: np.ones(4)})
     grad = xs.grad.numpy()
     assert abs(grad[0] - 8.992623) < 1e-6          # the reference value (wrong answer: 7.873)
