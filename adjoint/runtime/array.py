@@ -13,9 +13,8 @@ import numbers
 
 import numpy as np
 
-from ..errors import AdjointError, user_frames
-from . import buffers, owed, pending, watch
-from .backend_cuda import require_cuda, simulated
+from ..errors import user_frames
+from . import buffers, devices, owed, watch
 from .jit import default_device
 from .tape import record_copy
 from .structs import is_struct
@@ -24,71 +23,13 @@ from .vectypes import vector_type
 
 
 def check_device(device):
-    """'cpu' or 'cuda' for ``device`` (None -> the default device, which follows the
-    backend in force in this context: runtime/jit.py)."""
+    """'cpu' or 'cuda' (a registered device's name, devices.py) for ``device`` (None -> the
+    default device, which follows the backend in force in this context: runtime/jit.py)."""
     if device is None:
         device = default_device()
-    device = str(device)
-    if device == "cpu":
-        return "cpu"
-    if device == "cuda" or device.startswith("cuda:"):
-        require_cuda()
-        return "cuda"
-    raise ValueError(f"unknown device {device!r}; use 'cpu' or 'cuda'")
-
-
-
-def _to_device(host, device):
-    if device == "cpu":
-        return host
-    from numba import cuda
-    return cuda.to_device(np.ascontiguousarray(host))
-
-
-def _is_device_array(obj):
-    """A numba device array (real, or the simulator's): used as it is, no copy."""
-    return hasattr(obj, "copy_to_host") and hasattr(obj, "copy_to_device")
-
-
-def _wrap_cuda_interface(obj):
-    """A numba device array over the memory of ``obj`` (``__cuda_array_interface__``),
-    without a copy. Kernels index it as C-contiguous memory, so anything else is refused."""
-    what = type(obj).__name__
-    iface = obj.__cuda_array_interface__
-    shape = tuple(int(n) for n in iface["shape"])
-    dtype = np.dtype(iface["typestr"])
-    try:
-        as_dtype(dtype)
-    except (TypeError, ValueError) as exc:
-        raise AdjointError(f"cannot wrap a {what} of dtype {dtype}: {exc}") from None
-    if iface.get("mask") is not None:
-        raise AdjointError(f"cannot wrap a {what} with a mask (__cuda_array_interface__ 'mask')")
-    strides = iface.get("strides")
-    if strides is not None and tuple(strides) != _c_strides(shape, dtype.itemsize) and \
-            int(np.prod(shape)) > 1:
-        raise AdjointError(f"cannot wrap a {what} with strides {tuple(strides)} (shape {shape}, "
-                           f"{dtype}): kernels need C-contiguous memory; pass a contiguous copy "
-                           "(e.g. tensor.contiguous())")
-    if not simulated():
-        from numba import cuda
-        return cuda.as_cuda_array(obj)
-    # numba's simulator keeps "device" memory on the host: view it in place
-    import ctypes
-    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-    nbytes = int(np.prod(shape)) * dtype.itemsize
-    ptr = iface["data"][0]
-    if nbytes == 0:
-        return FakeCUDAArray(np.empty(shape, dtype))
-    raw = (ctypes.c_char * nbytes).from_address(ptr)
-    return FakeCUDAArray(np.frombuffer(raw, dtype).reshape(shape))
-
-
-def _c_strides(shape, itemsize):
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
+    on = devices.named(str(device))
+    on.check()
+    return on.name
 
 
 class Array:
@@ -97,9 +38,10 @@ class Array:
     def __init__(self, data, requires_grad=False, device=None, _owned=False):
         self.device = check_device(device)
         self._owed = False      # zero_() deferred: the memory is zeroed when looked at
-        if self.device == "cuda" and (_is_device_array(data) or
-                                      hasattr(data, "__cuda_array_interface__")):
-            self._data = data if _is_device_array(data) else _wrap_cuda_interface(data)
+        on = devices.named(self.device)
+        wrapped = None if on.host else on.wrap(data)
+        if wrapped is not None:
+            self._data = wrapped
             self._owner = data          # keeps the wrapped memory alive
             self._foreign = not _owned  # wrapped memory others may write: never clean
             as_dtype(self._data.dtype)
@@ -110,7 +52,7 @@ class Array:
             if arr.ndim == 0:
                 arr = arr.reshape(1)
             as_dtype(arr.dtype)
-            self._data = _to_device(np.ascontiguousarray(arr), self.device)
+            self._data = on.from_host(np.ascontiguousarray(arr))
             self._foreign = False
         self.grad = None
         self.requires_grad = requires_grad
@@ -136,19 +78,20 @@ class Array:
         """Pickling and ``copy.deepcopy``: the values (a host copy of device memory, its
         owed zero written), never the device handle or the memory it wraps."""
         state = dict(self.__dict__)
-        if self.device == "cuda":
-            pending.check("copying an Array to the host (pickle, copy.deepcopy)")
-        state["_buf"] = self._data if self.device == "cpu" else self._data.copy_to_host()
+        on = devices.named(self.device)
+        state["_buf"] = on.to_host(self._data, "copying an Array to the host (pickle, "
+                                               "copy.deepcopy)")
         state["_owed"] = False
-        if self.device == "cuda":
+        if not on.host:
             state.pop("_owner", None)
             state["_foreign"] = False       # a copy: adjoint's own memory
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if self.device == "cuda":
-            self._buf = self._owner = _to_device(self._buf, "cuda")
+        on = devices.named(self.device)
+        if not on.host:
+            self._buf = self._owner = on.from_host(self._buf)
 
     @property
     def requires_grad(self):
@@ -176,11 +119,11 @@ class Array:
         longer knows it holds zeros, ``watch.is_clean``), a copy on cuda, which waits for
         the GPU and first raises the fault of any CUDA launch not yet checked (of any
         kernel, not only this array's writers: runtime/pending.py)."""
-        if self.device == "cpu":
+        on = devices.named(self.device)
+        if on.host:
             watch.mark_dirty(self._data)
             return self._data
-        pending.check("Array.numpy()")
-        return self._data.copy_to_host()
+        return on.to_host(self._data, "Array.numpy()")
 
     def __array__(self, dtype=None, copy=None):
         data = self.numpy()
@@ -410,8 +353,7 @@ def _check_vector_shape(arr, dtype):
 
 
 def zeros(shape, dtype=float, requires_grad=False, device=None):
-    shape, dtype = _vshape(shape, dtype)
-    out = Array(np.zeros(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
+    out = _made("zeros", shape, dtype, requires_grad, device)
     watch.mark_clean(out._data)
     return out
 
@@ -422,8 +364,15 @@ def ones(shape, dtype=float, requires_grad=False, device=None):
 
 
 def empty(shape, dtype=float, requires_grad=False, device=None):
+    return _made("empty", shape, dtype, requires_grad, device)
+
+
+def _made(how, shape, dtype, requires_grad, device):
+    """An array its device allocates (``how``: "zeros" or "empty"; on cuda, no host copy)."""
     shape, dtype = _vshape(shape, dtype)
-    return Array(np.empty(_shape(shape), as_dtype(dtype)), requires_grad, device, _owned=True)
+    device = check_device(device)
+    buf = getattr(devices.named(device), how)(_shape(shape) or (1,), as_dtype(dtype))
+    return Array(buf, requires_grad, device, _owned=True)
 
 
 def full(shape, value, dtype=float, requires_grad=False, device=None):

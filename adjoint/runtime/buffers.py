@@ -1,16 +1,15 @@
 """Device-neutral operations on raw buffers: numpy arrays (cpu) or numba device
-arrays (cuda). ``Array`` and the tape use these, so that on the GPU a zeroed
-gradient, a seed, a copy or a copy's backward stays on the device: nothing
-here moves a whole array through host memory when both ends are on the GPU.
+arrays (cuda), each operation asked of the device holding the buffer (devices.py).
+``Array`` and the tape use these, so that on the GPU a zeroed gradient, a seed, a
+copy or a copy's backward stays on the device: nothing here moves a whole array
+through host memory when both ends are on the GPU.
 
 Mixed pairs (a host source into a device buffer, or the reverse) go through
 one host copy of the region involved, never of the whole array.
 """
-import weakref
-
 import numpy as np
 
-from . import backend_cuda, pending
+from . import devices
 
 
 def refuse_complex(values, what):
@@ -51,43 +50,26 @@ def flat(buf, offset=0, count=None):
 
 def zeros(shape, dtype, device):
     """A zeroed buffer on ``device`` (on cuda, zeroed by a kernel: no host transfer)."""
-    if device == "cpu":
-        return np.zeros(shape, dtype)
-    from numba import cuda
-    buf = cuda.device_array(shape, dtype)
-    fill(buf, 0)
-    return buf
+    return devices.named(device).zeros(shape, dtype)
 
 
 def empty(shape, dtype, device):
     """An uninitialised buffer on ``device``."""
-    if device == "cpu":
-        return np.empty(shape, dtype)
-    from numba import cuda
-    return cuda.device_array(shape, dtype)
+    return devices.named(device).empty(shape, dtype)
 
 
 def empty_like(buf):
-    if on_host(buf):
-        return np.empty_like(buf)
-    from numba import cuda
-    return cuda.device_array(buf.shape, buf.dtype)
+    return np.empty_like(buf) if on_host(buf) else devices.of(buf).empty(buf.shape, buf.dtype)
 
 
 def fill(buf, value):
-    if on_host(buf):
-        buf[...] = value
-        return
-    backend_cuda.fill(flat(buf), np.dtype(buf.dtype).type(value))
+    devices.of(buf).fill(buf, value)
 
 
 def to_host(buf):
     """A host array holding the buffer's values (the buffer itself on the host); a device
     buffer's after the fault of any CUDA launch not yet checked is raised (pending.py)."""
-    if on_host(buf):
-        return buf
-    pending.check("a copy of a device array to the host")
-    return buf.copy_to_host()
+    return buf if on_host(buf) else devices.of(buf).to_host(buf)
 
 
 def clone(buf):
@@ -98,75 +80,36 @@ def clone(buf):
 
 
 def copy_into(dst, src):
-    """``dst[...] = src`` for buffers of one size, on either device."""
-    if on_host(dst):
-        if on_host(src):
-            dst.reshape(-1)[...] = src.reshape(-1)
-        else:
-            dst.reshape(-1)[...] = to_host(src).reshape(-1)
-        return
-    if on_host(src):
-        src = np.ascontiguousarray(src, dtype=dst.dtype).reshape(dst.shape)
-    elif size(src) == size(dst) and (np.dtype(src.dtype) == np.dtype(dst.dtype) or
-                                     np.dtype(src.dtype).kind == np.dtype(dst.dtype).kind == "f"):
-        # device to device by the runtime's copy kernel (a cast between float dtypes:
-        # to nearest, ties to even): numba's copy_to_device calls the driver's
-        # cuMemcpyDtoD, which makes the host wait for the copy
-        backend_cuda.copy(flat(dst), flat(src))
-        return
-    elif np.dtype(src.dtype) != np.dtype(dst.dtype):
-        src = to_host(src).astype(dst.dtype)
-    dst.copy_to_device(src)
+    """``dst[...] = src`` for buffers of one size, on either device (a mixed pair goes
+    through the host values of the source)."""
+    into, out_of = devices.of(dst), devices.of(src)
+    if into is out_of and size(src) == size(dst):
+        into.copy(dst, src)
+    else:
+        into.write(dst, out_of.to_host(src))
 
 
 def add_into(dst, src):
     """``dst += src`` for flat buffers of one size, on either device."""
-    if on_host(dst):
-        dst += to_host(src).reshape(dst.shape)
-        return
-    if on_host(src) or np.dtype(src.dtype) != np.dtype(dst.dtype):
-        from numba import cuda
-        src = cuda.to_device(np.ascontiguousarray(to_host(src), dtype=dst.dtype).reshape(dst.shape))
-    backend_cuda.add(dst, src)
-
-
-_spans = {}     # id(device buffer) -> (weakref.ref(buffer), its span)
+    into = devices.of(dst)
+    if devices.of(src) is not into or \
+            not into.host and np.dtype(src.dtype) != np.dtype(dst.dtype):
+        src = into.from_host(np.ascontiguousarray(to_host(src), dtype=dst.dtype)
+                             .reshape(dst.shape))
+    into.add(dst, src)
 
 
 def device_span(buf):
-    """``(first byte, end byte)`` of a device buffer's memory, computed once per buffer
-    object (numba builds a device array's ``__cuda_array_interface__`` anew each time it is
-    read, and the alias checks of every launch ask for each argument's span)."""
-    hit = _spans.get(id(buf))
-    if hit is not None and hit[0]() is buf:
-        return hit[1]
-    start = buf.__cuda_array_interface__["data"][0]
-    span = (start, start + size(buf) * np.dtype(buf.dtype).itemsize)
-    key = id(buf)
-
-    def forget(ref):
-        if _spans.get(key, (None,))[0] is ref:
-            _spans.pop(key, None)
-    try:
-        _spans[key] = (weakref.ref(buf, forget), span)
-    except TypeError:                         # not weakly referenceable: not cached
-        pass
-    return span
+    """``(first byte, end byte)`` of a device buffer's memory (``Device.span``)."""
+    return devices.of(buf).span(buf)
 
 
 def may_alias(a, b):
     """Whether two buffers may share memory (one array, or views of one)."""
     if owns_memory(a) and owns_memory(b):
         return a is b       # host arrays owning their memory: two allocations, or one
-    if on_host(a) != on_host(b):
-        return False
-    if not on_host(a):
-        if hasattr(a, "_ary") and hasattr(b, "_ary"):   # numba's simulator: host memory inside
-            a, b = a._ary, b._ary
-        else:
-            (s1, e1), (s2, e2) = device_span(a), device_span(b)
-            return s1 < e2 and s2 < e1
-    return np.may_share_memory(a, b)
+    on = devices.of(a)
+    return on is devices.of(b) and on.may_alias(a, b)
 
 
 _NONE = frozenset()
@@ -202,7 +145,7 @@ def call_unaliased(fn, head, adjs, alias=None, tail=()):
     scratch = []
     for k, buf in enumerate(adjs):
         if any(may_alias(buf, other) for other in adjs[:k]):
-            adjs[k] = zeros(buf.shape, buf.dtype, "cpu" if on_host(buf) else "cuda")
+            adjs[k] = devices.of(buf).zeros(buf.shape, buf.dtype)
             scratch.append((buf, adjs[k]))
     fn(*head, *adjs, *tail)
     for common, own in scratch:

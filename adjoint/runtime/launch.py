@@ -5,7 +5,7 @@ import numbers
 import numpy as np
 
 from ..errors import AdjointError, LaunchError, user_frames
-from . import buffers, eager, half, structs, verify, watch
+from . import buffers, devices, eager, half, structs, verify, watch
 from .array import Array, check_device, default_device, zeros_like
 from .jit import cpu_backend_name
 from .steps import LaunchStep
@@ -58,7 +58,11 @@ def _dims(spec, dim):
 
 
 def _device_of(buffer):
-    return "cpu" if isinstance(buffer, np.ndarray) else "cuda"
+    """The name of the device holding ``buffer`` (None: no device holds it)."""
+    try:
+        return devices.of(buffer).name
+    except TypeError:
+        return None
 
 
 def _describe(value):

@@ -14,7 +14,9 @@ from adjoint.runtime import buffers, watch
 
 
 class Device:
-    """A stand-in for a device array of ``n`` float32 at address ``ptr``."""
+    """A stand-in for a device array of ``n`` float32 at address ``ptr`` (the CUDA device
+    of runtime/devices.py holds what has numba's two copy methods)."""
+    copy_to_host = copy_to_device = None
 
     def __init__(self, ptr, n):
         self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (n,),
