@@ -28,7 +28,7 @@ run in parallel.
 """
 import gast
 
-from .ir import AtomicMinMax
+from .ir import AtomicMinMax, walk_stmts
 
 
 def forward_order(loop, active, arrays):
@@ -36,7 +36,7 @@ def forward_order(loop, active, arrays):
     info = loop.loop
     if not isinstance(loop, gast.For) or info.break_flag is not None:
         return False
-    body = list(_statements(loop.body))
+    body = list(walk_stmts(loop.body))    # (nested loops' condition and latch blocks too)
     if not _arrays_independent(body, arrays):
         return False
     latch = {s.targets[0].id: s.value.id for s in info.latch
@@ -46,14 +46,6 @@ def forward_order(loop, active, arrays):
         if c in active and not _accumulator(c, latch.get(c), loop.body, info.latch):
             return False
     return True
-
-
-def _statements(stmts):
-    """Every statement of ``stmts``, nested blocks included."""
-    for s in stmts:
-        yield s
-        for field in ("body", "orelse"):
-            yield from _statements(getattr(s, field, None) or [])
 
 
 def _arrays_independent(body, arrays):

@@ -77,11 +77,6 @@ def _index(sl, invariant):
     return tuple(out)
 
 
-def _statements(body):
-    """Every statement of ``body``, with a loop's condition and latch blocks."""
-    return list(walk_stmts(body))
-
-
 def accumulated(s, arrays):
     """The target ``X[c]`` of a ``X[c] += v`` / ``X[c] -= v`` statement into one of
     ``arrays`` (not an atomic min or max), else None."""
@@ -117,7 +112,7 @@ def find(body, private, scalars, taken):
     accumulates into at a thread-invariant index (``scalars``: the kernel's scalar
     parameters; those the body assigns are not invariant), in order of first use;
     ``taken``: names the locals must not reuse."""
-    stmts = _statements(body)
+    stmts = list(walk_stmts(body))
     assigned = set()
     for s in stmts:
         assigned.update(target_names(s))
