@@ -1,4 +1,4 @@
-"""Pass 6, activity: which values need adjoints.
+"""Pass activity: which values need adjoints.
 
 Expects: an ``SSA`` function.
 Guarantees: ``active(ssa)`` returns the set of versions that are floats, depend

@@ -1,4 +1,4 @@
-"""Pass 7a, bounds: every array index is checked before it is used.
+"""Pass bounds: every array index is checked before it is used.
 
 Expects: an ``SSA`` kernel (pass ssa; hazards and activity done) and the number
 of its grid dimensions.

@@ -1,4 +1,4 @@
-"""Pass 3b, inline: a call of a func that takes arrays becomes the func's body.
+"""Pass inline: a call of a func that takes arrays becomes the func's body.
 
 Expects: a ``Normalized`` function (pass normalize) whose calls carry ``Callee``
 records; each func called has been transformed (its ``transformed.norm`` is its

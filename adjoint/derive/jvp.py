@@ -1,4 +1,4 @@
-"""Pass 7 (forward mode), jvp: the primal body with the tangent of every active value.
+"""Pass jvp (forward mode): the primal body with the tangent of every active value.
 
 Expects: an ``SSA`` function (after bounds) and its active set (pass activity).
 Guarantees: ``Tangent.body`` runs the primal statement by statement, each

@@ -1,4 +1,4 @@
-"""Pass 3, normalize: desugar and flatten into A-normal form.
+"""Pass normalize: desugar and flatten into A-normal form.
 
 Expects: a fenced ``ParsedFunction``.
 Guarantees, for the returned ``Normalized`` body:

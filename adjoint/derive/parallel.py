@@ -1,7 +1,7 @@
-"""Pass 8, parallel: how each kernel's grid may run on several cores.
+"""Pass parallel: how each kernel's grid may run on several cores.
 
-Expects: an ``SSA`` kernel that passed the hazard check.
-Guarantees: a ``Plan`` for the forward and one for the backward pass.
+Expects: an ``SSA`` kernel that passed the hazard check. Guarantees: a ``Plan`` for the
+forward and one for the backward pass.
 
 An array access is *exclusive* when every thread index (``i, j = ad.tid()``,
 or a copy of it) is one of its indices (``out[i]``, ``out[j, i]``,
@@ -13,21 +13,20 @@ elements. Otherwise threads may collide.
   forward; adjoints of gathered loads in the backward) into arrays nothing
   else writes or reads: each chunk of threads accumulates into its own zeroed
   copy and the copies are added at the end -- race-free, no atomics.
-- ``color``: like privatize, but every access to the colliding arrays is at
-  the thread's own row plus or minus a constant (a stencil): rows are split
-  into blocks at least twice that radius high; even blocks run in parallel,
-  then odd blocks, so two threads running at once never touch one element.
-  No private copies are needed. A row index wrapped around a ring of ``N =
-  X.shape[0]`` rows (``ip = i + 1; if ip == N: ip = 0``, ``im = i - 1; if im <
-  0: im = N - 1``, ``(i + c) % N``: see ``ring_wraps``) is within the radius
-  of the thread's row *on the ring*; the number of blocks is even (or one), so
-  the first and the last block, the two that meet across the seam, never run
-  at once. This needs ``dim0 <= N``, which holds because every thread reads
-  ``X[i, ...]`` (the launch checks ``dim0 <= X.shape[0]`` before any thread runs).
-- ``serial``: an ``ad.atomic_min``/``atomic_max`` (or ``atomic_and``/``or``/``xor``,
-  or an atomic whose old value is taken: ``old = ad.atomic_add(a, i, v)``) may collide (forward only: the CPU has no such atomics; its backward only reads), or a plain store may collide (the last writer wins), so the forward
-  runs threads in order and the backward in reverse order, which hands each
-  stored element's adjoint to the thread whose value survived.
+- ``color``: like privatize, but every access to the colliding arrays is at the
+  thread's own row plus or minus a constant (a stencil): rows are split into blocks
+  at least twice that radius high; even blocks run in parallel, then odd blocks, so
+  two threads running at once never touch one element (no private copies). A row
+  wrapped around a ring of ``N = X.shape[0]`` rows (``ip = i + 1; if ip == N: ip =
+  0``, ``(i + c) % N``: ``ring_wraps``) is within the radius *on the ring*; the
+  number of blocks is even (or one), so the first and the last block, which meet
+  across the seam, never run at once. This needs ``dim0 <= N``: every thread reads
+  ``X[i, ...]``, and the launch checks ``dim0 <= X.shape[0]`` before any thread runs.
+- ``serial``: an ``atomic_min``/``max``/``and_``/``or_``/``xor``, or an atomic whose
+  old value is taken (``old = ad.atomic_add(a, i, v)``), may collide (the CPU has no
+  such atomics; their backward only reads), or a plain store may collide (the last
+  writer wins): the forward runs threads in order and the backward in reverse,
+  which hands each stored element's adjoint to the thread whose value survived.
 """
 from dataclasses import dataclass, field
 

@@ -1,4 +1,4 @@
-"""Pass 7b, prune: remove replay code whose values the backward never reads.
+"""Pass prune: remove replay code whose values the backward never reads.
 
 Expects: a backward body from pass reverse (replay, then adjoints).
 Guarantees: the same array writes and return value, with every assignment

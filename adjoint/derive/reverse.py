@@ -1,4 +1,4 @@
-"""Pass 7, reverse: the forward and the backward (adjoint) bodies.
+"""Pass reverse: the forward and the backward (adjoint) bodies.
 
 Expects: an ``SSA`` function and its active set (pass activity).
 Guarantees: ``Reversed.forward`` is the primal body (stores kept);

@@ -1,4 +1,4 @@
-"""Pass 5, ssa: every name assigned once per execution of its block.
+"""Pass ssa: every name assigned once per execution of its block.
 
 Expects: a ``Normalized`` function and its kinds (pass types).
 Guarantees:

@@ -1,4 +1,4 @@
-"""Pass 4, types: the kind (bool, int or float) of every variable.
+"""Pass types: the kind (bool, int or float) of every variable.
 
 Expects: a ``Normalized`` function (pass normalize).
 Guarantees: ``infer`` returns ``{name: type}`` for every assigned name, the

@@ -1,6 +1,6 @@
 """Definite assignment: every read of a local must follow an assignment on every path.
 
-Part of pass 2 (fence). Expects: a resolved function body (user syntax, before
+Part of pass fence. Expects: a resolved function body (user syntax, before
 normalize). Guarantees: no statement reads a local variable that some path
 reaches unassigned; such a read raises ``TransformError`` at the read, naming
 the variable (Python would raise ``UnboundLocalError`` there at run time, and

@@ -1,4 +1,4 @@
-"""Pass 2, fence: reject everything the transformer does not support.
+"""Pass fence: reject everything the transformer does not support.
 
 Expects: a resolved ``ParsedFunction`` (pass parse).
 Guarantees: the body uses only the supported subset -- assignments (plain,

@@ -1,4 +1,4 @@
-"""Pass 1, parse: user function -> gast tree with every name resolved.
+"""Pass parse: user function -> gast tree with every name resolved.
 
 Expects: a plain Python function whose source Python can find: defined in a
 file, or in a Jupyter/IPython cell (IPython keeps each cell's text in

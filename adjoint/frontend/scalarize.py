@@ -24,9 +24,8 @@ floats (gradients, forward mode, CUDA and float32 hold for vectors by constructi
 - operators and builtins are scalar expressions (vecops.py); ``ParsedFunction.vectors``
   records the vector signature (what a caller needs).
 
-Narrow-int array elements load as ints and are converted as stored (``a[i] =
-ad.uint8(v)``): no backend computes in the narrow type. Anything else a vector cannot
-do here (a vector compared, or in a ``while`` condition) is a ``TransformError`` naming
+Narrow-int elements load as ints, converted as stored (``a[i] = ad.uint8(v)``). What a
+vector cannot do here (a comparison, a ``while`` condition) is a ``TransformError`` naming
 the user's file, line and construct. In full: docs/semantics.md, "Vectors become scalars".
 """
 import copy

@@ -1,4 +1,4 @@
-"""Pass 7c, store or recompute: the policy of each loop of a kernel.
+"""Pass store, store or recompute: the policy of each loop of a kernel.
 
 By default the backward *recomputes* a loop: its replay runs the loop again,
 recording in per-thread stacks the carried values that the reverse iterations
