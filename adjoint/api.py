@@ -19,7 +19,8 @@ from .build.modules import func_closure, load_generated, module_items  # noqa: F
 from .runtime.jit import cpu_backend_name
 
 
-def _transform_described(pyfunc, role, bounds_check, optimizations, zero_tangents=frozenset()):
+def _transform_described(pyfunc, role, bounds_check, optimizations, zero_tangents=frozenset(),
+                         resume=None):
     """(inputs, watch, transformed): ``pyfunc`` through every pass, with the description of
     its inputs read before and after (adjoint/build/inputs.py), kept only when the two agree: the
     frozen tree and its description belong together, so a module key never describes
@@ -29,7 +30,7 @@ def _transform_described(pyfunc, role, bounds_check, optimizations, zero_tangent
     from .build.pipeline import transform
     watch = bindings.watch_of(pyfunc)
     before = own_inputs(pyfunc, role, bounds_check)
-    tr = transform(pyfunc, role, bounds_check, optimizations, zero_tangents)
+    tr = transform(pyfunc, role, bounds_check, optimizations, zero_tangents, resume)
     after = own_inputs(pyfunc, role, bounds_check) if before is not None else None
     return (before if before == after else None), watch, tr
 
@@ -57,15 +58,18 @@ class _Built:
         from .build.pipeline import transform
         role, bounds_check = self._role, getattr(self, "bounds_check", True)
         zero = getattr(self, "zero_tangents", frozenset())
+        base = getattr(self, "_base", None)     # (a variant: Kernel.with_zero_tangents)
+        resume = base.transformed_at(optimizations).resume if base is not None else None
         with LOCK:
             tr = self._trs.get(optimizations)
             if tr is None:
                 if self._tr is None:
                     self._inputs, self._watch, tr = _transform_described(
-                        self.pyfunc, role, bounds_check, optimizations, zero)
+                        self.pyfunc, role, bounds_check, optimizations, zero, resume)
                     self._tr = tr
                 else:
-                    tr = transform(self.pyfunc, role, bounds_check, optimizations, zero)
+                    tr = transform(self.pyfunc, role, bounds_check, optimizations, zero,
+                                   resume)
                 self._trs[optimizations] = tr
         return tr
 
@@ -216,6 +220,7 @@ class Kernel(_Built):
                 self.pyfunc, enable_backward=self.enable_backward,
                 loop_capacity=self.loop_capacity, bounds_check=self.bounds_check,
                 optimize=self.optimize, zero_tangents=zero)
+            variant._base = self        # (its transform resumes from this kernel's)
         return variant
 
     def optimizations(self):

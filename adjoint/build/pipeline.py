@@ -12,7 +12,7 @@ prints the named stages of ``adjoint show --stage``.
 """
 import os
 import sys
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 
 import gast
@@ -66,17 +66,27 @@ class Transformed:
     optimizations: frozenset = passes.ALL   # the optimization passes enabled (passes.py)
     applied: tuple = ()     # those of them that changed or made something here
     zero_tangents: frozenset = frozenset()  # arrays held constant (pass zero_tangents)
+    # the state before pass zero_tangents, the first to read the arrays held constant: a
+    # variant holding others constant resumes from it (api.Kernel.with_zero_tangents)
+    resume: object = field(default=None, compare=False, repr=False)
+
+
+RESUME_AT = "zero_tangents"     # the first pass whose work depends on ``zero_tangents``
 
 
 def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
-              zero_tangents=frozenset()):
+              zero_tangents=frozenset(), resume=None):
     """Run every pass on ``pyfunc`` (``role`` "kernel" or "func"), the optimization passes
     in ``optimizations`` only. ``bounds_check`` (kernels): check array indices (pass
     bounds); ``ssa`` is then the checked tree. ``zero_tangents`` (kernels): float arrays
-    the kernel only reads whose tangents the JVP takes as zero (``activity.active``)."""
+    the kernel only reads whose tangents the JVP takes as zero (pass zero_tangents).
+    ``resume``: the ``resume`` state of the same function transformed with the same
+    options but other zero tangents; the passes before ``RESUME_AT`` are not run again
+    (they read no zero tangents, and passes return new trees, so their results are
+    shared: tests/build/test_passes_pure.py)."""
     with transforming(pyfunc):
         st = _run(pyfunc, role, bounds_check, frozenset(optimizations),
-                  zero_tangents=frozenset(zero_tangents))
+                  zero_tangents=frozenset(zero_tangents), resume=resume)
     made = {f.name: getattr(st, f.name) for f in fields(Transformed) if hasattr(st, f.name)}
     return Transformed(**{**made, "ssa": st.checked})
 
@@ -92,11 +102,23 @@ def start(pyfunc, role, bounds_check, enabled, zero_tangents=frozenset()):
                            eager=None, plans=None, sites=())
 
 
-def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset()):
-    """The fields the passes made, up to and including the pass named ``last``."""
+def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset(),
+         resume=None):
+    """The fields the passes made, up to and including the pass named ``last``
+    (``resume``: see ``transform``)."""
     st = start(pyfunc, role, bounds_check, enabled, zero_tangents)
+    if resume is not None:
+        vars(st).update(vars(resume), zero_tangents=zero_tangents)
     shown = _print_after()
+    resumed = resume is not None
     for p in passes.PASSES:
+        if resumed:
+            if p.name != RESUME_AT:
+                continue        # (made already: the state resumed from holds its work)
+            resumed = False
+        if p.name == RESUME_AT:
+            st.resume = SimpleNamespace(**{k: v for k, v in vars(st).items()
+                                           if k != "resume"})
         if p.stage == "transform" and role in p.roles:
             if not p.optimization or p.name in enabled:
                 made = RUN[p.name](st)

@@ -57,13 +57,15 @@ def paired(body, tid, params, scalars, private, sums=()):
         body, tail = body[:-1], [copy_tree(body[-1])]
     assigned = {n: c for n, c in assigned.items() if n not in sums}
     arrays = [p for p in params if p != tid and p not in scalars]
-    readonly = {a for a in arrays if a not in _escaping(body, arrays, written=True)}
-    summable = set(private) - _escaping(body, private, written=False)
+    nodes = [node for s in body for node in _nodes(s)]     # (walked once: bodies are long)
+    parents = _parents(nodes)
+    readonly = {a for a in arrays if a not in _escaping(nodes, parents, arrays, written=True)}
+    summable = set(private) - _escaping(nodes, parents, private, written=False)
     once, jams, alike = _plan(body, set(scalars) - set(assigned), set(assigned), readonly,
                               summable)
     if not jams:
         return None
-    taken = {n.id for s in body for n in _nodes(s) if isinstance(n, gast.Name)} | set(params)
+    taken = {n.id for n in nodes if isinstance(n, gast.Name)} | set(params)
     second = {tid: unique(taken, f"{tid}_b")}
     for n in sorted(set(assigned) - alike):
         second[n] = unique(taken, f"{n}_b")
@@ -252,12 +254,10 @@ def _parents(nodes):
     return out
 
 
-def _escaping(body, arrays, written):
+def _escaping(nodes, parents, arrays, written):
     """The arrays of ``arrays`` used other than by reading elements (``written``) or
     other than by adding into elements (not ``written``); asking an array its shape is
-    neither."""
-    nodes = [node for s in body for node in _nodes(s)]
-    parents = _parents(nodes)
+    neither. ``nodes``: every node of the body; ``parents``: ``_parents(nodes)``."""
     arrays = set(arrays)
     out = set()
     for node in nodes:
@@ -367,13 +367,13 @@ def _alike_in(stmts, alike, readonly):
     """Names of ``alike`` that one iteration (``stmts``) assigns at its top level, from
     names computed alike and elements of arrays no thread writes, and does not read
     before."""
-    out = set()
-    for k, s in enumerate(stmts):
+    out, named = set(), set()       # (named: every name the statements before use)
+    for s in stmts:
         n = _single(s)
-        if n is not None and n in alike and _alike(s.value, alike, readonly) and \
-                not any(isinstance(x, gast.Name) and x.id == n for st in stmts[:k]
-                        for x in _nodes(st)):
+        if n is not None and n in alike and n not in named and \
+                _alike(s.value, alike, readonly):
             out.add(n)
+        named.update(x.id for x in _nodes(s) if isinstance(x, gast.Name))
     return out
 
 

@@ -198,3 +198,18 @@ def test_vector_mode_holds_the_same_arrays_constant(kernel_module, backend):
 def _walk(node):
     import gast
     return gast.walk(node)
+
+
+def test_the_variant_resumes_from_the_kernels_transform(kernel_module):
+    """The passes before zero_tangents read no zero tangents: a variant shares their work
+    with its kernel (pipeline.transform's ``resume``) and prints what a transform of its
+    own from the source prints."""
+    m = kernel_module(SOURCE)
+    variant = m.scaled.with_zero_tangents(frozenset({"w"}))
+    assert variant.transformed.ssa is m.scaled.transformed.ssa
+    alone = ad.Kernel(m.scaled.pyfunc, zero_tangents=frozenset({"w"}))
+    assert getattr(alone, "_base", None) is None
+    assert alone.transformed.ssa is not m.scaled.transformed.ssa
+    for stage in ("forward", "backward", "jvp"):
+        assert ad.source(variant, stage) == ad.source(alone, stage), stage
+    assert variant.transformed.applied == alone.transformed.applied
