@@ -125,7 +125,9 @@ def test_threads_make_a_first_launch_at_once(backend, kernel_module, fresh_cache
 
 class FakeDeviceArray:
     """What runtime/watch.py reads of a real numba device array (its device pointer,
-    shape and dtype): the simulator's arrays are host memory, named another way."""
+    shape and dtype): the simulator's arrays are host memory, named another way. (The
+    CUDA device of runtime/devices.py holds what has numba's two copy methods.)"""
+    copy_to_host = copy_to_device = None
     _next = [1 << 20]
     _lock = threading.Lock()
 
