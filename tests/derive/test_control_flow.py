@@ -11,6 +11,7 @@ self-consistent gradient. Then exact values where a closed form gives them (the 
 cases' exact values are tests/system/test_reference_cases.py's, on the same kernels), a
 refusal, and hand-written func adjoints.
 """
+import inspect
 import math
 
 import numpy as np
@@ -124,21 +125,8 @@ def test_variable_defined_in_some_branches_only(backend, kernel_module):
     """``t`` is assigned only when ``flag == 1``; no static rule sees that correlation, so
     the read is refused at its line (it used to read an invented 0.0 on other paths);
     assigned first (the corpus's ``partial``), the kernel is differentiated."""
-    bad = kernel_module('''
-        @ad.kernel
-        def partial(x: ad.array(dtype=float), out: ad.array(dtype=float)):
-            i = ad.tid()
-            v = x[i]
-            flag = 0
-            if v > 0.0:
-                t = v * v
-                flag = 1
-            if flag == 1:
-                y = t * 2.0
-            else:
-                y = -v
-            out[i] = y + v
-        ''')
+    source = inspect.getsource(corpus.partial.pyfunc)
+    bad = kernel_module(source.replace("    t = 0.0\n", ""))    # (t not assigned first)
     with pytest.raises(TransformError, match=r"'t' may be used before it is assigned") as err:
         ad.launch(bad.partial, 4, inputs=[ad.zeros(4)], outputs=[ad.zeros(4)])
     assert err.value.source_line.strip() == "y = t * 2.0"
