@@ -133,7 +133,7 @@ def cbrt(x):
 
 def cbrt_device(x):
     """``cbrt`` for numba.cuda, which has neither ``math.cbrt`` nor ``np.cbrt``: ``|x| ** (1/3)``
-    and one Newton step, with the sign of ``x`` (within 1 ulp of C's ``cbrt`` in float64,
+    and one Newton step, with the sign of ``x`` (within 1 ulp of the exact cube root in float64,
     2 in float32; tests/rules/test_warp_builtins.py)."""
     if isinstance(x, np.float32):
         third = np.float32(0.3333333333333333)
