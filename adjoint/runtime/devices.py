@@ -14,6 +14,7 @@ Expects: numba.cuda only once a CUDA buffer is made. Guarantees: ``of(buf)`` is 
 device holding ``buf``; ``named(device)`` is the device a string names ("cpu", "cuda",
 "cuda:0"), or a ``ValueError`` naming the choices.
 """
+import abc
 import weakref
 
 import numpy as np
@@ -21,9 +22,11 @@ import numpy as np
 from . import backend_cuda, pending
 
 
-class Device:
+class Device(abc.ABC):
     """One kind of memory (see the module docstring). ``host``: its buffers are numpy
-    arrays CPU code reads in place (``Array.numpy()`` returns the buffer itself)."""
+    arrays CPU code reads in place (``Array.numpy()`` returns the buffer itself). A
+    subclass defines every abstract method (Python refuses to make one that does not);
+    ``accepts``, ``check``, ``zeros`` and ``wrap`` have defaults."""
     name = None
     host = False
 
@@ -34,53 +37,56 @@ class Device:
     def check(self):
         """Raise where this device cannot be used here (no driver, no simulator)."""
 
+    @abc.abstractmethod
     def holds(self, buf):
-        raise NotImplementedError
+        """Whether ``buf`` is a buffer of this device."""
 
+    @abc.abstractmethod
     def empty(self, shape, dtype):
-        raise NotImplementedError
+        """A new buffer, its values unset."""
 
     def zeros(self, shape, dtype):
         buf = self.empty(shape, dtype)
         self.fill(buf, 0)
         return buf
 
+    @abc.abstractmethod
     def from_host(self, values):
         """A new buffer holding the host array ``values``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def to_host(self, buf, why="a copy of a device array to the host"):
         """The buffer's values as a host array (``why``: what asked, for a fault's message)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def write(self, dst, values):
         """``dst[...] = values`` for host ``values`` of ``dst``'s size."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def fill(self, buf, value):
-        raise NotImplementedError
+        """``buf[...] = value`` for a scalar ``value``."""
 
+    @abc.abstractmethod
     def copy(self, dst, src):
         """``dst[...] = src`` for two buffers of this device, of one size."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def add(self, dst, src):
         """``dst += src`` for two flat buffers of this device, of one size and dtype."""
-        raise NotImplementedError
 
     def wrap(self, obj):
         """A buffer over the memory of ``obj`` (another library's array), without a copy;
         None when ``obj`` is not in this device's memory."""
         return None
 
+    @abc.abstractmethod
     def may_alias(self, a, b):
         """Whether two buffers of this device may share memory."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def span(self, buf):
         """``(first byte, end byte)`` of a buffer's memory (watch.py names device memory by
         its first byte: one address space for the devices other than the host)."""
-        raise NotImplementedError
 
 
 class Host(Device):
@@ -116,6 +122,10 @@ class Host(Device):
 
     def may_alias(self, a, b):
         return np.may_share_memory(a, b)
+
+    def span(self, buf):
+        start = buf.__array_interface__["data"][0]
+        return start, start + buf.nbytes
 
 
 class Cuda(Device):

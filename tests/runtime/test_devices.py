@@ -138,3 +138,21 @@ def test_gradients_and_pickles_stay_on_the_device(boxed):
     assert back.device == "boxed" and isinstance(back.data, Box)
     assert back.data is not x.data
     np.testing.assert_array_equal(back.numpy(), [1.0, 2.0])
+
+
+def test_a_device_missing_a_method_cannot_be_made():
+    """``Device`` is abstract: a subclass that leaves out a method its buffers need is
+    refused when made (naming the method), not when an array first needs it."""
+    but_span = {k: v for k, v in vars(Boxed).items() if k != "span"}
+    Partial = type("Partial", (devices.Device,), dict(but_span, name="partial"))
+    with pytest.raises(TypeError, match="span"):
+        Partial()
+    Boxed()                     # defines every abstract method
+    assert devices.Device.__abstractmethods__ >= {"holds", "empty", "to_host", "add", "span"}
+
+
+def test_host_span_is_the_arrays_bytes():
+    a = np.zeros((3, 4), np.float32)
+    start, end = devices.HOST.span(a)
+    assert start == a.ctypes.data and end - start == 48
+    assert devices.HOST.span(a[1:]) == (a.ctypes.data + 16, a.ctypes.data + 48)
