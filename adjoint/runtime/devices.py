@@ -200,28 +200,37 @@ def _size(buf):
     return n if type(n) is int else int(np.prod(buf.shape))
 
 
-_spans = {}     # id(device buffer) -> (weakref.ref(buffer), its span)
+def once_per_buffer(fn):
+    """``fn(buf)`` computed once per buffer object while the object lives (cached under its
+    id with a weak reference, so a collected buffer leaves nothing and a new object at its
+    id is not mistaken for it; an object that cannot be weakly referenced is not cached)."""
+    cache = {}      # id(buffer) -> (weakref.ref(buffer), fn(buffer))
+
+    def cached(buf):
+        hit = cache.get(id(buf))
+        if hit is not None and hit[0]() is buf:
+            return hit[1]
+        value, key = fn(buf), id(buf)
+
+        def forget(ref):
+            if cache.get(key, (None,))[0] is ref:
+                cache.pop(key, None)
+        try:
+            cache[key] = (weakref.ref(buf, forget), value)
+        except TypeError:
+            pass
+        return value
+    cached.__doc__, cached.__name__, cached.cache = fn.__doc__, fn.__name__, cache
+    return cached
 
 
+@once_per_buffer
 def span(buf):
     """``(first byte, end byte)`` of a device buffer's memory, computed once per buffer
     object (numba builds a device array's ``__cuda_array_interface__`` anew each time it is
     read, and the alias checks of every launch ask for each argument's span)."""
-    hit = _spans.get(id(buf))
-    if hit is not None and hit[0]() is buf:
-        return hit[1]
     start = buf.__cuda_array_interface__["data"][0]
-    extent = (start, start + _size(buf) * np.dtype(buf.dtype).itemsize)
-    key = id(buf)
-
-    def forget(ref):
-        if _spans.get(key, (None,))[0] is ref:
-            _spans.pop(key, None)
-    try:
-        _spans[key] = (weakref.ref(buf, forget), extent)
-    except TypeError:                         # not weakly referenceable: not cached
-        pass
-    return extent
+    return start, start + _size(buf) * np.dtype(buf.dtype).itemsize
 
 
 def _wrap_cuda_interface(obj):

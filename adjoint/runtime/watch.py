@@ -34,11 +34,10 @@ import weakref
 
 import numpy as np
 
-from . import buffers
+from . import buffers, devices
 
 LOCK = threading.RLock()
 _watchers = {}      # memory key -> {id(watcher): weakref.ref(watcher)}
-_keys = {}          # id(buffer) -> (weakref.ref(buffer), its memory key)
 
 
 class _ThreadState(threading.local):
@@ -48,25 +47,10 @@ class _ThreadState(threading.local):
 _thread = _ThreadState()
 
 
+@devices.once_per_buffer
 def memory_key(buf):
     """A hashable name for the allocation holding ``buf`` (shared by its views and aliases).
     Computed once per buffer object (reading a pointer costs more than a launch's checks)."""
-    hit = _keys.get(id(buf))
-    if hit is not None and hit[0]() is buf:
-        return hit[1]
-    key, buf_id = _allocation(buf), id(buf)
-
-    def forget(ref):
-        if _keys.get(buf_id, (None,))[0] is ref:
-            del _keys[buf_id]
-    try:
-        _keys[buf_id] = (weakref.ref(buf, forget), key)
-    except TypeError:                         # not weakly referenceable: not cached
-        pass
-    return key
-
-
-def _allocation(buf):
     host = getattr(buf, "_ary", buf)          # numba's simulator: device memory is a numpy array
     if isinstance(host, np.ndarray):
         while isinstance(host.base, np.ndarray):

@@ -156,3 +156,18 @@ def test_host_span_is_the_arrays_bytes():
     start, end = devices.HOST.span(a)
     assert start == a.ctypes.data and end - start == 48
     assert devices.HOST.span(a[1:]) == (a.ctypes.data + 16, a.ctypes.data + 48)
+
+
+def test_once_per_buffer_forgets_a_collected_buffer():
+    calls = []
+
+    @devices.once_per_buffer
+    def size(buf):
+        calls.append(buf)
+        return buf.values.size
+
+    a, b = Box(np.zeros(3)), Box(np.zeros(5))
+    assert (size(a), size(a), size(b)) == (3, 3, 5) and len(calls) == 2
+    del a, calls[:]
+    assert set(size.cache) == {id(b)}           # a is gone, and so is what it cached
+    assert size(Box(np.ones(4))) == 4
