@@ -71,8 +71,10 @@ def _lower(stmts, tr):
 
 def kernel_functions(tr, target="cpu", custom_grads=()):
     """[(name, params, body, decorator)] of the thread and grid functions of a kernel:
-    forward, backward (unless disabled) and JVP (unless ``jvp_refusal`` says why not)."""
-    out = _kernel_functions(tr, target, custom_grads)
+    forward, backward (unless disabled) and JVP (unless ``jvp_refusal`` says why not).
+    A variant holding arrays constant (``tr.zero_tangents``: api.Kernel.with_zero_tangents)
+    has its JVP alone: its launches run nothing else (a tape records its kernel's)."""
+    out = [] if tr.zero_tangents else _kernel_functions(tr, target, custom_grads)
     if jvp_refusal(tr) is None:
         out += _jvp_functions(tr, target, custom_grads)
     return precision.float32_functions(out, precision.names_kinds(tr)) if float32_kernel(tr) \

@@ -176,8 +176,12 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
                           f"{p.type.ndim}),")
         else:
             params.append(f"        adjoint.runtime.ParamSpec({p.name!r}, {p.type.name!r}, 0),")
-    forward, backward, jvp = (_launcher(tr, target, fns, part)
-                              for part in ("forward", "backward", "jvp"))
+    if tr.zero_tangents:    # a variant: its JVP alone (emit/module.py kernel_functions)
+        forward, backward, jvp = None, None, _launcher(tr, target, fns, "jvp")
+    else:
+        forward, backward, jvp = (_launcher(tr, target, fns, part)
+                                  for part in ("forward", "backward", "jvp"))
+    only_jvp = bool(tr.zero_tangents)
     lines = bounds.bounds_lines(tr, relname)
     lines = ([""] if lines else []) + lines + [f"{n} = adjoint.runtime.KernelSpec(",
              f"    name={n!r},",
@@ -188,12 +192,13 @@ def spec_lines(kind, tr, relname, target="cpu", fns=()):
              f"    forward={forward},",
              *_spec_entry("backward", backward),
              *_spec_entry("jvp", jvp),
-             *_saved_lines(tr, target, fns),
-             *_clean_lines(tr, target, fns),
-             *_zeroed_lines(tr),
-             *_handed_lines(tr, target),
-             *_covered_lines(tr),
-             *_eager_lines(tr, target, fns),
+             *([] if only_jvp else [
+                 *_saved_lines(tr, target, fns),
+                 *_clean_lines(tr, target, fns),
+                 *_zeroed_lines(tr),
+                 *_handed_lines(tr, target),
+                 *_covered_lines(tr),
+                 *_eager_lines(tr, target, fns)]),
              f"    origin={relname + ':' + str(tr.pf.node.lineno)!r},"]
     if target != "cpu":
         lines.append(f"    target={target!r},")

@@ -172,6 +172,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
             raise LaunchError(f"kernel '{spec.name}': a launch runs the backward "
                               "(adjoint=True) or the JVP (tangents=...), not both")
         return _launch_adjoint(spec, dims, values, args, inputs, outputs, adj_inputs, adj_outputs)
+    jvp_spec = spec
     if tangents is None:
         _check_aliasing(spec, values)
         dots = None
@@ -179,8 +180,9 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
         dots, given, untangented = _tangents(spec, args, values, tangents)   # (checks aliasing)
         if untangented and hasattr(kernel, "with_zero_tangents"):
             # the arrays given no tangent that the kernel only reads: their terms are
-            # dropped, not computed as zeros (api.Kernel.with_zero_tangents)
-            spec = kernel.with_zero_tangents(untangented).spec_for(device)
+            # dropped, not computed as zeros (api.Kernel.with_zero_tangents: a variant
+            # with its JVP alone; a tape records the kernel's own spec, for its backward)
+            jvp_spec = kernel.with_zero_tangents(untangented).spec_for(device)
     tape = active_tape() if record_tape else None
 
     def label():
@@ -195,7 +197,7 @@ def launch(kernel, dim, inputs=(), outputs=(), device=None, adjoint=False,
     if dots is not None:
         for data in dots:
             watch.mark_dirty(data)          # (a tangent is written: never a clean gradient)
-        verify.run(spec, "jvp", dims, values, dots)
+        verify.run(jvp_spec, "jvp", dims, values, dots)
     elif tape is not None and getattr(spec, "saved", ()) and spec.backward is not None:
         # the store policy (optimize/store.py): the forward keeps, per thread, what the
         # backward would otherwise replay loops to recompute

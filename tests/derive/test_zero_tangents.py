@@ -213,3 +213,27 @@ def test_the_variant_resumes_from_the_kernels_transform(kernel_module):
     for stage in ("forward", "backward", "jvp"):
         assert ad.source(variant, stage) == ad.source(alone, stage), stage
     assert variant.transformed.applied == alone.transformed.applied
+
+
+def test_the_variant_has_its_jvp_alone_and_a_tape_keeps_the_kernels_backward(kernel_module,
+                                                                             backend):
+    """A variant's module holds its JVP alone (its launches run nothing else); a JVP launch
+    recorded on a tape records the kernel's own spec, so the tape's backward is the
+    kernel's: the same gradients as a tape of plain forward launches."""
+    m = kernel_module(SOURCE)
+    x, w = _inputs()
+    w = w + 0.5
+    device = "cuda" if backend == "cuda" else "cpu"
+    spec = m.scaled.with_zero_tangents(frozenset({"w"})).spec_for(device)
+    assert spec.jvp is not None and spec.forward is None and spec.backward is None
+    grads = []
+    for tangents in (None, {"x": ad.array(np.ones(N))}):
+        xa, wa = ad.array(x, requires_grad=True), ad.array(w, requires_grad=True)
+        y = ad.zeros(N, dtype=ad.float64, requires_grad=True)
+        with ad.Tape() as tape:
+            ad.launch(m.scaled, N, [xa, wa], [y], tangents=tangents)
+        tape.backward(grads={y: ad.array(np.arange(1.0, N + 1))})
+        grads.append((xa.grad.numpy().copy(), wa.grad.numpy().copy(), y.numpy().copy()))
+    for plain, jvp in zip(*grads):
+        assert np.array_equal(plain, jvp)
+    assert np.abs(grads[0][0]).sum() > 0 and np.abs(grads[0][1]).sum() > 0
