@@ -198,8 +198,9 @@ class Kernel(_Built):
         """This kernel as a JVP launch given no tangent for the float array parameters named
         in ``untangented`` runs it: those the kernel only reads are held constant (their
         tangents are zeros, so every term of them is dropped rather than computed as a zero:
-        JAX's symbolic zeros), in a kernel of its own (its JVP made without them, its
-        forward and backward this kernel's); this kernel itself when there are none.
+        JAX's symbolic zeros), in a kernel of its own (its module holds its JVP alone,
+        made without them; a tape records this kernel's launch); this kernel itself when
+        there are none.
         Its tangents are the JVP's given zeros, up to rounding (a rule with an operand
         held constant takes its one-operand form), wherever the dropped partials are
         finite; where one is ``inf`` or ``nan`` the JVP given zeros has ``0 * inf = nan``
