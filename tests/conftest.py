@@ -47,8 +47,8 @@ def _ptx_check(folder, processes=1):
     ``folder``, split over ``processes`` processes run at once; None when there are none.
     Return code: 1 if any process found a failure, else 0 if all passed, else the first
     other code (no NVVM here: skipped)."""
-    from adjoint.ptx import cuda_modules
-    modules = cuda_modules([folder])
+    from adjoint.ptx import cuda_modules, distinct
+    modules, repeats = distinct(cuda_modules([folder]))
     if not modules:
         return None
     chunks = [modules[k::processes] for k in range(min(processes, len(modules)))]
@@ -65,12 +65,15 @@ def _ptx_check(folder, processes=1):
     codes = [proc.returncode for proc in procs]
     code = 1 if 1 in codes else 0 if set(codes) == {0} else next(c for c in codes if c)
     tallies = [_PTX_TALLY.search(out) for out in outs]
+    note = [f"({repeats} more module{'s' if repeats > 1 else ''} the same code as one of "
+            "these but for comments and source names: not compiled again)"] if repeats else []
     if len(outs) == 1 or not all(tallies):
-        return code, "\n".join(outs)
+        return code, "\n".join(outs + note)
     lines = [line for out in outs for line in out.splitlines() if not _PTX_TALLY.match(line)]
     passed, total = (sum(int(t.group(k)) for t in tallies) for k in (1, 2))
     lines.append(f"{passed} of {total} CUDA grid kernels compiled to PTX for compute "
                  f"capability {tallies[0].group(3)} ({len(outs)} processes)")
+    lines += note
     return code, "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ C-contiguous array of its dtype and ndim, ``adj_x`` has the type of ``x``, and
 the loop-overflow status is a one-dimensional int64 array.
 """
 import argparse
+import hashlib
 import importlib.util
 import inspect
 import os
@@ -153,6 +154,28 @@ def cuda_modules(paths):
     return out
 
 
+def distinct(modules):
+    """``(distinct, repeats)``: ``modules`` with each code compiled once (the first path of
+    each), and how many were left out. Two modules are the same code when they differ only
+    in comments, the module docstring, the ``origin=`` of their specs and the ``file=`` of
+    their bounds tables (the name of the source file and its lines): what a test suite
+    makes when tests load one kernel's source from files of their own."""
+    seen, out = set(), []
+    for path in modules:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        if text.startswith('"""'):
+            text = text[text.index('"""', 3) + 3:]
+        key = hashlib.sha256("\n".join(
+            line for line in text.splitlines()
+            if not line.lstrip().startswith(("#", "origin='", "file='"))
+        ).encode()).hexdigest()
+        if key not in seen:
+            seen.add(key)
+            out.append(path)
+    return out, len(modules) - len(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m adjoint.ptx", description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="+", help="generated CUDA modules, or folders holding them")
@@ -174,6 +197,7 @@ def main(argv=None):
     except FileNotFoundError as exc:
         print(f"python -m adjoint.ptx: {exc}", file=sys.stderr)
         return 2
+    modules, repeats = distinct(modules)
     failed = total = 0
     for path in modules:
         for r in compile_module(path, cc):
@@ -183,6 +207,9 @@ def main(argv=None):
                 print(f"FAILED {r.module}: {r.kernel}: {r.error}")
             elif args.f64:
                 print(f"{r.kernel}: {r.f64} float64 instructions")
+    if repeats:
+        print(f"{repeats} module{'s' if repeats > 1 else ''} the same code as another but for "
+              "comments and source names: not compiled again")
     print(f"{total - failed} of {total} CUDA grid kernels compiled to PTX for "
           f"compute capability {args.cc}")
     return 1 if failed else 0

@@ -102,3 +102,20 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     assert proc.returncode == 2 and "missing.py: no such file or folder" in proc.stderr
     proc = _ptx("--cc", "nine", tmp_path)
     assert proc.returncode == 2 and "compute capability like 9.0" in proc.stderr
+
+
+def test_modules_differing_only_in_their_source_names_are_compiled_once(tmp_path):
+    """The suite's PTX check compiles each code once: modules generated from one kernel's
+    source in files of other names (comments, docstring, ``origin=``, the bounds table's
+    ``file=``) are one; a module whose code differs in one constant, or in the source lines
+    its loop-overflow status names, is not."""
+    from adjoint.ptx import distinct
+    one = _cuda_module(tmp_path, MINMAX_LOOP, "first")
+    two = _cuda_module(tmp_path, MINMAX_LOOP, "second")
+    moved = _cuda_module(tmp_path, "\n\n" + MINMAX_LOOP, "moved")   # (its lines are in its code)
+    other = _cuda_module(tmp_path, MINMAX_LOOP.replace("0.25", "0.5"), "third")
+    assert "first.py" in one.read_text() and "second.py" in two.read_text()
+    assert one.read_text() != two.read_text()
+    assert distinct([str(one), str(two), str(other), str(moved)]) == \
+        ([str(one), str(other), str(moved)], 1)
+    assert distinct([str(two), str(one)]) == ([str(two)], 1)
