@@ -83,11 +83,15 @@ def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
     ``resume``: the ``resume`` state of the same function transformed with the same
     options but other zero tangents; the passes before ``RESUME_AT`` are not run again
     (they read no zero tangents, and passes return new trees, so their results are
-    shared: tests/build/test_passes_pure.py)."""
+    shared: tests/build/test_passes_pure.py), nor are the optimizations after it that
+    read no tangent (their results are the kernel's transform's: ``_shared``)."""
     with transforming(pyfunc):
         st = _run(pyfunc, role, bounds_check, frozenset(optimizations),
                   zero_tangents=frozenset(zero_tangents), resume=resume)
     made = {f.name: getattr(st, f.name) for f in fields(Transformed) if hasattr(st, f.name)}
+    if getattr(st, "resume", None) is not None and resume is None:
+        # (what a variant's passes share: _shared)
+        st.resume.final = dict(made, untangent_applied=st.untangent_applied)
     return Transformed(**{**made, "ssa": st.checked})
 
 
@@ -97,7 +101,8 @@ def start(pyfunc, role, bounds_check, enabled, zero_tangents=frozenset()):
     return SimpleNamespace(pyfunc=pyfunc, role=role, bounds_check=bounds_check,
                            zero_tangents=zero_tangents,
                            forward_only=getattr(pyfunc, "__adjoint_forward_only__", False),
-                           optimizations=enabled, applied=(), saved=None, once=None,
+                           optimizations=enabled, applied=(), untangent_applied=(),
+                           saved=None, once=None,
                            gather=None, zeroed=(), covered=(), rest_clears=(), handed=(),
                            eager=None, plans=None, sites=())
 
@@ -107,8 +112,11 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
     """The fields the passes made, up to and including the pass named ``last``
     (``resume``: see ``transform``)."""
     st = start(pyfunc, role, bounds_check, enabled, zero_tangents)
+    final = None
     if resume is not None:
-        vars(st).update(vars(resume), zero_tangents=zero_tangents)
+        final = getattr(resume, "final", None)
+        vars(st).update({k: v for k, v in vars(resume).items() if k != "final"},
+                        zero_tangents=zero_tangents)
     shown = _print_after()
     resumed = resume is not None
     for p in passes.PASSES:
@@ -118,12 +126,18 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
             resumed = False
         if p.name == RESUME_AT:
             st.resume = SimpleNamespace(**{k: v for k, v in vars(st).items()
-                                           if k != "resume"})
+                                           if k not in ("resume", "final")})
         if p.stage == "transform" and role in p.roles:
             if not p.optimization or p.name in enabled:
-                made = RUN[p.name](st)
-                if p.optimization and _changed(st, made):
-                    st.applied += (p.name,)
+                if final is not None and p.name != RESUME_AT:
+                    made = _shared(st, p, final)
+                else:
+                    made = RUN[p.name](st)
+                    if p.optimization and _changed(st, made):
+                        st.applied += (p.name,)
+                    if p.optimization and _changed(st, {k: v for k, v in made.items()
+                                                        if k != "tangent"}):
+                        st.untangent_applied += (p.name,)
                 vars(st).update(made)
             if p.name in shown:
                 print(after_text(st, p.name), file=sys.stdout, flush=True)
@@ -133,6 +147,24 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
         if p.name == last:
             break
     return st
+
+
+def _shared(st, p, final):
+    """What optimization pass ``p`` (after pass zero_tangents) makes for a variant resumed
+    from a kernel whose transform ended in ``final`` (its fields): a pass that reads no
+    tangent made the same from the same input, so it is shared; one that reads the
+    tangent (reciprocal, scale) rewrites the variant's tangent alone, the rest shared."""
+    shared = {k: final[k] for k in p.makes if k != "tangent"}
+    own = {}
+    if "tangent" in p.reads:
+        st.tangent_only = True
+        try:
+            own = RUN[p.name](st)
+        finally:
+            st.tangent_only = False
+    if p.name in final["untangent_applied"] or _changed(st, own):
+        st.applied += (p.name,)
+    return {**shared, **{k: v for k, v in own.items() if k == "tangent"}}
 
 
 def _privatized(st):
@@ -239,8 +271,8 @@ def _rewrite_bodies(st, rewrite):
     body, new = rewrite(tangent.body, set(tangent.names.values()), False)
     if _differ(body, tangent.body):
         out["tangent"] = replace(tangent, body=body, kinds={**tangent.kinds, **new})
-    if rev.backward is None:
-        return out
+    if rev.backward is None or getattr(st, "tangent_only", False):
+        return out      # (tangent_only: a zero-tangents variant's, _shared)
     derived, new = set(st.adjoints), {}
     parts = {}
     for key, b in (("backward", rev.backward), ("fused", rev.fused)):

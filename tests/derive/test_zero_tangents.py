@@ -201,12 +201,17 @@ def _walk(node):
 
 
 def test_the_variant_resumes_from_the_kernels_transform(kernel_module):
-    """The passes before zero_tangents read no zero tangents: a variant shares their work
-    with its kernel (pipeline.transform's ``resume``) and prints what a transform of its
-    own from the source prints."""
+    """The passes before zero_tangents read no zero tangents, nor do the optimizations after
+    it but reciprocal and scale: a variant shares their work with its kernel
+    (pipeline.transform's ``resume``; reciprocal and scale rewrite its tangent alone) and
+    prints what a transform of its own from the source prints, the same passes applied."""
     m = kernel_module(SOURCE)
     variant = m.scaled.with_zero_tangents(frozenset({"w"}))
     assert variant.transformed.ssa is m.scaled.transformed.ssa
+    # the optimization passes that read no tangent are the kernel's, shared (_shared)
+    for field in ("rev", "saved", "once", "gather", "zeroed", "eager"):
+        assert getattr(variant.transformed, field) is getattr(m.scaled.transformed, field)
+    assert variant.transformed.tangent is not m.scaled.transformed.tangent
     alone = ad.Kernel(m.scaled.pyfunc, zero_tangents=frozenset({"w"}))
     assert getattr(alone, "_base", None) is None
     assert alone.transformed.ssa is not m.scaled.transformed.ssa
