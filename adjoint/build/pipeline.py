@@ -2,8 +2,8 @@
 
 ``transform`` runs every pass of ``passes.PASSES`` whose stage is "transform", in the
 list's order, each reading the fields of ``Transformed`` it names and making those it
-names (``RUN`` below holds how each is called); an optimization pass that is off
-makes what it makes when it finds nothing to do (``OFF``). The emit passes (firsts,
+names (build/calls.py's ``RUN`` holds how each is called); an optimization pass that is off
+makes what it makes when it finds nothing to do (``start``). The emit passes (firsts,
 sums, jam) run when a module is printed (emit/module.py), which reads
 ``Transformed.optimizations``. ``after_source`` prints what any pass made
 (``adjoint show --after PASS``; ``ADJOINT_PRINT_AFTER=PASS`` prints it as a kernel or
@@ -15,8 +15,6 @@ import sys
 from dataclasses import dataclass, field, fields, replace
 from types import SimpleNamespace
 
-import gast
-
 from . import passes
 from ..emit import stacks, warp
 from ..emit.module import function_sources
@@ -26,9 +24,8 @@ from ..emit.targets import TARGETS
 from ..frontend.fence import fence
 from ..frontend.parse import parse, transforming
 from ..frontend.scalarize import scalarize
-from ..rules.types import INT
-from ..derive import activity, bounds, hazards, inline, jvp, normalize, parallel, reverse, ssa, types
-from ..optimize import cover, eager, gather, once, reciprocal, scale, store, zero_tangents, zeroed
+from ..derive import normalize
+from .calls import RUN, TANGENT_ONLY
 
 STAGES = ("parse", "scalarize", "normalize", "ssa", "forward", "backward", "jvp")
 SAVING = ("forward_save", "backward_saved")   # kernels with stored loops (pass store)
@@ -66,12 +63,27 @@ class Transformed:
     optimizations: frozenset = passes.ALL   # the optimization passes enabled (passes.py)
     applied: tuple = ()     # those of them that changed or made something here
     zero_tangents: frozenset = frozenset()  # arrays held constant (pass zero_tangents)
-    # the state before pass zero_tangents, the first to read the arrays held constant: a
-    # variant holding others constant resumes from it (api.Kernel.with_zero_tangents)
+    # what a variant holding other arrays constant resumes from (Resume; kernels)
     resume: object = field(default=None, compare=False, repr=False)
 
 
 RESUME_AT = "zero_tangents"     # the first pass whose work depends on ``zero_tangents``
+assert set(TANGENT_ONLY) == {    # (the passes after it whose work reads the tangent)
+    p.name for p in passes.PASSES[list(passes.BY_NAME).index(RESUME_AT) + 1:]
+    if p.stage == "transform" and p.optimization and "tangent" in p.reads}
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a zero-tangents variant of a kernel resumes from (api.Kernel.with_zero_tangents).
+    ``before``: the passes' state before pass ``RESUME_AT``, the first to read the arrays
+    held constant (the passes before it are not run again). ``final``: the fields the
+    kernel's transform ended with, and ``untangent_applied`` the optimization passes that
+    changed one of them other than its tangent: what the variant's optimization passes
+    that read no tangent share (``_shared``)."""
+    before: SimpleNamespace
+    final: dict
+    untangent_applied: tuple
 
 
 def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
@@ -80,19 +92,19 @@ def transform(pyfunc, role, bounds_check=True, optimizations=passes.ALL,
     in ``optimizations`` only. ``bounds_check`` (kernels): check array indices (pass
     bounds); ``ssa`` is then the checked tree. ``zero_tangents`` (kernels): float arrays
     the kernel only reads whose tangents the JVP takes as zero (pass zero_tangents).
-    ``resume``: the ``resume`` state of the same function transformed with the same
-    options but other zero tangents; the passes before ``RESUME_AT`` are not run again
-    (they read no zero tangents, and passes return new trees, so their results are
-    shared: tests/build/test_passes_pure.py), nor are the optimizations after it that
-    read no tangent (their results are the kernel's transform's: ``_shared``)."""
+    ``resume``: the ``Resume`` of the same function transformed with the same options
+    but other zero tangents; the passes before ``RESUME_AT`` are not run again (they read
+    no zero tangents, and passes return new trees, so their results are shared:
+    tests/build/test_passes_pure.py), nor are the optimizations after it that read no
+    tangent (their results are the kernel's transform's: ``_shared``). The result's
+    ``resume`` is the one given, or this transform's own."""
     with transforming(pyfunc):
         st = _run(pyfunc, role, bounds_check, frozenset(optimizations),
                   zero_tangents=frozenset(zero_tangents), resume=resume)
     made = {f.name: getattr(st, f.name) for f in fields(Transformed) if hasattr(st, f.name)}
-    if getattr(st, "resume", None) is not None and resume is None:
-        # (what a variant's passes share: _shared)
-        st.resume.final = dict(made, untangent_applied=st.untangent_applied)
-    return Transformed(**{**made, "ssa": st.checked})
+    if resume is None and hasattr(st, "before"):
+        resume = Resume(st.before, made, st.untangent_applied)
+    return Transformed(**{**made, "ssa": st.checked, "resume": resume})
 
 
 def start(pyfunc, role, bounds_check, enabled, zero_tangents=frozenset()):
@@ -112,11 +124,8 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
     """The fields the passes made, up to and including the pass named ``last``
     (``resume``: see ``transform``)."""
     st = start(pyfunc, role, bounds_check, enabled, zero_tangents)
-    final = None
     if resume is not None:
-        final = getattr(resume, "final", None)
-        vars(st).update({k: v for k, v in vars(resume).items() if k != "final"},
-                        zero_tangents=zero_tangents)
+        vars(st).update(vars(resume.before), zero_tangents=zero_tangents)
     shown = _print_after()
     resumed = resume is not None
     for p in passes.PASSES:
@@ -125,12 +134,11 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
                 continue        # (made already: the state resumed from holds its work)
             resumed = False
         if p.name == RESUME_AT:
-            st.resume = SimpleNamespace(**{k: v for k, v in vars(st).items()
-                                           if k not in ("resume", "final")})
+            st.before = SimpleNamespace(**{k: v for k, v in vars(st).items() if k != "before"})
         if p.stage == "transform" and role in p.roles:
             if not p.optimization or p.name in enabled:
-                if final is not None and p.name != RESUME_AT:
-                    made = _shared(st, p, final)
+                if resume is not None and p.name != RESUME_AT:
+                    made = _shared(st, p, resume)
                 else:
                     made = RUN[p.name](st)
                     if p.optimization and _changed(st, made):
@@ -149,22 +157,16 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
     return st
 
 
-def _shared(st, p, final):
+def _shared(st, p, resume):
     """What optimization pass ``p`` (after pass zero_tangents) makes for a variant resumed
-    from a kernel whose transform ended in ``final`` (its fields): a pass that reads no
-    tangent made the same from the same input, so it is shared; one that reads the
-    tangent (reciprocal, scale) rewrites the variant's tangent alone, the rest shared."""
-    shared = {k: final[k] for k in p.makes if k != "tangent"}
-    own = {}
-    if "tangent" in p.reads:
-        st.tangent_only = True
-        try:
-            own = RUN[p.name](st)
-        finally:
-            st.tangent_only = False
-    if p.name in final["untangent_applied"] or _changed(st, own):
+    from ``resume`` (a ``Resume``): a pass that reads no tangent made the same from the
+    same input, so the kernel's fields are shared; one that reads the tangent
+    (reciprocal, scale: ``TANGENT_ONLY``) rewrites the variant's tangent alone."""
+    shared = {k: resume.final[k] for k in p.makes if k != "tangent"}
+    own = TANGENT_ONLY[p.name](st) if "tangent" in p.reads else {}
+    if p.name in resume.untangent_applied or _changed(st, own):
         st.applied += (p.name,)
-    return {**shared, **{k: v for k, v in own.items() if k == "tangent"}}
+    return {**shared, **own}
 
 
 def _privatized(st):
@@ -215,142 +217,6 @@ def _print_after():
         raise ValueError(f"{PRINT_AFTER}: no pass is named {', '.join(map(repr, unknown))}; "
                          f"the passes are {', '.join(passes.BY_NAME)}")
     return names
-
-
-# ---------------------------------------------------------------- how each pass is run
-
-def _grid(st):
-    return {"dims": parallel.grid_dims(st.ssa), "threads": parallel.thread_indices(st.ssa)}
-
-
-def _hazards(st):
-    # a printed backward (printed.vjp_kernel) is differentiated in forward mode only:
-    # no reverse of it is built, so the hazards of a reverse replay do not apply
-    if st.role == "kernel" and not st.forward_only:
-        hazards.check(st.ssa, st.dims, st.threads)
-    reads, writes = hazards.arrays_used(st.ssa)
-    return {"reads": reads, "writes": writes}
-
-
-def _bounds(st):
-    checked = bounds.bound(st.ssa, st.dims, st.threads,
-                           enabled=st.bounds_check and st.role == "kernel")
-    return {"checked": checked.ssa, "sites": checked.sites}
-
-
-def _reverse(st):
-    """Pass reverse builds the tree passes prune and order then rewrite: with them off it
-    is built plain (order decides as loops are reversed; prune runs inside it)."""
-    rev = reverse.reverse(st.checked, st.active, st.forward_only,
-                          walk_forward="order" in st.optimizations,
-                          pruned="prune" in st.optimizations)
-    # (the adjoints: what passes reciprocal and scale take as derivative values)
-    return {"rev": rev, "adjoints": frozenset(rev.kinds)}
-
-
-def _jvp(st):
-    return {"tangent": jvp.jvp(st.checked, st.active)}
-
-
-def _parallel(st):
-    adj_arrays = {p.name for p in st.pf.differentiable()}
-    plans = parallel.plan(st.ssa, st.dims, st.threads, adj_arrays)
-    return {"plans": plans + (parallel.tangent_plan(plans[0], st.tangent.names),)}
-
-
-def _store(st):
-    return {"saved": store.saving(st.checked, st.active, st.rev, st.dims,
-                                  walk_forward="order" in st.optimizations)}
-
-
-def _rewrite_bodies(st, rewrite):
-    """``rewrite(body, derived, primal) -> (body, new kinds)`` applied to the JVP, the
-    backward, the fused forward and VJP and the store policy's backward."""
-    tangent, rev, saved = st.tangent, st.rev, st.saved
-    out = {}
-    body, new = rewrite(tangent.body, set(tangent.names.values()), False)
-    if _differ(body, tangent.body):
-        out["tangent"] = replace(tangent, body=body, kinds={**tangent.kinds, **new})
-    if rev.backward is None or getattr(st, "tangent_only", False):
-        return out      # (tangent_only: a zero-tangents variant's, _shared)
-    derived, new = set(st.adjoints), {}
-    parts = {}
-    for key, b in (("backward", rev.backward), ("fused", rev.fused)):
-        if b is not None:
-            body, more = rewrite(b, derived, True)
-            if _differ(body, b):
-                parts[key] = body
-                new.update(more)
-    if parts:
-        out["rev"] = replace(rev, **parts, kinds={**rev.kinds, **new})
-    if saved is not None:
-        body, more = rewrite(saved.backward, derived, True)
-        if _differ(body, saved.backward):
-            out["saved"] = replace(saved, backward=body)
-            out["rev"] = replace(out.get("rev", rev), kinds={**out.get("rev", rev).kinds, **more})
-    return out
-
-
-def _differ(a, b):
-    """Whether two statement lists differ (a rewriting pass that changed nothing gives
-    its input back: it is then not 'applied')."""
-    return len(a) != len(b) or any(gast.dump(x) != gast.dump(y) for x, y in zip(a, b))
-
-
-def _reciprocal(st):
-    return _rewrite_bodies(st, lambda body, derived, primal: reciprocal.sharing(
-        body, derived, st.checked.kinds, primal=primal))
-
-
-def _scale(st):
-    return _rewrite_bodies(st, lambda body, derived, primal: (
-        scale.folded_backward(body, derived) if primal else scale.folded(body, derived), {}))
-
-
-def _zeroed(st):
-    cleared = zeroed.zeroed(st.rev, st.saved, st.once, st.gather, st.plans[1], st.dims)
-    rest = zeroed.rest_clears(st.gather, cleared) if st.once is None else ()
-    passed = zeroed.handed(st.rev, st.saved, st.once, st.gather, cleared, st.dims)
-    return {"zeroed": cleared, "rest_clears": rest, "handed": passed}
-
-
-def _cover(st):
-    scalars = [p.name for p in st.pf.params if not p.is_array and p.kind == INT]
-    return {"covered": cover.covered(st.once, st.gather, st.plans[1], st.dims, scalars)}
-
-
-RUN = {
-    "parse": lambda st: {"pf": parse(st.pyfunc, st.role)},
-    "scalarize": lambda st: {"pf": scalarize(st.pf)},
-    "fence": lambda st: {"pf": fence(st.pf)},
-    "normalize": lambda st: {"norm": normalize.normalize(st.pf)},
-    "inline": lambda st: {"norm": inline.inline(st.norm)},
-    "types": lambda st: dict(zip(("kinds", "return_kinds"), types.infer(st.norm))),
-    "ssa": lambda st: {"ssa": ssa.ssa(st.norm, st.kinds)},
-    "grid": _grid,
-    "hazards": _hazards,
-    "activity": lambda st: {"active": activity.active(st.ssa)},
-    "bounds": _bounds,
-    "reverse": _reverse,
-    "jvp": _jvp,
-    "parallel": _parallel,
-    "zero_tangents": lambda st: zero_tangents.zero_tangents(
-        st.checked, st.ssa, st.writes, st.plans, st.zero_tangents),
-    "prune": lambda st: {"rev": replace(st.rev)},  # (inside pass reverse: _reverse)
-    "order": lambda st: {"rev": st.rev} if not st.rev.walked_forward else
-             {"rev": replace(st.rev)},     # (inside pass reverse; applied if it walked one)
-    "store": _store,
-    "reciprocal": _reciprocal,
-    "scale": _scale,
-    "once": lambda st: {"once": once.once(st.rev, st.saved, st.dims)},
-    "gather": lambda st: {"gather": gather.gather(st.rev.backward, st.checked, st.dims,
-                                                  st.threads, st.plans[1],
-                                                  [f"dim{d}" for d in range(st.dims)])},
-    "zeroed": _zeroed,
-    "cover": _cover,
-    "eager": lambda st: {"eager": eager.eager(st.rev, st.reads, st.writes, st.plans, st.once)},
-}
-assert set(RUN) == {p.name for p in passes.PASSES if p.stage == "transform"}
 
 
 # ---------------------------------------------------------------- the code after a pass

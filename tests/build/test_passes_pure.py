@@ -13,7 +13,7 @@ import pytest
 
 
 import adjoint as ad
-from adjoint.build import passes, pipeline
+from adjoint.build import calls, passes, pipeline
 from adjoint.emit import module as emit_module
 from adjoint.frontend.parse import transforming
 from adjoint.derive import ir
@@ -77,7 +77,7 @@ def test_no_pass_edits_its_input(kernel_module, name, role, optimize):
             if p.stage != "transform" or role not in p.roles or \
                     p.optimization and p.name not in enabled:
                 continue
-            made = pipeline.RUN[p.name](st)
+            made = calls.RUN[p.name](st)
             for what, tree, before in seen:
                 assert [gast.dump(t) for t in _flat(tree)] == before, \
                     f"pass {p.name} edited what {what} made"

@@ -208,6 +208,8 @@ def test_the_variant_resumes_from_the_kernels_transform(kernel_module):
     m = kernel_module(SOURCE)
     variant = m.scaled.with_zero_tangents(frozenset({"w"}))
     assert variant.transformed.ssa is m.scaled.transformed.ssa
+    # (it carries the kernel's Resume on: a variant of it shares the same work)
+    assert variant.transformed.resume is m.scaled.transformed.resume
     # the optimization passes that read no tangent are the kernel's, shared (_shared)
     for field in ("rev", "saved", "once", "gather", "zeroed", "eager"):
         assert getattr(variant.transformed, field) is getattr(m.scaled.transformed, field)
