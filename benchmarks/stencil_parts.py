@@ -59,8 +59,9 @@ def rounds(n, steps, repeat):
             "pair forward+backward": _median(lambda: pair.fwd_bwd(pair_seed), repeat) * 1e3}
 
 
-def calls(n, repeat):
-    """{part: µs} of one call of each of heat_periodic's compiled parts, and the pair's."""
+def calls(n, repeat, inner=50):
+    """{part: µs} of one call of each of heat_periodic's compiled parts, and the pair's
+    (each timed run makes ``inner`` calls)."""
     spec = periodic.heat_periodic.spec_for("cpu")
     rng = np.random.default_rng(1)
     u, adj_out = (rng.uniform(0, 1, (n, n)).astype(np.float32) for _ in range(2))
@@ -74,9 +75,9 @@ def calls(n, repeat):
             args.append(True)
         if status:
             args.append(np.zeros(STATUS_SIZE, np.int64))
-        out_us[part] = _median(lambda: fn(*args), repeat, inner=50) * 1e6
+        out_us[part] = _median(lambda: fn(*args), repeat, inner) * 1e6
     out_us["pair step"] = _median(lambda: periodic._step_par(alpha, u, out), repeat,
-                                  inner=50) * 1e6
+                                  inner) * 1e6
     return out_us
 
 

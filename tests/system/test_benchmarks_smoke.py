@@ -309,3 +309,18 @@ def test_capture_target_table():
     assert "| nbody-user | 1.30 | <= 1.2 | MISSED |" in text, text
     assert text.splitlines()[-1] == "missed: nbody-user: 1.30"
     assert harness.format_capture_targets(rows[4:]) == ""
+
+
+def test_stencil_parts_times_every_part():
+    """benchmarks/stencil_parts.py (the captured periodic stencil part by part) runs to the
+    end and times each part it names, on a tiny grid and the plain Python backend."""
+    import adjoint as ad
+    from benchmarks import stencil_parts
+    with ad.backend_scope("python"):
+        whole = stencil_parts.rounds(6, 2, repeat=1)
+        parts = stencil_parts.calls(6, repeat=1, inner=1)
+    assert sorted(whole) == sorted(["captured forward", "captured forward+backward",
+                                    "pair forward", "pair forward+backward"])
+    assert sorted(parts) == sorted(("forward",) + stencil_parts.BACKWARDS + ("pair step",))
+    assert all(t > 0 for t in list(whole.values()) + list(parts.values()))
+
