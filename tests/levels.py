@@ -26,7 +26,11 @@ code's text); a value it read that differs does.
   too and compared with the optimized run.
 
 ``ADJOINT_TEST_LEVELS=0`` turns it off (a quicker local run); CI runs it. (tests/conftest.py
-imports its hooks.)
+imports its hooks.) ``ADJOINT_TEST_LEVELS=numba`` compares on numba instead: a test run on
+the numba backend is compared with its own run unoptimized on numba, a test with no
+``backend`` parameter runs twice more on numba, and the python and CUDA variants are not
+rerun (the compiled side of the comparison, every kernel compiled twice: hours of a
+2-core machine for the whole suite, too long for CI).
 """
 import contextlib
 import os
@@ -44,7 +48,9 @@ from adjoint.build.pipeline import inexact
 from adjoint.runtime.array import Array
 
 SAMPLE = 25
-ENABLED = os.environ.get("ADJOINT_TEST_LEVELS", "1") != "0"
+MODE = os.environ.get("ADJOINT_TEST_LEVELS", "1")
+ENABLED = MODE != "0"
+ON = "numba" if MODE == "numba" else "python"   # the backend the comparisons run on
 
 
 class _Log:
@@ -192,12 +198,17 @@ def _levels(item):
     if not ENABLED or not isinstance(item, pytest.Function) or \
             item.get_closest_marker("levels_skip"):
         return None
-    backend = _backend_of(item)
+    return plan(_backend_of(item), ON)
+
+
+def plan(backend, on):
+    """The runs to compare for a test parametrized with ``backend`` (None: not
+    parametrized) when the comparisons run on the backend ``on``: see ``_levels``."""
     if backend is None:
-        return "python", False
-    if backend == "python":
+        return on, False        # (the test's own run may have been on any backend)
+    if backend == on:
         return None, True
-    return None
+    return None                 # (its variant on ``on`` runs the same kernels)
 
 
 @pytest.hookimpl(wrapper=True)

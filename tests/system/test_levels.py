@@ -1,7 +1,7 @@
 """tests/levels.py, the rerun of every test with no optimization: its comparison."""
 import numpy as np
 
-from tests.levels import _Log, compare
+from tests.levels import _Log, compare, plan
 
 
 def _log(*arrays, inexact=()):
@@ -41,3 +41,16 @@ def test_a_shorter_unoptimized_run_is_compared_as_far_as_it_went():
 def test_integers_and_shapes_must_match_exactly():
     assert compare(_log([1, 2]), _log([1, 3]), "x") is not None
     assert compare(_log([1.0, 2.0]), _log([1.0, 2.0, 3.0]), "x") is not None
+
+
+def test_the_reruns_are_on_the_chosen_backend_only():
+    """ADJOINT_TEST_LEVELS=1 compares on python, =numba on numba: a test of that backend
+    against its own run, a test with no backend parameter rerun there twice, and the
+    other backends' variants not rerun."""
+    assert plan(None, "python") == ("python", False)
+    assert plan("python", "python") == (None, True)
+    assert plan("numba", "python") is None and plan("cuda", "python") is None
+    assert plan(None, "numba") == ("numba", False)
+    assert plan("numba", "numba") == (None, True)
+    assert plan("python", "numba") is None and plan("cuda", "numba") is None
+
