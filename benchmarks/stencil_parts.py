@@ -20,12 +20,12 @@ phases slow them alike; the numbers are for comparing the parts, not for the tab
 """
 import argparse
 import statistics
-import time
 
 import numpy as np
 
 from adjoint.runtime.capture_code import resolve
 from adjoint.runtime.bounds import STATUS_SIZE
+from benchmarks.harness import timed
 from benchmarks.workloads import periodic, stencil, user
 
 BACKWARDS = ("backward", "backward_clean", "backward_norest", "backward_norest_clean")
@@ -34,13 +34,10 @@ BACKWARDS = ("backward", "backward_clean", "backward_norest", "backward_norest_c
 def _median(fn, repeat, inner=1):
     for _ in range(3):
         fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+    def many():
         for _ in range(inner):
             fn()
-        times.append((time.perf_counter() - t0) / inner)
-    return statistics.median(times)
+    return statistics.median(timed(many) / inner for _ in range(repeat))
 
 
 def rounds(n, steps, repeat):

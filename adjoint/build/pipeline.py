@@ -133,7 +133,8 @@ def _run(pyfunc, role, bounds_check, enabled, last=None, zero_tangents=frozenset
             if p.name != RESUME_AT:
                 continue        # (made already: the state resumed from holds its work)
             resumed = False
-        if p.name == RESUME_AT:
+        if p.name == RESUME_AT and resume is None and role == "kernel":
+            # (only a kernel has zero-tangent variants to resume: Kernel.with_zero_tangents)
             st.before = SimpleNamespace(**{k: v for k, v in vars(st).items() if k != "before"})
         if p.stage == "transform" and role in p.roles:
             if not p.optimization or p.name in enabled:
