@@ -307,13 +307,10 @@ def _candidates(spec, e, sizes):
             expr = copy.deepcopy(e)
         elif c > 0:
             expr = gast.IfExp(test=_cmp(copy.deepcopy(e), gast.GtE(), const(c)), body=_plus(e, -c),
-                              orelse=gast.BinOp(left=_plus(e, -c), op=gast.Add(),
-                                                right=copy.deepcopy(size)))
+                              orelse=_ring_wrap(e, c, size))
         else:
             expr = gast.IfExp(test=_cmp(_plus(e, -c), gast.Lt(), copy.deepcopy(size)),
-                              body=_plus(e, -c),
-                              orelse=gast.BinOp(left=_plus(e, -c), op=gast.Sub(),
-                                                right=copy.deepcopy(size)))
+                              body=_plus(e, -c), orelse=_ring_wrap(e, c, size))
         return [_Candidate(key, expr, offset=c, nonnegative=True, ring=v.size)]
     ns, es = _size_src(size), _src(e)
 
@@ -349,6 +346,23 @@ def _candidates(spec, e, sizes):
         return [first] + [_Candidate(str(t), const(t), cond=copy.deepcopy(at),
                                      nonnegative=True) for t in range(-c)]
     return None
+
+
+def _ring_wrap(e, c, size):
+    """The thread ``e - c`` that wrapped around a ring of ``size`` (N): ``e - c + N`` for
+    ``c > 0`` (taken where ``e < c``), ``e - c - N`` for ``c < 0`` (where ``e - c >= N``).
+    The element ``e`` lies in ``[0, N)`` (the grid checks that N is the launch's dimension
+    along it: ``_requires``), so for the usual ring of offset 1 the wrapped thread is
+    ``N - 1`` and for offset -1 it is ``0``: the same numbers, written so that the
+    compiler sees them non-negative, which lets it drop the wraparound of negative
+    indices and vectorize the gather (the periodic heat stencil's gathered backward:
+    24 us a 128x128 call written as ``e + 1 - N``, 9-11 us as ``0``)."""
+    if c == 1:
+        return gast.BinOp(left=copy.deepcopy(size), op=gast.Sub(), right=const(1))
+    if c == -1:
+        return const(0)
+    return gast.BinOp(left=_plus(e, -c), op=gast.Add() if c > 0 else gast.Sub(),
+                      right=copy.deepcopy(size))
 
 
 def _linear(e, c):
