@@ -8,6 +8,7 @@ the transformer reads source files (as it does for users).
 Under pytest-xdist (``-n auto``) every worker writes generated modules to one
 cache folder the controller chose, and the controller alone runs the PTX check.
 """
+import gc
 import importlib.util
 import itertools
 import os
@@ -141,6 +142,22 @@ def pytest_collection_modifyitems(items):
 def backend(request):
     with ad.backend_scope(request.param):
         yield request.param
+
+
+@pytest.fixture
+def no_gc():
+    """The cycle collector off for one test, which counts what is still watched or kept
+    and so must free what it drops by reference counting alone (``del``), with no
+    collection of earlier tests' garbage changing the count under it. (These tests
+    called ``gc.collect()``: late in a worker's run each call took 25-55 s, a full
+    collection of everything the worker's earlier tests had left.)"""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ have (it holds numpy arrays, named as host memory): these tests use stand-ins ex
 ``__cuda_array_interface__``, as a real device array does, on any machine, and compare
 with a model that checks every clean span against every write.
 """
-import gc
 
 import numpy as np
 
@@ -50,19 +49,17 @@ def test_a_write_forgets_the_clean_spans_it_overlaps_and_no_other():
     assert buffers.device_span(a) == (1000, 2000)
 
 
-def test_a_collected_owner_leaves_no_span_behind():
+def test_a_collected_owner_leaves_no_span_behind(no_gc):
     _clean_everything_forgotten()
     keep, d = Device(70_000, 10), Device(50_000, 10)
     watch.mark_clean(keep)
     watch.mark_clean(d)
     first = buffers.device_span(d)[0]
-    del d
-    gc.collect()
+    del d                   # (freed at once: nothing else holds it)
     assert ("device", first) not in watch._spans
     watch.before_write(Device(50_000, 10), "memory reused")    # (its stale first byte goes)
     assert first not in watch._starts and watch.is_clean(keep)
     del keep
-    gc.collect()
     assert watch._starts == [70_000] and not watch._spans     # (stale: collected)
     e = Device(90_000, 10)
     watch.mark_clean(e)          # (no span left clean: the stale first bytes all go)
