@@ -10,6 +10,7 @@ from . import passes
 from ..frontend.fence import fence
 from ..frontend.parse import parse
 from ..frontend.scalarize import scalarize
+from ..frontend.unroll import unroll
 from ..rules.types import INT
 from ..derive import activity, bounds, hazards, inline, jvp, normalize, parallel, reverse, ssa, types
 from ..optimize import cover, eager, gather, once, reciprocal, scale, store, zero_tangents, zeroed
@@ -119,6 +120,7 @@ def _cover(st):
 
 RUN = {
     "parse": lambda st: {"pf": parse(st.pyfunc, st.role)},
+    "unroll": lambda st: {"pf": unroll(st.pf)},
     "scalarize": lambda st: {"pf": scalarize(st.pf)},
     "fence": lambda st: {"pf": fence(st.pf)},
     "normalize": lambda st: {"norm": normalize.normalize(st.pf)},

@@ -50,6 +50,9 @@ _P = Pass
 PASSES = (
     _P("parse", "frontend/parse.py", ("source",), ("pf",),
        summary="the user's source as a tree; globals, funcs and math names resolved"),
+    _P("unroll", "frontend/unroll.py", ("pf",), ("pf",), optimization=True,
+       summary="a small constant-range loop whose variable indexes vector components, "
+               "written out once per iteration"),
     _P("scalarize", "frontend/scalarize.py", ("pf",), ("pf",),
        summary="vector, matrix, quaternion and struct code expanded into scalars"),
     _P("fence", "frontend/fence.py", ("pf",), ("pf",),

@@ -268,9 +268,10 @@ def after_text(st, name):
         return render_function(f"{fname}{suffix}", pnames, stacks.spell(body, "cpu"),
                                pf.source)
 
-    if name in ("parse", "scalarize", "fence"):
+    makes = passes.BY_NAME[name].makes
+    if makes == ("pf",):        # (parse, unroll, scalarize, fence: the function's tree)
         return "\n".join([head, code("", params, pf.node.body)])
-    if name in ("normalize", "inline"):
+    if makes == ("norm",):      # (normalize, inline)
         return "\n".join([head, code("", params, st.norm.body)])
     if name == "ssa":
         return "\n".join([head, code("", params, st.ssa.body)])

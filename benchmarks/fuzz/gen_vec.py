@@ -13,7 +13,8 @@ least about 2.
 Statements assign, rebind and alias vectors (``b = u`` then ``u.x = ...``: a vector
 is a value), update components (``u.y += ...``, ``m[0, 2] = ...``), update vectors
 in place (``u += 0.5 * (w - u)``, ``u *= c``), choose a vector in ``if``/``else``,
-and carry vectors through loops (gen_stmt's ``_carry``).
+walk a vector's components with a loop (``for k0 in range(3): u[k0] *= c``), and carry
+vectors through loops (gen_stmt's ``_carry``).
 """
 import re
 
@@ -295,6 +296,25 @@ def s_quat(ctx):
         _new(ctx, "q", quat(ctx))
 
 
+def s_vloop(ctx):
+    """A loop over a vector's (and a matrix's) components by the loop's variable:
+    ``for k0 in range(3): u[k0] = 0.5 * (u[k0] + ...)``, ``M[k0, 2 - k0] *= c``, over a
+    range forward, backward or partial (pass unroll writes such loops out; with it off,
+    each ``u[k0]`` is a select chain)."""
+    k = ctx.fresh("k")
+    ctx.emit(f"for {k} in {ctx.pick(['range(3)', 'range(2, -1, -1)', 'range(1, 3)'])}:")
+    u = ctx.pick(ctx.scope.vecs)
+    with ctx.block():
+        ctx.emit(ctx.pick(["{u}[{k}] = 0.5 * ({u}[{k}] + {b})", "{u}[{k}] *= {c}",
+                           "{u}[{k}] += 0.5 * ({u}[2 - {k}] - {u}[{k}])"]).format(
+            u=u, k=k, b=bounded(ctx), c=ctx.const(0.3, 0.95)))
+        if ctx.scope.mats and ctx.chance(0.5):
+            m = ctx.pick(ctx.scope.mats)
+            ctx.emit(ctx.pick(["{m}[{k}, 2 - {k}] = 0.5 * ({m}[{k}, {k}] + {u}[{k}])",
+                               "{m}[{k}, {k}] *= {c}"]).format(m=m, u=u, k=k,
+                                                               c=ctx.const(0.3, 0.95)))
+
+
 def _has_vecs(ctx):
     return bool(ctx.scope.vecs)
 
@@ -305,6 +325,7 @@ VECTOR_CONSTRUCTS += [
     (s_valias, 1.5, _has_vecs),
     (s_vcomponent, 1.5, _has_vecs),
     (s_vupdate, 1.5, _has_vecs),
+    (s_vloop, 1, lambda ctx: _compound(ctx) and _has_vecs(ctx)),
     (s_vif_else, 1.5, _compound),
     (s_vif_only, 1, lambda ctx: _compound(ctx) and _has_vecs(ctx)),
     (s_mat, 2, lambda ctx: "mat33" in ctx.vectors),

@@ -352,6 +352,8 @@ def features(prog):
     found -= {"swap"} if not re.search(r"^\s+\w+, \w+ = \w+, \w+$", text, re.M) else set()
     if re.search(r"^\s+[uMw]\w*(\.[xyz]|\[\d(, \d)?\]) [-+*]?= ", text, re.M):
         found.add("component-set")
+    if re.search(r"^\s+for (k\d+) in range\(.*\):\n\s+\w+\[\1\]", text, re.M):
+        found.add("component-loop")
     if any("ad.vec3" in f.split("\n")[1] for f in prog.funcs):
         found.add("vec3-func")
     for s in prog.steps:

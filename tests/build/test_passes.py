@@ -54,14 +54,20 @@ def test_a_setting_naming_no_optimization_is_refused_with_the_list():
         ad.kernel(optimize="-nothing")(lambda: None)
 
 
-def test_the_list_is_core_then_optimizations_and_every_pass_says_what_it_is():
-    kinds = [p.optimization for p in passes.PASSES]
-    assert kinds == sorted(kinds)                  # every core pass before the optimizations
-    assert set(passes.OPTIMIZATIONS) >= {"store", "once", "gather", "zeroed", "cover", "eager",
-                                         "reciprocal", "scale", "sums", "jam"}
+def test_every_pass_reads_what_passes_before_it_made_and_says_what_it_is():
+    made = {"source"}
     for p in passes.PASSES:
+        assert set(p.reads) <= made, f"{p.name} reads {sorted(set(p.reads) - made)} unmade"
+        made |= set(p.makes)
         assert p.summary and p.module and p.makes, p.name
         assert p.exact or p.rounding, f"{p.name}: says how it may round otherwise"
+    assert set(passes.OPTIMIZATIONS) >= {"store", "once", "gather", "zeroed", "cover", "eager",
+                                         "reciprocal", "scale", "sums", "jam", "unroll"}
+    core = [p.name for p in passes.PASSES if not p.optimization]
+    assert core[:2] == ["parse", "scalarize"] and core[-1] == "parallel"
+    # (the one optimization among the core passes rewrites the user's tree before scalarize)
+    first = min(n for n, p in enumerate(passes.PASSES) if p.optimization and p.name != "unroll")
+    assert all(p.optimization for p in passes.PASSES[first:])
 
 
 def _grad(kernel, backend):

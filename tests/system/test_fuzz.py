@@ -153,7 +153,7 @@ def test_seeded_subset_with_a_checkpointed_segment(backend):
     bit for bit against the same backend's plain tape (benchmarks/fuzz/ckpt.py). The
     seeds' segments include runs of two and three launches and clones made inside."""
     seeds = {"python": (1, 10, 20, 21, 22, 24), "numba": (10, 20),
-             "cuda": (1, 24)}[backend]
+             "cuda": (1, 30)}[backend]
     failures, results = _seeded(seeds, backend + "-ckpt")
     assert not failures, "\n\n".join(failures)
     assert len(results) == len(seeds) and sum(r["checked"] for r in results) >= 10 * len(seeds)
