@@ -41,7 +41,9 @@ from dataclasses import replace
 
 import gast
 
+from ..derive.ir import value_names
 from . import assigned
+from .components import constant
 
 MAX_TRIPS = 16          # iterations, at most (Warp's default ``max_unroll``)
 MAX_STATEMENTS = 512    # statements the copies of one loop make, at most
@@ -114,22 +116,13 @@ def _trips(loop):
                            and it.func.id == "range" and not it.keywords
                            and 1 <= len(it.args) <= 3):
         return None
-    args = []
-    for a in it.args:
-        if isinstance(a, gast.UnaryOp) and isinstance(a.op, gast.USub):     # (-1)
-            a = gast.Constant(value=-a.operand.value, kind=None) if _int(a.operand) else a
-        if not _int(a):
-            return None
-        args.append(a.value)
+    args = [constant(_Substitute(None, None).visit(copy.deepcopy(a))) for a in it.args]  # folded
+    if None in args:
+        return None
     if len(args) == 3 and args[2] == 0:
         return None
     values = list(range(*args))
     return values if 1 <= len(values) <= MAX_TRIPS else None
-
-
-def _names(node, k, ctx=gast.Load):
-    return any(isinstance(n, gast.Name) and n.id == k and isinstance(n.ctx, ctx)
-               for n in gast.walk(node))
 
 
 def _indexes_components(body, k, arrays):
@@ -137,7 +130,8 @@ def _indexes_components(body, k, arrays):
     parameter (``a[i, k]`` of an array parameter ``a`` is an array index, not this)."""
     for s in body:
         for n in gast.walk(s):
-            if isinstance(n, gast.Subscript) and _names(n.slice, k) and not (
+            if isinstance(n, gast.Subscript) and any(
+                    m.id == k for m in value_names(n.slice)) and not (
                     isinstance(n.value, gast.Name) and n.value.id in arrays):
                 return True
     return False
@@ -148,8 +142,6 @@ def _plain(body, k):
     assigned (nor a function, lambda or comprehension inside)."""
     def walk(stmts, nested):
         for s in stmts:
-            if isinstance(s, (gast.Return, gast.FunctionDef, gast.Lambda)):
-                return False
             if isinstance(s, (gast.Break, gast.Continue)) and not nested:
                 return False
             for n in gast.walk(s):
@@ -194,15 +186,12 @@ _FOLD = {gast.Add: lambda a, b: a + b, gast.Sub: lambda a, b: a - b,
          gast.Mult: lambda a, b: a * b}
 
 
-def _int(node):
-    return isinstance(node, gast.Constant) and type(node.value) is int
-
-
 class _Substitute(gast.NodeTransformer):
     """Every read of the loop variable replaced by the iteration's value, and the ``+``,
     ``-`` and ``*`` of two ints this makes folded (``m[k, 2 - k]``: ``m[0, 2]``), so that
     scalarize sees a constant component. (Only these: ``//`` and ``%`` round differently
-    in Warp's dialect, and they are left to the code that computes them.)"""
+    in Warp's dialect, and they are left to the code that computes them.) With ``k`` None it
+    only folds, as for a ``range``'s arguments (``range(-1, 2)``, ``range(N - 1)``)."""
 
     def __init__(self, k, value):
         self.k, self.value = k, value
@@ -215,14 +204,14 @@ class _Substitute(gast.NodeTransformer):
     def visit_BinOp(self, node):
         self.generic_visit(node)
         fold = _FOLD.get(type(node.op))
-        if fold and _int(node.left) and _int(node.right):
-            value = fold(node.left.value, node.right.value)
+        if fold and constant(node.left) is not None and constant(node.right) is not None:
+            value = fold(constant(node.left), constant(node.right))
             if abs(value) < 2 ** 31:
                 return gast.copy_location(gast.Constant(value=value, kind=None), node)
         return node
 
     def visit_UnaryOp(self, node):
         self.generic_visit(node)
-        if isinstance(node.op, gast.USub) and _int(node.operand):
-            return gast.copy_location(gast.Constant(value=-node.operand.value, kind=None), node)
+        if isinstance(node.op, gast.USub) and constant(node.operand) is not None:
+            return gast.copy_location(gast.Constant(value=-constant(node.operand), kind=None), node)
         return node

@@ -40,6 +40,8 @@ def choices(v: ad.array(dtype=ad.vec3), a: ad.array(dtype=float, ndim=2), n: int
     for k in range(3):              # stays: assigns its variable
         s += w[k]
         k = 1
+    for k in range(4 - 1):          # written out: a range of constants folded
+        s -= w[k] * 0.5
     for k in range(2, -1, -1):      # written out as 2, 1, 0 (k read after it)
         s = s * w[k]
     out[i] = s + k
@@ -55,10 +57,11 @@ def test_only_the_loops_it_proves_are_written_out(kernel_module):
         done = unroll(pf)
     assert len(stays) == 5
     assert sorted(n.lineno for n in gast.walk(done.node) if isinstance(n, gast.For)) == stays
-    assert len([n for n in gast.walk(pf.node) if isinstance(n, gast.For)]) == 7  # (as it was)
+    assert len([n for n in gast.walk(pf.node) if isinstance(n, gast.For)]) == 8  # (as it was)
     text = pipeline.after_source(k.pyfunc, "kernel", "unroll")
     assert "k = 0" in text          # the value the written-out loop leaves, read after it
     assert "s = s * w[2]" in text and "s = s * w[0]" in text
+    assert "s -= w[2] * 0.5" in text
 
 
 def test_a_kernel_with_no_such_loop_is_left_as_it_is(kernel_module):
@@ -175,6 +178,8 @@ def test_the_value_a_written_out_loop_leaves_is_python_s(kernel_module, opt):
         for k in range(3):
             s += w[k]
             k = 1
+        for k in range(3):
+            s -= w[k] * 0.5
         for k in range(2, -1, -1):
             s = s * w[k]
         want.append(s + k)
