@@ -14,7 +14,11 @@ or dropped, a buffer of another shape): never a stale result.
 
 A replay equals the tape bit for bit: each step calls the compiled variant its launch
 ran, and the plain form of its backward (where the tape knows buffers hold zeros it
-may store instead of adding: the same values). A loss's launch the tape ran with its
+may store instead of adding: the same values) -- or, where a gathered backward's last
+pass only clears gradients shaped as its grid, the backward without that pass and then
+a fill of those gradients with zeros (one write each; the tape owes such zeros,
+runtime/owed.py). After the backward the gradients it left all zero are noted clean,
+as the tape notes them, so that ``zero()`` before the next replay writes nothing. A loss's launch the tape ran with its
 VJP at once (runtime/eager.py) replays so too: its forward computes ``J`` for a seed of
 1, and its backward adds ``g * J`` (replays the backward where ``g`` is not finite).
 Values a later step overwrites are copied right after the step reading them, as the
@@ -44,6 +48,17 @@ def _rows(stmts, last):
         else:       # ("if", test, then, orelse)
             (test,), then, orelse = _rows([stmt[1]], last), stmt[2], stmt[3]
             out.append(("if", test, _rows(then, last), _rows(orelse, last)))
+    return out
+
+
+def _slots(stmts):
+    """The slots ``stmts`` (a step's statements, ``if`` statements too) name."""
+    out = []
+    for stmt in stmts:
+        if len(stmt) == 2:
+            out += [t[1] for t in stmt[1] if t[0] == "slot"]
+        else:       # ("if", test, then, orelse)
+            out += _slots([stmt[1]]) + _slots(stmt[2]) + _slots(stmt[3])
     return out
 
 
@@ -91,7 +106,7 @@ class Capture:
             f"# adjoint capture of {self.steps} recorded steps" +
             (f" (the tape entered at {where})" if where else "") + " (runtime/capture.py)"])
         kept_last = self._kept_readers(tape)
-        forward, backward = [], []
+        forward, backward, zeroed = [], [], []
         for n, step in enumerate(tape.steps):
             if isinstance(step, LaunchStep):
                 fwd, bwd = self._launch(step, n, kept_last)
@@ -105,10 +120,14 @@ class Capture:
                                    "ad.simulate) is not captured: capture its launches alone")
             forward.append(fwd)
             if bwd is not None:
-                backward.append(bwd)
+                backward.append(bwd[:2])
+                zeroed.append(bwd[2] if len(bwd) > 2 else ())
         # the backward's status rows in the order it runs
         last = len(self._faults[1]) - 1
         backward = [(label, _rows(stmts, last)) for label, stmts in backward[::-1]]
+        self._marks = [(_slots(stmts), left) for (_, stmts), left in
+                       zip(backward, zeroed[::-1])]
+        self._left = None
         self._faults[1].reverse()
         self._written = list({id(a): a for a in self._written}.values())
         self.source = src.text(forward, backward)
@@ -203,13 +222,14 @@ class Capture:
             return fwd, None
         if vjp is not None:
             Js, saved = saved, []
-        adjs, zeros, adds, grads = [], [], [], []
+        adjs, zeros, adds, grads, own = [], [], [], [], set()
         for j, k in enumerate(spec.adjoint_params):
             arg = step.args[k]
             grad = getattr(arg, "grad", None)
             if grad is not None and not any(buffers.may_alias(grad._data, g) for g in grads):
                 adjs.append(self._grad(arg))
                 grads.append(grad._data)
+                own.add(j)
                 continue
             # zeroed scratch, one per parameter position, shape and dtype; where the
             # gradient shares memory with another of the launch's, the scratch is added
@@ -219,15 +239,43 @@ class Capture:
             zeros.append(("rt_zero", [adjs[-1]]))
             if grad is not None:
                 adds.append(("rt_add", [self._grad(arg), adjs[-1]]))
-        fn, bounds, status = resolve(spec.backward_saved if saved else spec.backward, dims,
-                                        step.values)
+        rest = None if saved else self._rest_filled(step, own)
+        fn, bounds, status = resolve(spec.backward_saved if saved else spec.backward
+                                     if rest is None else spec.backward_norest, dims,
+                                     step.values)
         tail = [lit(True)] if spec.handed_arrays else []
         flag = [self._row(bounds, f"the backward of {step.label}", step.args, 1)] if status \
             else []
-        replay = zeros + [(src.name(fn), grid + back_args + saved + adjs + tail + flag)] + adds
-        if vjp is None:
-            return fwd, (f"backward of {label}", replay)
+        replay = zeros + [(src.name(fn), grid + back_args + saved + adjs + tail + flag)] + \
+            [("rt_zero", [adjs[j]]) for j in rest or ()] + adds
+        if vjp is None:         # the gradients it leaves all zero, as runtime/steps.py
+            left = [adjs[j][1] for j, k in spec.zeroed_adjoints if j in own and
+                    tuple(step.args[k].grad.shape) == tuple(dims)]      # ``mark_zeroed``
+            return fwd, (f"backward of {label}", replay, left)
         return fwd, (f"backward of {label}", [self._eager_backward(step, Js, replay)])
+
+    @staticmethod
+    def _rest_filled(step, own):
+        """The positions (among the adjoint arguments) of the gradients a gathered backward's
+        last pass only clears (``KernelSpec.rest_clears``: optimize/zeroed.py), where the
+        replay runs the backward without that pass (``backward_norest``) and then fills them
+        with zeros in one write each, as the tape owes them (runtime/owed.py ``rest_owed``):
+        each must be its array's own gradient slot (``own``: no scratch added into it
+        afterwards) shaped as the grid, so that the pass cleared every element. None: the
+        whole backward runs (a parameter with no gradient has zeroed scratch, filled again
+        before its next use)."""
+        spec, dims = step.kernel, tuple(step.dims)
+        if not spec.rest_clears or spec.backward_norest is None:
+            return None
+        filled = []
+        for j, k in spec.rest_clear_adjoints:
+            grad = getattr(step.args[k], "grad", None)
+            if grad is None:
+                continue
+            if j not in own or tuple(grad.shape) != dims:
+                return None
+            filled.append(j)
+        return filled
 
     def _eager_backward(self, step, Js, replay):
         """A backward that adds ``g * J`` into each gradient (runtime/eager.py), ``g`` the
@@ -335,6 +383,31 @@ class Capture:
             if grad is not None:
                 watch.before_write(arr.grad._data, "the backward of a capture")
         self._run(self._backward, values, 1)
+        for buf in self._zeros_left(values):
+            watch.mark_clean(buf)
+
+    def _zeros_left(self, values):
+        """The gradient buffers the captured backward leaves all zero, to be noted clean as
+        the tape notes them (runtime/steps.py ``mark_zeroed``; a later ``zero()`` then
+        writes nothing): each zeroed by a step (``self._marks``: the slots each step's
+        statements name, and those it leaves zero) and named by no later step, its memory
+        (``watch.memory_key``) counted written wherever any slot's is. Adjoint's own
+        memory only (not ``_foreign``). Made again only when a slot's value changed."""
+        last = self._left
+        if last is not None and len(last[0]) == len(values) and \
+                all(map(operator.is_, last[0], values)):
+            return last[1]
+        keys = [watch.memory_key(v) if isinstance(v, np.ndarray) else None for v in values]
+        left = {}
+        for named, zeroed in self._marks:
+            for k in named:
+                left.pop(keys[k], None)
+            for k in zeroed:
+                what = self._pools.slots[k][3]
+                if keys[k] is not None and not what[1].grad._foreign:
+                    left[keys[k]] = values[k]
+        self._left = (values, list(left.values()))
+        return self._left[1]
 
     def _run(self, fn, values, part):
         status = self._status[part]

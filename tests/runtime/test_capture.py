@@ -31,6 +31,18 @@ SRC = '''
         out[i, j] = c + rate(alpha) * lap * ad.sin(c)
 
     @ad.kernel
+    def heat(u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
+        i, j = ad.tid()
+        ip = i + 1
+        if ip == u.shape[0]:
+            ip = 0
+        jm = j - 1
+        if jm < 0:
+            jm = u.shape[1] - 1
+        c = u[i, j]
+        out[i, j] = c + 0.1 * (u[ip, j] + u[i, jm] - 2.0 * c) * c
+
+    @ad.kernel
     def power(n: int, u: ad.array(dtype=float, ndim=2), out: ad.array(dtype=float, ndim=2)):
         i, j = ad.tid()
         p = 1.0
@@ -369,3 +381,61 @@ def test_a_loss_with_its_vjp_at_once_replays_as_the_tape(cpu_backend, kernel_mod
         cap.backward(grads={out: np.array([g])})
         _same([out.numpy(), x.grad.numpy(), y.grad.numpy()], want)
     np.testing.assert_allclose(x.grad.numpy(), g * y.numpy(), rtol=1e-15)
+
+
+def test_the_gradients_a_replay_leaves_zero_are_noted_clean(cpu_backend, kernel_module):
+    """The replay notes clean (runtime/watch.py) the gradients its backward leaves all zero,
+    as the tape does (``steps.mark_zeroed``), so that ``zero()`` before the next replay
+    writes nothing; where a gathered backward's last pass only clears a gradient (the
+    periodic ``heat``), the replay runs the backward without it and fills the gradient
+    with zeros after (the tape owes that zero). Every array has a gradient here: each
+    equals the tape's bit for bit after every replay, and each noted clean holds only
+    zeros -- ``us[1]``'s is left zero by the backward of ``scale``, then added into by
+    ``heat``'s and left zero again; ``us[0]``'s is left zero by the last launch's backward,
+    then added into (not clean)."""
+    from adjoint.runtime import watch
+    m = kernel_module(SRC)
+    rng = np.random.default_rng(7)
+
+    def arrays():
+        us, loss = _setup(np.random.default_rng(0))
+        for u in us[1:]:
+            u.requires_grad = True
+        return us, loss
+
+    def record(us, loss):
+        for k in range(STEPS):
+            ad.launch(m.heat, us[k].shape, inputs=[us[k]], outputs=[us[k + 1]])
+        ad.launch(m.power, us[0].shape, inputs=[3, us[STEPS]], outputs=[us[STEPS + 1]])
+        ad.launch(m.scale, us[0].shape, inputs=[us[STEPS + 1], 2.0], outputs=[us[1]])
+        ad.launch(m.total, us[0].shape, inputs=[us[1]], outputs=[loss])
+        ad.launch(m.total, us[0].shape, inputs=[us[STEPS]], outputs=[loss])
+        ad.launch(m.scale, us[0].shape, inputs=[us[2], 0.5], outputs=[us[0]])
+
+    def state(us, loss):
+        return [u.numpy().copy() for u in us] + [u.grad.numpy().copy() for u in us] + \
+            [loss.numpy().copy(), loss.grad.numpy().copy()]
+
+    us, loss = arrays()
+    with ad.Tape() as tape:
+        record(us, loss)
+    cap = tape.capture()
+    tape.release()
+    assert "heat_backward_norest" in cap.source and "rt_zero(g[" in cap.source
+    for x0 in (us[0].numpy().copy(), rng.random((N, N)) + 0.5, rng.random((N, N)) + 0.5):
+        us[0].numpy()[...] = x0
+        loss.zero_()
+        cap.zero()
+        cap.forward()
+        cap.backward(loss)
+        clean = [u for u in us if watch.is_clean(u.grad._buf)]
+        assert len(clean) >= STEPS - 1, len(clean)      # (the time loop's outputs at least)
+        got = state(us, loss)
+        for u in clean:
+            assert not u.grad.numpy().any()
+        ref, ref_loss = arrays()
+        ref[0].numpy()[...] = x0
+        with ad.Tape() as t:
+            record(ref, ref_loss)
+        t.backward(ref_loss)
+        _same(got, state(ref, ref_loss))
