@@ -25,6 +25,7 @@ Values a later step overwrites are copied right after the step reading them, as 
 tape keeps them. CUDA launches, ``record_func`` and checkpointed steps are refused.
 """
 import contextlib
+import dataclasses
 import operator
 
 import numpy as np
@@ -60,6 +61,14 @@ def _slots(stmts):
         else:       # ("if", test, then, orelse)
             out += _slots([stmt[1]]) + _slots(stmt[2]) + _slots(stmt[3])
     return out
+
+
+@dataclasses.dataclass
+class _Bound:
+    """``Capture._binding``: each a (buffers, memory keys) pair."""
+    written: tuple
+    grads: tuple
+    left: tuple
 
 
 class CaptureError(TapeError):
@@ -130,6 +139,7 @@ class Capture:
         self._left = None
         self._faults[1].reverse()
         self._written = list({id(a): a for a in self._written}.values())
+        self._written_slots = [self._array(a)[1] for a in self._written]
         self.source = src.text(forward, backward)
         self._status = [np.zeros((len(f), STATUS_SIZE), np.int64) for f in self._faults]
         self._typed, self._made = cpu_backend_name() == "numba", None
@@ -349,9 +359,8 @@ class Capture:
     def forward(self):
         """Run every captured step, in order: one call."""
         values = self._values()
-        for arr in self._written:       # (other tapes keep what they read; clean is not)
-            watch.before_write(arr._data if _is_array(arr) else arr,
-                               "a replay of a capture")
+        bound = self._binding(values)   # (other tapes keep what they read; clean is not)
+        watch.before_writes(*bound.written, "a replay of a capture")
         self._run(self._forward, values, 0)
         if config.verify_fp:
             for spec, args in self._launches:
@@ -379,20 +388,33 @@ class Capture:
                 raise CaptureError(f"loss must have one element, not shape {loss.shape}")
             value = seed.numpy() if hasattr(seed, "numpy") else seed
             arr.grad._data[...] = np.broadcast_to(np.asarray(value), arr.shape)
-        for arr, _, grad in self._arrays.values():
-            if grad is not None:
-                watch.before_write(arr.grad._data, "the backward of a capture")
-        self._run(self._backward, values, 1)
-        for buf in self._zeros_left(values):
-            watch.mark_clean(buf)
+        bound = self._binding(values)
+        # a gradient clean now that the backward leaves zero again stays noted clean (and
+        # is forgotten if the backward fails); the others are written, then those it
+        # leaves zero are noted clean, as the tape notes them (steps.py ``mark_zeroed``:
+        # a later ``zero()`` writes nothing)
+        kept = watch.clean_unwatched(bound.left[1])
+        grads = [(b, k) for b, k in zip(*bound.grads) if k not in kept] if kept else \
+            list(zip(*bound.grads))
+        watch.before_writes([b for b, _ in grads], [k for _, k in grads],
+                            "the backward of a capture")
+        try:
+            self._run(self._backward, values, 1)
+        except BaseException:
+            watch.forget_clean(kept)
+            raise
+        for buf, key in zip(*bound.left):
+            if key not in kept:
+                watch.mark_clean(buf)
 
-    def _zeros_left(self, values):
-        """The gradient buffers the captured backward leaves all zero, to be noted clean as
-        the tape notes them (runtime/steps.py ``mark_zeroed``; a later ``zero()`` then
-        writes nothing): each zeroed by a step (``self._marks``: the slots each step's
-        statements name, and those it leaves zero) and named by no later step, its memory
-        (``watch.memory_key``) counted written wherever any slot's is. Adjoint's own
-        memory only (not ``_foreign``). Made again only when a slot's value changed."""
+    def _binding(self, values):
+        """What a replay on the slots' ``values`` writes, as (buffers, the names
+        ``watch.memory_key`` gives them): ``written``, the arrays the forward writes; ``grads``,
+        every gradient; ``left``, the gradients the backward leaves all zero -- each zeroed
+        by a step (``self._marks``: the slots each step's statements name, and those it
+        leaves zero) and named by no later step, its memory counted written wherever any
+        slot's is; adjoint's own memory only (not ``_foreign``). Made again only when a
+        slot's value changed."""
         last = self._left
         if last is not None and len(last[0]) == len(values) and \
                 all(map(operator.is_, last[0], values)):
@@ -406,8 +428,14 @@ class Capture:
                 what = self._pools.slots[k][3]
                 if keys[k] is not None and not what[1].grad._foreign:
                     left[keys[k]] = values[k]
-        self._left = (values, list(left.values()))
-        return self._left[1]
+        grads = [g for _, _, g in self._arrays.values() if g is not None]
+
+        def pairs(slots):
+            return [values[k] for k in slots], [keys[k] for k in slots]
+        bound = _Bound(pairs(self._written_slots), pairs(grads),
+                       (list(left.values()), list(left)))
+        self._left = (values, bound)
+        return bound
 
     def _run(self, fn, values, part):
         status = self._status[part]

@@ -113,6 +113,38 @@ def before_write(buf, writer, by=None):
                 watcher.before_write(key, writer, by)
 
 
+def before_writes(bufs, keys, writer):
+    """``before_write(buf, writer)`` for each of ``bufs``, host buffers named ``keys`` (their
+    ``memory_key``, computed once by the caller for many calls: a capture's replay). Where
+    nobody observes writes and nobody watches any of them, forgetting that they are clean
+    is all that does."""
+    if _thread.observers or not _watchers.keys().isdisjoint(keys):
+        for buf in bufs:
+            before_write(buf, writer)
+        return
+    for key in keys:
+        _clean.pop(key, None)
+
+
+def clean_unwatched(keys):
+    """Those of ``keys`` (host memory keys) whose allocations are clean and watched by
+    nobody; none while anybody observes writes."""
+    if _thread.observers:
+        return set()
+    out = set()
+    for key in keys:
+        ref = _clean.get(key)
+        if ref is not None and ref() is not None and key not in _watchers:
+            out.add(key)
+    return out
+
+
+def forget_clean(keys):
+    """Forget that the host allocations named by ``keys`` are clean."""
+    for key in keys:
+        _clean.pop(key, None)
+
+
 _clean = {}         # memory key -> weakref.ref(the object holding that allocation)
 _spans = {}         # device memory key in _clean -> (first byte, end byte)
 _starts = []        # the first bytes of _spans' keys, sorted (some may be stale: forgotten)

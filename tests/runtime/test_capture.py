@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import adjoint as ad
+from adjoint.runtime import watch
 
 from tests.conftest import central_fd
 
@@ -383,6 +384,23 @@ def test_a_loss_with_its_vjp_at_once_replays_as_the_tape(cpu_backend, kernel_mod
     np.testing.assert_allclose(x.grad.numpy(), g * y.numpy(), rtol=1e-15)
 
 
+def _with_gradients():
+    us, loss = _setup(np.random.default_rng(0))
+    for u in us[1:]:
+        u.requires_grad = True
+    return us, loss
+
+
+def _heat_record(m, us, loss):
+    for k in range(STEPS):
+        ad.launch(m.heat, us[k].shape, inputs=[us[k]], outputs=[us[k + 1]])
+    ad.launch(m.power, us[0].shape, inputs=[3, us[STEPS]], outputs=[us[STEPS + 1]])
+    ad.launch(m.scale, us[0].shape, inputs=[us[STEPS + 1], 2.0], outputs=[us[1]])
+    ad.launch(m.total, us[0].shape, inputs=[us[1]], outputs=[loss])
+    ad.launch(m.total, us[0].shape, inputs=[us[STEPS]], outputs=[loss])
+    ad.launch(m.scale, us[0].shape, inputs=[us[2], 0.5], outputs=[us[0]])
+
+
 def test_the_gradients_a_replay_leaves_zero_are_noted_clean(cpu_backend, kernel_module):
     """The replay notes clean (runtime/watch.py) the gradients its backward leaves all zero,
     as the tape does (``steps.mark_zeroed``), so that ``zero()`` before the next replay
@@ -393,24 +411,12 @@ def test_the_gradients_a_replay_leaves_zero_are_noted_clean(cpu_backend, kernel_
     zeros -- ``us[1]``'s is left zero by the backward of ``scale``, then added into by
     ``heat``'s and left zero again; ``us[0]``'s is left zero by the last launch's backward,
     then added into (not clean)."""
-    from adjoint.runtime import watch
     m = kernel_module(SRC)
     rng = np.random.default_rng(7)
-
-    def arrays():
-        us, loss = _setup(np.random.default_rng(0))
-        for u in us[1:]:
-            u.requires_grad = True
-        return us, loss
+    arrays = _with_gradients
 
     def record(us, loss):
-        for k in range(STEPS):
-            ad.launch(m.heat, us[k].shape, inputs=[us[k]], outputs=[us[k + 1]])
-        ad.launch(m.power, us[0].shape, inputs=[3, us[STEPS]], outputs=[us[STEPS + 1]])
-        ad.launch(m.scale, us[0].shape, inputs=[us[STEPS + 1], 2.0], outputs=[us[1]])
-        ad.launch(m.total, us[0].shape, inputs=[us[1]], outputs=[loss])
-        ad.launch(m.total, us[0].shape, inputs=[us[STEPS]], outputs=[loss])
-        ad.launch(m.scale, us[0].shape, inputs=[us[2], 0.5], outputs=[us[0]])
+        _heat_record(m, us, loss)
 
     def state(us, loss):
         return [u.numpy().copy() for u in us] + [u.grad.numpy().copy() for u in us] + \
@@ -439,3 +445,55 @@ def test_the_gradients_a_replay_leaves_zero_are_noted_clean(cpu_backend, kernel_
             record(ref, ref_loss)
         t.backward(ref_loss)
         _same(got, state(ref, ref_loss))
+
+
+def test_another_tape_keeps_what_it_read_before_a_replay_overwrites_it(cpu_backend,
+                                                                        kernel_module):
+    """A replay tells the tapes watching what it writes (runtime/watch.py): a tape that read
+    an array the capture's forward overwrites keeps the values it read, and its backward
+    gives the gradient of those."""
+    m = kernel_module(SRC)
+    us, loss = _setup(np.random.default_rng(3))
+    for u in us[1:]:
+        u.requires_grad = True
+    with ad.Tape() as tape:
+        _record(m, us, loss)
+    cap = tape.capture()
+    tape.release()
+    cap.forward()
+    other = ad.zeros(1, requires_grad=True)
+    with ad.Tape() as reader:
+        ad.launch(m.total, us[0].shape, inputs=[us[STEPS]], outputs=[other])
+    read = us[STEPS].numpy().copy()
+    us[0].numpy()[...] = np.random.default_rng(4).random((N, N)) + 0.5
+    cap.forward()
+    assert not np.array_equal(us[STEPS].numpy(), read)
+    us[STEPS].grad.zero_()
+    reader.backward(other)
+    np.testing.assert_array_equal(us[STEPS].grad.numpy(), 2.0 * read)
+
+
+def test_a_failed_backward_leaves_no_gradient_noted_clean(cpu_backend, kernel_module):
+    """A gradient clean before a replay's backward that the backward leaves zero again is
+    not written off as dirty first (runtime/capture.py); if the backward fails midway,
+    it is forgotten as clean all the same (it may hold anything)."""
+    m = kernel_module(SRC)
+    us, loss = _with_gradients()
+    with ad.Tape() as tape:
+        _heat_record(m, us, loss)
+    cap = tape.capture()
+    tape.release()
+    cap.forward()
+    cap.backward(loss)
+    assert any(watch.is_clean(u.grad._buf) for u in us[:STEPS + 2])
+    compiled = cap._backward
+
+    def failing(*args):
+        compiled(*args)
+        raise FloatingPointError("stopped midway")
+    cap._backward = failing
+    loss.zero_()
+    cap.forward()
+    with pytest.raises(FloatingPointError, match="midway"):
+        cap.backward(loss)
+    assert not any(watch.is_clean(u.grad._buf) for u in us[:STEPS + 2])  # (all it uses)
