@@ -92,3 +92,24 @@ def test_results_do_not_depend_on_the_thread_count(kernel_module, monkeypatch):
         assert got[0][0].tobytes() == got[1][0].tobytes()
         assert got[0][1].tobytes() == got[1][1].tobytes()
         np.testing.assert_allclose(got[0][0], [np.sum(np.sin(x) * x)], rtol=1e-12)
+
+
+def test_others_reads_the_process_s_threads_only_when_the_machine_runs_more(monkeypatch):
+    """``others()``: /proc/loadavg's running tasks less this process's running threads;
+    where the machine runs one task (the caller) that is 0 without reading the threads."""
+    running = [b"1"]
+    own = []
+    monkeypatch.setattr(load, "_read", lambda path: b"0.50 0.40 0.30 %s/345 678\n" % running[0])
+    monkeypatch.setattr(load, "_own_running", lambda: own.append(1) or 2)
+    assert load.others() == 0 and not own
+    running[0] = b"5"
+    assert load.others() == 3 and own
+    running[0] = b"x"
+    assert load.others() is None
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/loadavg"), reason="not Linux")
+def test_others_on_this_machine():
+    seen = load.others()
+    assert isinstance(seen, int) and seen >= 0
+    assert load._own_running() >= 1
