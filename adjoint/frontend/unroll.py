@@ -20,8 +20,8 @@ A loop is unrolled when all of these hold (else it is left as it is, and still r
 
 Loops nested in it are considered first, so ``for k ...: for j ...: o[i][k, j] = m[k, j]``
 becomes nine statements, and again in each copy (``for j in range(k, 3)`` has a constant
-range there), as long as the copies stay within ``MAX_STATEMENTS``. Each copy is the body with the variable's reads replaced by
-the iteration's value, keeping the body's source lines (the generated code's line
+range there), as long as the copies stay within ``MAX_STATEMENTS``. Each copy is the body
+with the variable's reads replaced by the iteration's value, keeping the body's source lines (the generated code's line
 comments show the loop's line as written). Where the variable is read after the loop (or
 anywhere outside it) the copies end with ``k = last``, the value Python leaves in it.
 

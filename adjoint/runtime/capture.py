@@ -18,9 +18,10 @@ may store instead of adding: the same values) -- or, where a gathered backward's
 pass only clears gradients shaped as its grid, the backward without that pass and then
 a fill of those gradients with zeros (one write each; the tape owes such zeros,
 runtime/owed.py). After the backward the gradients it left all zero are noted clean,
-as the tape notes them, so that ``zero()`` before the next replay writes nothing. A loss's launch the tape ran with its
-VJP at once (runtime/eager.py) replays so too: its forward computes ``J`` for a seed of
-1, and its backward adds ``g * J`` (replays the backward where ``g`` is not finite).
+as the tape notes them, so that ``zero()`` before the next replay writes nothing. A
+loss's launch the tape ran with its VJP at once (runtime/eager.py) replays so too: its
+forward computes ``J`` for a seed of 1, and its backward adds ``g * J`` (replays the
+backward where ``g`` is not finite).
 Values a later step overwrites are copied right after the step reading them, as the
 tape keeps them. CUDA launches, ``record_func`` and checkpointed steps are refused.
 """
@@ -413,8 +414,9 @@ class Capture:
         every gradient; ``left``, the gradients the backward leaves all zero -- each zeroed
         by a step (``self._marks``: the slots each step's statements name, and those it
         leaves zero) and named by no later step, its memory counted written wherever any
-        slot's is; adjoint's own memory only (not ``_foreign``). Made again only when a
-        slot's value changed."""
+        slot's is; whole allocations of adjoint's own memory only (not ``_foreign``; a view
+        of part of one shares its name, and the rest of it may hold anything). Made again
+        only when a slot's value changed."""
         last = self._left
         if last is not None and len(last[0]) == len(values) and \
                 all(map(operator.is_, last[0], values)):
@@ -426,7 +428,8 @@ class Capture:
                 left.pop(keys[k], None)
             for k in zeroed:
                 what = self._pools.slots[k][3]
-                if keys[k] is not None and not what[1].grad._foreign:
+                if keys[k] is not None and not what[1].grad._foreign and \
+                        watch.is_whole(values[k]):
                     left[keys[k]] = values[k]
         grads = [g for _, _, g in self._arrays.values() if g is not None]
 

@@ -139,6 +139,12 @@ def clean_unwatched(keys):
     return out
 
 
+def is_whole(buf):
+    """Whether ``buf`` is the whole of an allocation adjoint may note clean (``mark_clean``
+    notes nothing else)."""
+    return _whole(buf) is not None
+
+
 def forget_clean(keys):
     """Forget that the host allocations named by ``keys`` are clean."""
     for key in keys:

@@ -88,3 +88,25 @@ def test_against_a_model_checking_every_span():
         for first, other in held.items():
             assert watch.is_clean(other) == (first in model), (step, first)
     _clean_everything_forgotten()
+
+
+def test_host_keys_in_batches():
+    """``before_writes``, ``clean_unwatched``, ``forget_clean`` and ``is_whole`` on host
+    memory (a capture's replay announces its writes with the names of its binding)."""
+    a, b = np.zeros(100), np.zeros(100)
+    ka, kb = watch.memory_key(a), watch.memory_key(b)
+    assert watch.memory_key(a[10:20]) == ka         # a view: named as its allocation
+    assert watch.is_whole(a) and not watch.is_whole(a[10:20])
+    watch.mark_clean(a)
+    watch.mark_clean(b)
+    assert watch.clean_unwatched([ka, kb]) == {ka, kb}
+    watch.before_writes([a], [ka], "a test")
+    assert not watch.is_clean(a) and watch.is_clean(b)
+    watch.forget_clean([kb])
+    assert not watch.is_clean(b)
+    seen = []
+    watch.mark_clean(a)
+    with watch.observe_writes(lambda buf, writer: seen.append(writer)):
+        assert watch.clean_unwatched([ka]) == set()     # (observed: nothing kept)
+        watch.before_writes([a], [ka], "observed")
+    assert seen == ["observed"] and not watch.is_clean(a)
